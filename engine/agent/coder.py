@@ -1,0 +1,93 @@
+"""The coder interface: what the search asks of an agent (draft, improve, debug, review).
+
+Two implementations: the offline coder (engine/agent/offline.py, a simulated agent labelled as
+such) and the LLM coder (engine/agent/llm.py, any OpenAI-compatible Chat Completions server).
+A coder never raises for a bad reply: it returns a CoderReply with `code=None` and `error` set,
+which the search records as a failed step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class LlmCall:
+    role: str                 # draft | improve | debug | review
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    cost: float = 0.0
+    ok: bool = True
+    error: str | None = None
+
+
+@dataclass
+class MemoryItem:
+    """What the agent remembers of an earlier node (AIDE's 'memory')."""
+    node_id: int
+    stage: str
+    plan: str
+    status: str
+    measured_auc: float | None = None
+    measured_gap: float | None = None
+    summary: str = ""
+
+
+@dataclass
+class NodeView:
+    """A node handed to improve/debug/review."""
+    node_id: int
+    stage: str
+    plan: str
+    code: str
+    status: str
+    output: str = ""                       # tail of the execution output
+    exc_type: str | None = None
+    components: dict[str, Any] | None = None
+    measured: dict[str, Any] | None = None  # validation summary (auc, auc_gap, group_auc ...)
+
+
+@dataclass
+class CoderContext:
+    instruction: str                       # exact instruction-level text
+    metric_line: str                       # "Area under the receiver operator curve (AUROC)"
+    data_preview: str                      # preview of the obfuscated training data
+    step: int
+    seed: int
+    guidance_global: list[str] = field(default_factory=list)
+    guidance_node: list[str] = field(default_factory=list)   # only for the node being expanded
+    memory: list[MemoryItem] = field(default_factory=list)
+    level: str = "base"
+
+
+@dataclass
+class CoderReply:
+    plan: str
+    code: str | None
+    error: str | None = None               # why there is no usable code
+    components: dict[str, Any] | None = None
+    llm_calls: list[LlmCall] = field(default_factory=list)
+
+
+@dataclass
+class Review:
+    is_bug: bool
+    summary: str
+    claimed_metric: float | None = None
+    llm_calls: list[LlmCall] = field(default_factory=list)
+
+
+class Coder(Protocol):
+    name: str          # "offline" | "openai"
+    label: str         # shown everywhere, e.g. "offline coder (simulated agent)"
+    simulated: bool
+
+    def draft(self, ctx: CoderContext) -> CoderReply: ...
+
+    def improve(self, ctx: CoderContext, parent: NodeView) -> CoderReply: ...
+
+    def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply: ...
+
+    def review(self, ctx: CoderContext, node: NodeView) -> Review: ...

@@ -1,0 +1,52 @@
+"""A session's settings, recorded verbatim in its session_started event."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engine.task import instruction_text
+
+BEST_CRITERIA = ("claimed", "validation", "minimax")
+
+
+@dataclass
+class SessionConfig:
+    level: str = "base"                 # base | fairness-hint | fairness-metric | fairness-methods | custom
+    custom_text: str | None = None      # the instruction when level == "custom"
+    steps: int = 20                     # step budget (nodes the search may create)
+    step_timeout: float = 600.0         # seconds per node execution
+    memory_limit_mb: int = 8192         # address-space limit for a node's process
+    output_cap: int = 200_000           # bytes of output kept per node (head and tail)
+    best: str = "validation"            # what "best" means: claimed | validation | minimax
+    blind_test: bool = False            # hide test metrics until the session ends (studies)
+    coder: str = "offline"              # offline | openai
+    model: str | None = None            # LLM model for the openai coder
+    seed: int = 0
+    num_drafts: int = 5
+    debug_prob: float = 0.5
+    max_debug_depth: int = 3
+    failure_rate: float = 0.15          # offline coder: share of pipelines written with a bug
+    data: str = "synth"                 # synth | a prepared workspace directory
+    participant_id: str | None = None
+    study_id: str | None = None
+    repeat_index: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.best not in BEST_CRITERIA:
+            raise ValueError(f"best must be one of {BEST_CRITERIA}, not {self.best!r}")
+        if self.steps < 0:
+            raise ValueError("the step budget cannot be negative")
+        instruction_text(self.level, self.custom_text)  # validates the level
+
+    @property
+    def instruction(self) -> str:
+        return instruction_text(self.level, self.custom_text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SessionConfig":
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)

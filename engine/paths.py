@@ -1,0 +1,35 @@
+"""Where things live by default."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DB_ENV = "BEFAIR_DB"
+HOME_ENV = "BEFAIR_HOME"
+
+
+def default_db() -> Path:
+    """`--db` wins over $BEFAIR_DB, which wins over sessions/befair.db under the current folder."""
+    return Path(os.environ.get(DB_ENV) or Path("sessions") / "befair.db")
+
+
+def runs_dir(db_path: Path) -> Path:
+    """Run directories (node workspaces) sit next to the database that records them."""
+    return Path(db_path).resolve().parent / "runs"
+
+
+def cache_dir() -> Path:
+    """Generated data (SynthDerm, prepared workspaces) and remembered settings."""
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".cache" / "befair")
+
+
+def add_db_arg(parser) -> None:
+    """Every command takes --db (default: $BEFAIR_DB or sessions/befair.db)."""
+    parser.add_argument(
+        "--db", type=Path, default=None,
+        help=f"session database (default: ${DB_ENV} or sessions/befair.db)",
+    )
+
+
+def db_from_args(args) -> Path:
+    return Path(args.db) if getattr(args, "db", None) else default_db()

@@ -1,0 +1,123 @@
+"""Event kinds and their payloads: the one contract between the engine, the store and the console.
+
+A session is an append-only list of events. Each event has a session-wide `seq` (1, 2, ...), a
+wall-clock `ts` (unix seconds, float), a `kind` from below and a JSON `payload`. Everything shown
+anywhere (live console, replay, `befair show`, the nodes table) is `fold(events)`; nothing on
+screen comes from anywhere else.
+
+Payload keys per kind (all keys listed are present; values may be null where marked `?`):
+
+session_started   config: dict (SessionConfig.to_dict()), instruction: str (verbatim text),
+                  coder: {name, label, simulated: bool, model?}, data: {kind: "synth"|"workspace",
+                  path, summary?}
+node_created      node_id: int, parent_id: int?, step: int, stage: draft|improve|debug|human,
+                  plan: str, guidance_ids: [int] (guidance in force for this node),
+                  components: dict? (offline coder's grammar choice), origin: "agent"|"human"|"import"
+code              node_id, code: str
+exec_started      node_id, workdir: str
+output            node_id, text: str (a chunk, newline-terminated lines), stream: "stdout"|"stderr"
+exec_finished     node_id, status: ok|buggy|timeout|interrupted, exit_code: int?, exec_time: float,
+                  exc_type: str?, output_head: str, output_tail: str, truncated: bool
+review            node_id, is_bug: bool, summary: str, claimed_metric: float?
+evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" or a short code
+                  like "no_predict", "exception", "timeout", "missing_files", "nan", "out_of_range",
+                  "wrong_type"), reason: str?, summary: {auc?, worst_auc?, best_auc?, auc_gap?,
+                  group_auc: {group_0?, group_1?, group_2?}, group_auc_reason: {group: str},
+                  n: int}, medfair: dict (MEDFAIR-named metrics, no split prefix), blinded: bool
+audited           node_id, flags: {reads_skin_tone, per_group_metric, reweighting, upsampling,
+                  filtering, pareto_selection: bool}, evidence: {flag: str}, claim: {claimed?,
+                  measured?, difference?, unsupported: bool, reason?}
+policy_decision   action: draft|improve|debug|expand|idle|finish, node_id: int? (parent to expand),
+                  reason: str, forced: bool (true when a human command chose it)
+guidance          guidance_id: int, text: str, scope: global|node, node_id: int?, by: str,
+                  command_id: int?
+paused            by: str, command_id: int?, reason: str?
+resumed           by: str, command_id: int?
+pruned            node_id, by: str, command_id: int?
+budget_set        steps: int, by: str, command_id: int?
+expand_requested  node_id, by: str, command_id: int?
+stop_requested    by: str, command_id: int?, interrupt: bool
+llm_call          node_id?, role: draft|improve|debug|review, model: str, tokens_in: int,
+                  tokens_out: int, latency_s: float, cost: float, ok: bool, error: str?
+node_interrupted  node_id, reason: str (e.g. "process ended while running" on resume)
+session_resumed   by: str, interrupted: [int]
+final_choice      by_claimed: int?, by_validation: int?, by_minimax: int?, reasons: {criterion: str}
+session_finished  status: finished|stopped|failed, reason: str?
+error             message: str, node_id: int?, where: str?
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SESSION_STARTED = "session_started"
+NODE_CREATED = "node_created"
+CODE = "code"
+EXEC_STARTED = "exec_started"
+OUTPUT = "output"
+EXEC_FINISHED = "exec_finished"
+REVIEW = "review"
+EVALUATED = "evaluated"
+AUDITED = "audited"
+POLICY_DECISION = "policy_decision"
+GUIDANCE = "guidance"
+PAUSED = "paused"
+RESUMED = "resumed"
+PRUNED = "pruned"
+BUDGET_SET = "budget_set"
+EXPAND_REQUESTED = "expand_requested"
+STOP_REQUESTED = "stop_requested"
+LLM_CALL = "llm_call"
+NODE_INTERRUPTED = "node_interrupted"
+SESSION_RESUMED = "session_resumed"
+FINAL_CHOICE = "final_choice"
+SESSION_FINISHED = "session_finished"
+ERROR = "error"
+
+KINDS = frozenset(
+    {
+        SESSION_STARTED, NODE_CREATED, CODE, EXEC_STARTED, OUTPUT, EXEC_FINISHED, REVIEW,
+        EVALUATED, AUDITED, POLICY_DECISION, GUIDANCE, PAUSED, RESUMED, PRUNED, BUDGET_SET,
+        EXPAND_REQUESTED, STOP_REQUESTED, LLM_CALL, NODE_INTERRUPTED, SESSION_RESUMED,
+        FINAL_CHOICE, SESSION_FINISHED, ERROR,
+    }
+)
+
+# Node stages and statuses (the search tree's vocabulary).
+STAGES = ("draft", "improve", "debug", "human")
+STATUSES = ("queued", "running", "ok", "buggy", "timeout", "interrupted")
+
+# Steering commands (the commands table's `kind` column).
+COMMAND_KINDS = frozenset({"pause", "resume", "stop", "guide", "expand", "prune", "set_budget"})
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    kind: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    ts: float = 0.0
+    session_id: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "ts": self.ts,
+            "kind": self.kind,
+            "payload": json.dumps(self.payload, sort_keys=True),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Event":
+        payload = row["payload"]
+        if isinstance(payload, str):
+            payload = json.loads(payload)
+        return cls(
+            seq=int(row["seq"]),
+            kind=row["kind"],
+            payload=payload,
+            ts=float(row["ts"]),
+            session_id=row["session_id"],
+        )
