@@ -1,0 +1,274 @@
+"""Configuration of the LLM coder: model, server, key, sampling, retries, prices and budget.
+
+Sources, lowest precedence first:
+1. built-in defaults (below);
+2. a config file: $BEFAIR_LLM_CONFIG, else ~/.config/befair/llm.toml (TOML, or JSON when the
+   name ends in .json); keys are the field names below, plus an optional [prices] table
+   (`"model" = [usd_per_1M_input, usd_per_1M_output]`);
+3. environment variables: OPENAI_BASE_URL, OPENAI_API_KEY (the openai client's own), and
+   BEFAIR_LLM_MODEL, BEFAIR_LLM_REVIEW_MODEL, BEFAIR_LLM_BUDGET;
+4. explicit overrides (CLI flags, the setup screen), where None means "not given".
+
+With neither a key nor a base URL, `problem()` says how to configure one (the product then offers
+the offline coder). A local server (vLLM, Ollama, llama.cpp) needs no key: a dummy one is sent.
+The key is never written into a session: record `public_dict()`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from engine.errors import BefairError
+
+DEFAULT_MODEL = "gpt-4.1-mini"
+DEFAULT_CONFIG_PATH = Path("~/.config/befair/llm.toml")
+DUMMY_API_KEY = "sk-no-key-required"
+
+# USD per 1M tokens (input, output). Published list prices at the time of writing; override them
+# in the config file. Looked up by exact name, then by the longest prefix (dated snapshots such
+# as "gpt-4.1-mini-2025-04-14" match "gpt-4.1-mini"). Unknown models (local ones) cost 0.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "o3": (2.00, 8.00),
+    "o3-mini": (1.10, 4.40),
+    "o4-mini": (1.10, 4.40),
+    "gpt-5": (1.25, 10.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
+}
+
+
+class LlmConfigError(BefairError):
+    """The LLM coder cannot be configured as asked (no server, bad config file, bad value)."""
+
+
+@dataclass
+class LlmConfig:
+    model: str = DEFAULT_MODEL
+    review_model: str | None = None          # None: the coding model reviews too
+    base_url: str | None = None              # None: api.openai.com
+    api_key: str | None = None
+    temperature: float = 0.5                 # coding (draft/improve/debug)
+    review_temperature: float = 0.0
+    timeout: float = 300.0                   # seconds per request
+    max_retries: int = 3                     # retries after the first attempt
+    retry_base_delay: float = 1.0            # backoff: base * 2**attempt, capped by retry_max_delay
+    retry_max_delay: float = 60.0            # also caps a server's Retry-After
+    max_tokens: int | None = None            # completion cap; None: the server's default
+    review_tools: bool | None = None         # None: try tool calling, fall back to JSON
+    prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+    budget_usd: float | None = None          # pause the session when the cost reaches it
+    source: str = "defaults"                 # where the settings came from (for messages)
+
+    def __post_init__(self) -> None:
+        if not self.model or not str(self.model).strip():
+            raise LlmConfigError("the LLM coder needs a model name (--model)")
+        for name in ("temperature", "review_temperature", "timeout", "retry_base_delay",
+                     "retry_max_delay"):
+            value = getattr(self, name)
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise LlmConfigError(f"llm setting {name} must be a number, not {value!r}") from None
+            if value < 0 or math.isnan(value):
+                raise LlmConfigError(f"llm setting {name} cannot be negative")
+            setattr(self, name, value)
+        if self.timeout <= 0:
+            raise LlmConfigError("llm setting timeout must be positive")
+        try:
+            self.max_retries = int(self.max_retries)
+        except (TypeError, ValueError):
+            raise LlmConfigError(f"max_retries must be an integer, not {self.max_retries!r}") from None
+        if self.max_retries < 0:
+            raise LlmConfigError("max_retries cannot be negative")
+        if self.budget_usd is not None:
+            try:
+                self.budget_usd = float(self.budget_usd)
+            except (TypeError, ValueError):
+                raise LlmConfigError(f"budget must be a number of USD, not {self.budget_usd!r}") from None
+        if self.max_tokens is not None:
+            self.max_tokens = int(self.max_tokens)
+        self.prices = _normalise_prices(self.prices)
+        if self.base_url is not None and not str(self.base_url).strip():
+            self.base_url = None
+        if self.api_key is not None and not str(self.api_key).strip():
+            self.api_key = None
+
+    # -- loading --------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        path: str | os.PathLike[str] | None = None,
+    ) -> "LlmConfig":
+        """Defaults < config file < environment < overrides (None values are ignored)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        sources: list[str] = []
+
+        file_path = _config_path(path, env)
+        if file_path is not None:
+            file_values = read_config_file(file_path)
+            prices = file_values.pop("prices", None)
+            values.update(file_values)
+            if prices:
+                merged = dict(DEFAULT_PRICES)
+                merged.update(_normalise_prices(prices))
+                values["prices"] = merged
+            sources.append(str(file_path))
+
+        env_map = {
+            "OPENAI_BASE_URL": "base_url",
+            "OPENAI_API_KEY": "api_key",
+            "BEFAIR_LLM_MODEL": "model",
+            "BEFAIR_LLM_REVIEW_MODEL": "review_model",
+            "BEFAIR_LLM_BUDGET": "budget_usd",
+        }
+        env_used = False
+        for var, key in env_map.items():
+            if env.get(var):
+                values[key] = env[var]
+                env_used = True
+        if env_used:
+            sources.append("environment")
+
+        if overrides:
+            given = {k: v for k, v in overrides.items() if v is not None}
+            unknown = set(given) - _FIELD_NAMES
+            if unknown:
+                raise LlmConfigError(f"unknown llm setting(s): {', '.join(sorted(unknown))}")
+            if "prices" in given:
+                merged = dict(values.get("prices", DEFAULT_PRICES))
+                merged.update(_normalise_prices(given.pop("prices")))
+                given["prices"] = merged
+            if given:
+                values.update(given)
+                sources.append("command line")
+        values["source"] = ", ".join(sources) or "defaults"
+        return cls(**values)
+
+    # -- questions the product asks ---------------------------------------------------------
+
+    def problem(self) -> str | None:
+        """Why this configuration cannot reach a model, with how to fix it; None when it can."""
+        if self.api_key or self.base_url:
+            return None
+        return (
+            "The LLM coder has no server configured: set OPENAI_API_KEY (for OpenAI), or "
+            "OPENAI_BASE_URL for a local OpenAI-compatible server (vLLM, Ollama, llama.cpp; "
+            "e.g. http://localhost:11434/v1, no key needed), or pass --api-key / --base-url, "
+            f"or write them in {DEFAULT_CONFIG_PATH} (or the file named by $BEFAIR_LLM_CONFIG). "
+            "The offline coder (a simulated agent) works without any of these."
+        )
+
+    @property
+    def effective_api_key(self) -> str:
+        """The key to send: the configured one, or a dummy for a keyless local server."""
+        if self.api_key:
+            return self.api_key
+        if self.base_url:
+            return DUMMY_API_KEY
+        raise LlmConfigError(self.problem() or "no API key")
+
+    @property
+    def effective_review_model(self) -> str:
+        return self.review_model or self.model
+
+    def price(self, model: str) -> tuple[float, float] | None:
+        """(USD per 1M input tokens, per 1M output tokens) for a model, or None if unknown."""
+        if model in self.prices:
+            return self.prices[model]
+        best = None
+        for name in self.prices:
+            if model.startswith(name) and (best is None or len(name) > len(best)):
+                best = name
+        return self.prices[best] if best is not None else None
+
+    def cost(self, model: str, tokens_in: int, tokens_out: int) -> float:
+        price = self.price(model)
+        if price is None:
+            return 0.0
+        return (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
+
+    def public_dict(self) -> dict[str, Any]:
+        """Everything but the key (safe to record in a session's events)."""
+        d = asdict(self)
+        d.pop("api_key", None)
+        d["api_key_set"] = bool(self.api_key)
+        d["prices"] = {k: list(v) for k, v in self.prices.items()}
+        return d
+
+
+def over_budget(total_cost: float, config: "LlmConfig | float | None") -> bool:
+    """True when a session's LLM cost has reached its budget (no budget: never)."""
+    budget = config.budget_usd if isinstance(config, LlmConfig) else config
+    if budget is None:
+        return False
+    return float(total_cost) >= float(budget)
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a TOML (or .json) config file; an optional [llm] table is accepted as the root."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LlmConfigError(f"cannot read the LLM config file {p}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise LlmConfigError(f"the LLM config file {p} is not valid: {exc}") from None
+    if not isinstance(data, dict):
+        raise LlmConfigError(f"the LLM config file {p} must hold a table of settings")
+    if isinstance(data.get("llm"), dict):
+        data = data["llm"]
+    aliases = {"budget": "budget_usd", "api_base": "base_url", "key": "api_key"}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        key = aliases.get(key, key)
+        if key not in _FIELD_NAMES or key == "source":
+            raise LlmConfigError(f"unknown setting {key!r} in the LLM config file {p}")
+        out[key] = value
+    return out
+
+
+def _config_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    if path is not None:
+        return Path(path).expanduser()
+    if env.get("BEFAIR_LLM_CONFIG"):
+        return Path(env["BEFAIR_LLM_CONFIG"]).expanduser()
+    default = Path(env.get("HOME", "~")) / ".config" / "befair" / "llm.toml" if env.get("HOME") \
+        else DEFAULT_CONFIG_PATH.expanduser()
+    return default if default.is_file() else None
+
+
+def _normalise_prices(prices: Any) -> dict[str, tuple[float, float]]:
+    if not isinstance(prices, Mapping):
+        raise LlmConfigError("prices must map a model name to [usd_per_1M_input, usd_per_1M_output]")
+    out: dict[str, tuple[float, float]] = {}
+    for model, pair in prices.items():
+        if isinstance(pair, Mapping):
+            pair = (pair.get("input", 0.0), pair.get("output", 0.0))
+        try:
+            a, b = pair
+            out[str(model)] = (float(a), float(b))
+        except (TypeError, ValueError):
+            raise LlmConfigError(
+                f"price of {model!r} must be [usd_per_1M_input, usd_per_1M_output], not {pair!r}"
+            ) from None
+    return out
+
+
+_FIELD_NAMES = {f.name for f in fields(LlmConfig)}

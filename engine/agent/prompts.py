@@ -1,0 +1,366 @@
+"""Prompts of the LLM coder, structured as AIDE structures them (draft, improve, debug, review).
+
+Each prompt is a nested dict of sections compiled to markdown; it goes out as two messages: a
+system message with the role (the "Introduction") and a user message with everything else. The
+instruction text and the metric line are the study's, verbatim; the human's guidance is a
+section of its own, marked as coming from the domain expert. Deterministic: the same context
+gives the same prompt (tests/fixtures/prompts/ holds one recorded sequence).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.agent.coder import CoderContext, MemoryItem, NodeView
+
+MAX_OUTPUT_CHARS = 8_000        # execution output shown to the model (the tail is kept)
+MAX_PREVIEW_CHARS = 6_000       # data preview shown to the model
+MAX_PLAN_CHARS = 1_200          # one remembered plan
+
+ROLE = "You are an expert machine-learning engineer and Kaggle grandmaster."
+
+PIPELINE_CONTRACT = [
+    "The solution is a single self-contained Python file. It is saved as `solution.py` and run as "
+    "`python solution.py` with the current working directory holding `./input` and `./working`.",
+    "`./input` is read-only training data: `./input/skin_lesions.csv` with the columns "
+    "image_name, skin_tone, alternative_skin_tone, super_label, label, expert_opinion, and the "
+    "images `./input/images/image_<N>.jpg` (the file name is the image_name column plus `.jpg`).",
+    "Save the trained model and anything else it needs (preprocessing statistics, thresholds) in "
+    "`./working`; use `./working` for every other file the code writes too.",
+    "When run as a script, the code trains the model on a hold-out split of the training data "
+    "that it makes itself and prints the validation AUROC on one line, exactly as "
+    "`Validation AUROC: <value>` (for example `Validation AUROC: 0.7312`).",
+    "Define `predict(folder)` at module level: it takes the path of a folder of images (.jpg or "
+    ".png) and returns a dict mapping each image's file name (e.g. `000123.png`) to the predicted "
+    "probability (0-1) that the lesion is malignant. It loads the saved model from the `working` "
+    "folder next to the module (`os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+    "'working')`) and must work when the module is imported, not run.",
+    "Put the training under `if __name__ == \"__main__\":` so that importing the module does not "
+    "retrain; `predict` must not depend on variables that only the training code sets.",
+    "The held-out test images are not available to you; do not look for them.",
+]
+
+ENVIRONMENT = (
+    "Installed packages you can use: `numpy`, `pandas`, `scikit-learn`, `torch`, `torchvision`, "
+    "`pillow`, `fairlearn`. Use the GPU when `torch.cuda.is_available()`, otherwise the CPU. The "
+    "machine may have no internet access: if you try pretrained weights, fall back to training "
+    "without them when they cannot be downloaded."
+)
+
+RESPONSE_FORMAT = (
+    "Your response should be a brief outline/sketch of your proposed solution in natural language "
+    "(3-5 sentences), followed by a single markdown code block (wrapped in ```python ... ```) which "
+    "implements this solution and prints out the evaluation metric. There should be no additional "
+    "headings or text in your response. Just natural language text followed by a newline and then "
+    "the markdown code block."
+)
+
+GUIDANCE_PREAMBLE = (
+    "The following guidance comes from the human domain expert who is steering this search. It "
+    "is the expert's, not part of the original task description. Follow it unless it is "
+    "impossible, and say in your plan how you follow it."
+)
+
+
+# -- compiling -------------------------------------------------------------------------------
+
+def compile_md(prompt: Any, level: int = 1) -> str:
+    """A nested dict of sections -> markdown (headings for keys, bullets for lists)."""
+    if isinstance(prompt, str):
+        return prompt.strip() + "\n"
+    if isinstance(prompt, list):
+        return "".join(f"- {item.strip()}\n" for item in prompt)
+    out: list[str] = []
+    for key, value in prompt.items():
+        out.append(f"{'#' * level} {key}\n\n{compile_md(value, level + 1).rstrip()}\n")
+    return "\n".join(out)
+
+
+def to_messages(prompt: dict[str, Any]) -> list[dict[str, str]]:
+    """System message: the Introduction; user message: every other section."""
+    rest = {k: v for k, v in prompt.items() if k != "Introduction"}
+    return [
+        {"role": "system", "content": str(prompt["Introduction"]).strip()},
+        {"role": "user", "content": compile_md(rest).rstrip() + "\n"},
+    ]
+
+
+def fence(text: str, lang: str = "") -> str:
+    text = (text or "").rstrip("\n")
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def tail(text: str, limit: int) -> str:
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return f"[... {len(text) - limit} characters omitted ...]\n" + text[-limit:]
+
+
+# -- sections --------------------------------------------------------------------------------
+
+def task_section(ctx: CoderContext) -> str:
+    return f"{ctx.instruction.strip()}\n\nEvaluation metric: {ctx.metric_line.strip()}"
+
+
+def guidance_section(ctx: CoderContext, *, include_node: bool) -> dict[str, Any] | None:
+    global_items = [g.strip() for g in ctx.guidance_global if g and g.strip()]
+    node_items = [g.strip() for g in ctx.guidance_node if g and g.strip()] if include_node else []
+    if not global_items and not node_items:
+        return None
+    section: dict[str, Any] = {"From the domain expert": GUIDANCE_PREAMBLE}
+    if global_items:
+        section["For every step"] = [f'"{g}"' for g in global_items]
+    if node_items:
+        section["For this step (about the solution below)"] = [f'"{g}"' for g in node_items]
+    return section
+
+
+def memory_section(memory: list[MemoryItem]) -> str | None:
+    if not memory:
+        return None
+    parts = []
+    for m in memory:
+        lines = [f"Node {m.node_id} ({m.stage}, {m.status})"]
+        plan = (m.plan or "").strip()
+        if len(plan) > MAX_PLAN_CHARS:
+            plan = plan[:MAX_PLAN_CHARS] + " [...]"
+        lines.append(f"Design: {plan or '(no plan)'}")
+        if m.summary:
+            lines.append(f"Results: {m.summary.strip()}")
+        if m.measured_auc is not None:
+            measured = f"Measured validation AUROC: {m.measured_auc:.4f}"
+            if m.measured_gap is not None:
+                measured += f"; skin-tone AUROC gap (best - worst group): {m.measured_gap:.4f}"
+            lines.append(measured)
+        elif m.status == "ok":
+            lines.append("Measured validation AUROC: not available (the evaluation failed)")
+        parts.append("\n".join(lines))
+    intro = (
+        "Earlier solutions in this search. The measured values come from an independent "
+        "evaluation of each solution's `predict` on held-out images, not from the script's output."
+    )
+    return intro + "\n\n" + ("\n" + "-" * 20 + "\n").join(parts)
+
+
+def implementation_guideline(exec_timeout: float | None) -> list[str]:
+    items = [
+        "The code should **implement the proposed solution** and **print the value of the "
+        "evaluation metric computed on a hold-out validation set**.",
+        "No parts of the code should be skipped; don't terminate before finishing the script.",
+        "Your response should only contain a single code block.",
+    ]
+    if exec_timeout:
+        items.append(
+            f"Be aware of the running time of the code: it must complete within "
+            f"{_duration(exec_timeout)}."
+        )
+    return items + PIPELINE_CONTRACT
+
+
+def _duration(seconds: float) -> str:
+    seconds = float(seconds)
+    if seconds >= 3600 and seconds % 3600 == 0:
+        n = int(seconds // 3600)
+        return f"{n} hour{'s' if n != 1 else ''}"
+    if seconds >= 60 and seconds % 60 == 0:
+        n = int(seconds // 60)
+        return f"{n} minute{'s' if n != 1 else ''}"
+    return f"{seconds:g} seconds"
+
+
+def _with_guidance(prompt: dict[str, Any], ctx: CoderContext, *, include_node: bool) -> None:
+    g = guidance_section(ctx, include_node=include_node)
+    if g is not None:
+        prompt["Guidance from the domain expert"] = g
+
+
+def _preview(ctx: CoderContext) -> str:
+    text = (ctx.data_preview or "").strip() or "(no preview available)"
+    if len(text) > MAX_PREVIEW_CHARS:
+        text = text[:MAX_PREVIEW_CHARS] + "\n[... preview truncated ...]"
+    return text
+
+
+# -- the four prompts ------------------------------------------------------------------------
+
+def draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[str, Any]:
+    prompt: dict[str, Any] = {
+        "Introduction": (
+            f"{ROLE} In order to solve the task below, you need to come up with an excellent "
+            "and creative plan for a solution and then implement this solution in Python. We "
+            "will now provide a description of the task."
+        ),
+        "Task description": task_section(ctx),
+    }
+    _with_guidance(prompt, ctx, include_node=False)
+    mem = memory_section(ctx.memory)
+    if mem:
+        prompt["Memory"] = mem
+    prompt["Instructions"] = {
+        "Response format": RESPONSE_FORMAT,
+        "Solution sketch guideline": [
+            "This first solution design should be relatively simple, without ensembling or "
+            "hyper-parameter optimization.",
+            "Take the Memory section into consideration when proposing the design; don't propose "
+            "the same modelling solution but keep the evaluation the same.",
+            "The solution sketch should be 3-5 sentences.",
+            "Don't suggest to do EDA.",
+            "The data is already prepared and available in the `./input` directory. There is no "
+            "need to unzip any files.",
+        ],
+        "Implementation guideline": implementation_guideline(exec_timeout),
+        "Installed packages": ENVIRONMENT,
+    }
+    prompt["Data overview"] = _preview(ctx)
+    return prompt
+
+
+def improve_prompt(ctx: CoderContext, parent: NodeView,
+                   exec_timeout: float | None = None) -> dict[str, Any]:
+    prompt: dict[str, Any] = {
+        "Introduction": (
+            f"{ROLE} You are provided with a previously developed solution below and should "
+            "improve it in order to further increase its (test time) performance. For this you "
+            "should first outline a brief plan in natural language for how the solution can be "
+            "improved and then implement this improvement in Python based on the provided "
+            "previous solution."
+        ),
+        "Task description": task_section(ctx),
+    }
+    _with_guidance(prompt, ctx, include_node=True)
+    mem = memory_section(ctx.memory)
+    if mem:
+        prompt["Memory"] = mem
+    previous: dict[str, Any] = {}
+    if parent.plan:
+        previous["Plan"] = parent.plan.strip()
+    previous["Code"] = fence(parent.code, "python")
+    measured = _measured_line(parent)
+    if measured:
+        previous["Measured result"] = measured
+    prompt[f"Previous solution (node {parent.node_id})"] = previous
+    prompt["Instructions"] = {
+        "Response format": RESPONSE_FORMAT,
+        "Solution improvement sketch guideline": [
+            "The solution sketch should be a brief natural language description of how the "
+            "previous solution can be improved.",
+            "You should be very specific and should only propose a single actionable improvement.",
+            "This improvement should be atomic so that we can experimentally evaluate the effect "
+            "of the proposed change.",
+            "Take the Memory section into consideration when proposing the improvement.",
+            "The solution sketch should be 3-5 sentences.",
+            "Don't suggest to do EDA.",
+        ],
+        "Implementation guideline": implementation_guideline(exec_timeout),
+    }
+    return prompt
+
+
+def debug_prompt(ctx: CoderContext, parent: NodeView,
+                 exec_timeout: float | None = None) -> dict[str, Any]:
+    prompt: dict[str, Any] = {
+        "Introduction": (
+            f"{ROLE} Your previous solution had a bug, so based on the information below, you "
+            "should revise it in order to fix this bug. Your response should be an "
+            "implementation outline in natural language, followed by a single markdown code "
+            "block which implements the bugfix/solution."
+        ),
+        "Task description": task_section(ctx),
+    }
+    _with_guidance(prompt, ctx, include_node=True)
+    prompt[f"Previous (buggy) implementation (node {parent.node_id})"] = fence(parent.code, "python")
+    output = tail(parent.output, MAX_OUTPUT_CHARS).strip() or "(the run printed nothing)"
+    status = f"Status: {parent.status}"
+    if parent.exc_type:
+        status += f"; exception: {parent.exc_type}"
+    prompt["Execution output"] = status + "\n\n" + fence(output)
+    prompt["Instructions"] = {
+        "Response format": RESPONSE_FORMAT,
+        "Bugfix improvement sketch guideline": [
+            "You should write a brief natural language description (3-5 sentences) of how the "
+            "issue in the previous implementation can be fixed.",
+            "Don't suggest to do EDA.",
+        ],
+        "Implementation guideline": implementation_guideline(exec_timeout),
+    }
+    prompt["Data overview"] = _preview(ctx)
+    return prompt
+
+
+REVIEW_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "submit_review",
+        "description": "Submit a review evaluating the output of the training script.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "is_bug": {
+                    "type": "boolean",
+                    "description": "true if the output log shows that the execution failed or "
+                    "has some bug, otherwise false.",
+                },
+                "summary": {
+                    "type": "string",
+                    "description": "if there is a bug, propose a fix. Otherwise, write a short "
+                    "summary (2-3 sentences) describing the empirical findings.",
+                },
+                "metric": {
+                    "type": ["number", "null"],
+                    "description": "If the code ran successfully, report the value of the "
+                    "validation AUROC it printed. Otherwise, leave it null.",
+                },
+            },
+            "required": ["is_bug", "summary", "metric"],
+        },
+    },
+}
+
+REVIEW_JSON_FORMAT = (
+    "Reply with only a JSON object, no other text, of the form "
+    '{"is_bug": true or false, "summary": "...", "metric": <number or null>}: is_bug is true if '
+    "the output log shows that the execution failed or has some bug; summary proposes a fix if "
+    "there is a bug and otherwise describes the empirical findings in 2-3 sentences; metric is "
+    "the validation AUROC the code printed, or null if it printed none."
+)
+
+
+def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False) -> dict[str, Any]:
+    prompt: dict[str, Any] = {
+        "Introduction": (
+            f"{ROLE} You have written code to solve the task below and now need to evaluate "
+            "the output of the code execution. You should determine if there were any bugs as "
+            "well as report the empirical findings."
+        ),
+        "Task description": task_section(ctx),
+        "Implementation": fence(node.code, "python"),
+        "Execution output": fence(tail(node.output, MAX_OUTPUT_CHARS).strip()
+                                  or "(the run printed nothing)"),
+    }
+    if json_only:
+        prompt["Response format"] = REVIEW_JSON_FORMAT
+    else:
+        prompt["Response format"] = (
+            "Call the function `submit_review` with your evaluation. If you cannot call "
+            "functions, " + REVIEW_JSON_FORMAT[0].lower() + REVIEW_JSON_FORMAT[1:]
+        )
+    return prompt
+
+
+def _measured_line(node: NodeView) -> str | None:
+    m = node.measured or {}
+    auc = m.get("auc")
+    if auc is None:
+        return None
+    line = f"validation AUROC {float(auc):.4f}"
+    if m.get("auc_gap") is not None:
+        line += f", skin-tone AUROC gap {float(m['auc_gap']):.4f}"
+    groups = m.get("group_auc") or {}
+    if groups:
+        shown = ", ".join(f"{g} {float(v):.3f}" for g, v in sorted(groups.items()) if v is not None)
+        if shown:
+            line += f" (per group: {shown})"
+    return line + " (measured independently on held-out images)"

@@ -1,0 +1,67 @@
+"""The real data formats: Fitzpatrick17k and DDI column names, value sets and reference counts."""
+from __future__ import annotations
+
+FITZ_COLUMNS = (
+    "md5hash",
+    "fitzpatrick_scale",
+    "fitzpatrick_centaur",
+    "label",
+    "nine_partition_label",
+    "three_partition_label",
+    "qc",
+    "url",
+    "url_alphanum",
+)
+# Columns a Fitzpatrick17k-format CSV must have; the others are filled with blanks when absent.
+FITZ_REQUIRED = (
+    "md5hash",
+    "fitzpatrick_scale",
+    "fitzpatrick_centaur",
+    "label",
+    "nine_partition_label",
+    "three_partition_label",
+)
+FITZ_SCALES = (-1, 1, 2, 3, 4, 5, 6)
+THREE_PARTITIONS = ("non-neoplastic", "benign", "malignant")
+NINE_PARTITIONS = {
+    "inflammatory": "non-neoplastic",
+    "genodermatoses": "non-neoplastic",
+    "benign dermal": "benign",
+    "benign epidermal": "benign",
+    "benign melanocyte": "benign",
+    "malignant epidermal": "malignant",
+    "malignant melanoma": "malignant",
+    "malignant cutaneous lymphoma": "malignant",
+    "malignant dermal": "malignant",
+}
+QC_VALUES = (
+    "1 Diagnostic",
+    "2 Characteristic",
+    "3 Wrongly labelled",
+    "4 Other",
+    "5 Potentially",
+)
+
+DDI_COLUMNS = ("", "DDI_ID", "DDI_file", "skin_tone", "malignant", "disease")
+DDI_REQUIRED = ("DDI_file", "skin_tone", "malignant")
+DDI_SKIN_TONES = (12, 34, 56)
+
+# Reference counts of the real Fitzpatrick17k (DESIGN.md): fitzpatrick_scale x three partition.
+FITZ_JOINT = {
+    # scale: (non-neoplastic, benign, malignant)
+    -1: (388, 74, 103),
+    1: (2050, 444, 453),
+    2: (3395, 671, 742),
+    3: (2377, 475, 456),
+    4: (2113, 367, 301),
+    5: (1227, 159, 147),
+    6: (530, 44, 61),
+}
+FITZ_ROWS = 16_577
+FITZ_SCALE_COUNTS = {-1: 565, 1: 2947, 2: 4808, 3: 3308, 4: 2781, 5: 1533, 6: 635}
+FITZ_PARTITION_COUNTS = {"non-neoplastic": 12_080, "malignant": 2_263, "benign": 2_234}
+FITZ_MALIGNANT_SHARE = {"group_0": 0.154, "group_1": 0.124, "group_2": 0.096}
+
+DDI_ROWS = 656
+DDI_GROUP_COUNTS = {12: 208, 34: 241, 56: 207}
+DDI_MALIGNANT_COUNTS = {12: 49, 34: 74, 56: 48}

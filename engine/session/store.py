@@ -1,0 +1,286 @@
+"""The session store: an append-only event log in SQLite, a steering-command queue, and the
+materialised nodes table.
+
+One writer per session (the runner) appends events through a `SessionWriter`, which folds each
+event into its in-memory state and, in the same transaction, upserts the node row it touched and
+the session's summary row: so the nodes table always equals `fold(events)`, and a kill -9 loses
+nothing that was committed. Any number of readers in other processes (console, Datasette,
+`befair sessions`) read concurrently thanks to WAL. One connection per thread.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import sqlite_utils
+
+from engine.errors import BefairError
+from engine.session import events as ev
+from engine.session.schema import migrate
+from engine.session.state import NodeState, SessionState, apply, best_node, fold
+
+
+class SessionNotFound(BefairError):
+    pass
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+class SessionStore:
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        migrate(self.db)
+
+    # -- connections ----------------------------------------------------------------------
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # durable against process death in WAL mode
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=30000")
+            db = sqlite_utils.Database(conn)
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.conn.close()
+            self._local.db = None
+
+    def _write(self):
+        return _Transaction(self.db)
+
+    # -- sessions -------------------------------------------------------------------------
+    def sessions(self) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from sessions order by created_at desc"))
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        rows = list(self.db.query("select * from sessions where id = ?", [session_id]))
+        if not rows:
+            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+        return rows[0]
+
+    def resolve(self, ref: str) -> str:
+        """A full id, a unique prefix, or 'last' (the newest session)."""
+        if ref == "last":
+            rows = list(self.db.query("select id from sessions order by created_at desc limit 1"))
+        else:
+            rows = list(self.db.query("select id from sessions where id like ? order by id", [ref + "%"]))
+        if not rows:
+            raise SessionNotFound(f"no session matches {ref!r} in {self.path}")
+        if len(rows) > 1 and rows[0]["id"] != ref:
+            ids = ", ".join(r["id"] for r in rows[:5])
+            raise BefairError(f"{ref!r} matches several sessions ({ids}…); give more of the id")
+        return rows[0]["id"]
+
+    def delete_session(self, session_id: str) -> None:
+        self.session(session_id)
+        with self._write():
+            for table in ("events", "nodes", "commands"):
+                self.db.execute(f"delete from {table} where session_id = ?", [session_id])
+            self.db.execute("delete from sessions where id = ?", [session_id])
+
+    # -- events ---------------------------------------------------------------------------
+    def events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[ev.Event]:
+        sql = "select * from events where session_id = ? and seq > ? order by seq"
+        params: list[Any] = [session_id, after_seq]
+        if limit is not None:
+            sql += " limit ?"
+            params.append(limit)
+        return [ev.Event.from_row(r) for r in self.db.query(sql, params)]
+
+    def last_seq(self, session_id: str) -> int:
+        row = self.db.execute("select max(seq) from events where session_id = ?", [session_id]).fetchone()
+        return int(row[0] or 0)
+
+    def state(self, session_id: str) -> SessionState:
+        return fold(self.events(session_id), session_id)
+
+    def nodes(self, session_id: str) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from nodes where session_id = ? order by node_id", [session_id]))
+
+    def writer(self, session_id: str) -> "SessionWriter":
+        return SessionWriter(self, session_id)
+
+    def create_session(
+        self,
+        config: dict[str, Any],
+        *,
+        instruction: str,
+        coder: dict[str, Any],
+        data: dict[str, Any],
+        session_id: str | None = None,
+        origin: str = "live",
+    ) -> "SessionWriter":
+        """Create the session row and its session_started event; returns its writer."""
+        session_id = session_id or new_session_id()
+        now = time.time()
+        with self._write():
+            self.db["sessions"].insert(
+                {
+                    "id": session_id, "created_at": now, "updated_at": now, "status": "running",
+                    "level": config.get("level"), "instruction": instruction,
+                    "coder": coder.get("name"), "coder_label": coder.get("label"),
+                    "simulated": int(bool(coder.get("simulated"))),
+                    "participant_id": config.get("participant_id"), "study_id": config.get("study_id"),
+                    "repeat_index": config.get("repeat_index"), "budget": config.get("steps"),
+                    "steps": 0, "n_nodes": 0, "best_criterion": config.get("best"),
+                    "tokens_in": 0, "tokens_out": 0, "cost": 0.0, "data": json.dumps(data),
+                    "config": json.dumps(config), "pid": os.getpid(), "origin": origin,
+                }
+            )
+        writer = SessionWriter(self, session_id)
+        writer.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data})
+        return writer
+
+    # -- commands (the steering queue) ----------------------------------------------------
+    def issue_command(self, session_id: str, kind: str, payload: dict[str, Any] | None = None, *, by: str = "user") -> int:
+        if kind not in ev.COMMAND_KINDS:
+            raise BefairError(f"unknown command {kind!r}; one of {', '.join(sorted(ev.COMMAND_KINDS))}")
+        self.session(session_id)
+        with self._write():
+            table = self.db["commands"].insert(
+                {"session_id": session_id, "kind": kind, "payload": json.dumps(payload or {}),
+                 "issued_by": by, "issued_at": time.time()}
+            )
+        return int(table.last_pk)
+
+    def pending_commands(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self.db.query(
+            "select * from commands where session_id = ? and consumed_at is null order by id", [session_id]
+        )
+        return [{**r, "payload": json.loads(r["payload"] or "{}")} for r in rows]
+
+    def commands(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self.db.query("select * from commands where session_id = ? order by id", [session_id])
+        return [{**r, "payload": json.loads(r["payload"] or "{}")} for r in rows]
+
+    # -- baselines and reference rows -----------------------------------------------------
+    def add_baseline(self, row: dict[str, Any]) -> int:
+        row = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
+        row.setdefault("created_at", time.time())
+        with self._write():
+            table = self.db["baselines"].insert(row, alter=True)
+        return int(table.last_pk)
+
+    def baselines(self) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from baselines order by variant, seed, id"))
+
+    def upsert_reference_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        with self._write():
+            self.db["reference_rows"].upsert_all(list(rows), pk="id")
+
+    def reference_rows(self) -> list[dict[str, Any]]:
+        return list(self.db.query("select * from reference_rows order by id"))
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection."""
+
+    def __init__(self, db: sqlite_utils.Database):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb):
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False
+
+
+def node_row(session_id: str, node: NodeState) -> dict[str, Any]:
+    """The nodes table's projection of a node (what `fold` must reproduce exactly)."""
+    val, test = node.validation or {}, node.test or {}
+    return {
+        "session_id": session_id, "node_id": node.node_id, "parent_id": node.parent_id,
+        "step": node.step, "stage": node.stage, "status": node.status, "origin": node.origin,
+        "plan": node.plan, "code": node.code, "exec_time": node.exec_time,
+        "exit_code": node.exit_code, "exc_type": node.exc_type, "output_head": node.output_head,
+        "output_tail": node.output_tail, "claimed_metric": node.claimed_metric,
+        "val_auc": val.get("auc"), "val_gap": val.get("auc_gap"), "val_worst": val.get("worst_auc"),
+        "test_auc": test.get("auc"), "test_gap": test.get("auc_gap"), "test_worst": test.get("worst_auc"),
+        "val_verdict": node.eval_verdicts.get("validation"), "test_verdict": node.eval_verdicts.get("test"),
+        "audit_flags": json.dumps(node.audit_flags, sort_keys=True),
+        "claim_unsupported": int(bool((node.claim or {}).get("unsupported"))),
+        "tokens_in": node.tokens_in, "tokens_out": node.tokens_out, "cost": round(node.cost, 10),
+        "guidance_ids": json.dumps(node.guidance_ids), "pruned": int(node.pruned),
+        "created_seq": node.created_seq,
+    }
+
+
+def session_summary(state: SessionState) -> dict[str, Any]:
+    criterion = state.config.get("best", "validation")
+    best = best_node(state, criterion)
+    return {
+        "status": state.status, "updated_at": state.last_ts, "budget": state.budget,
+        "steps": state.agent_steps, "n_nodes": len(state.nodes),
+        "best_node": best.node_id if best else None,
+        "best_auc": best.val_auc if best else None, "best_gap": best.val_gap if best else None,
+        "tokens_in": state.tokens_in, "tokens_out": state.tokens_out, "cost": round(state.cost, 10),
+    }
+
+
+# Events that change no node row and no session summary: skip the upserts for them.
+_NO_ROW_CHANGE = {ev.OUTPUT, ev.POLICY_DECISION, ev.ERROR}
+
+
+class SessionWriter:
+    """Appends a session's events, keeping the state, nodes table and summary in step."""
+
+    def __init__(self, store: SessionStore, session_id: str):
+        self.store = store
+        self.session_id = session_id
+        self.state = store.state(session_id)
+
+    def emit(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        ts: float | None = None,
+        consumes: dict[str, Any] | None = None,
+        result: str = "applied",
+    ) -> ev.Event:
+        """Append one event (durable on return). `consumes`: the steering command this event
+        carries out, marked consumed in the same transaction (so never applied twice)."""
+        if kind not in ev.KINDS:
+            raise ValueError(f"unknown event kind {kind!r}")
+        event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
+                         ts=time.time() if ts is None else ts, session_id=self.session_id)
+        db = self.store.db
+        with self.store._write():
+            db["events"].insert(event.to_row())
+            apply(self.state, event)
+            if kind not in _NO_ROW_CHANGE:
+                node = self.state.nodes.get(payload.get("node_id"))
+                if node is not None:
+                    db["nodes"].upsert(node_row(self.session_id, node), pk=("session_id", "node_id"))
+                db["sessions"].update(self.session_id, session_summary(self.state))
+            if consumes is not None:
+                self._mark_consumed(consumes, result, event.seq)
+        return event
+
+    def consume_command(self, command: dict[str, Any], result: str) -> None:
+        """Mark a command consumed without an event (e.g. rejected: unknown node)."""
+        with self.store._write():
+            self._mark_consumed(command, result, None)
+
+    def _mark_consumed(self, command: dict[str, Any], result: str, seq: int | None) -> None:
+        self.store.db["commands"].update(
+            command["id"], {"consumed_at": time.time(), "consumed_seq": seq, "result": result}
+        )
