@@ -76,15 +76,24 @@ class SessionStore:
 
     def resolve(self, ref: str) -> str:
         """A full id, a unique prefix, or 'last' (the newest session)."""
+        ref = (ref or "").strip()
+        if not ref:
+            raise SessionNotFound("no session given")
         if ref == "last":
-            rows = list(self.db.query("select id from sessions order by created_at desc limit 1"))
+            rows = list(self.db.query("select id from sessions order by created_at desc, id desc limit 1"))
         else:
-            rows = list(self.db.query("select id from sessions where id like ? order by id", [ref + "%"]))
+            exact = list(self.db.query("select id from sessions where id = ?", [ref]))
+            if exact:
+                return exact[0]["id"]
+            # substr, not LIKE: '_' and '%' in a reference are not wildcards
+            rows = list(self.db.query(
+                "select id from sessions where substr(id, 1, ?) = ? order by id", [len(ref), ref]
+            ))
         if not rows:
             raise SessionNotFound(f"no session matches {ref!r} in {self.path}")
-        if len(rows) > 1 and rows[0]["id"] != ref:
+        if len(rows) > 1:
             ids = ", ".join(r["id"] for r in rows[:5])
-            raise BefairError(f"{ref!r} matches several sessions ({ids}…); give more of the id")
+            raise BefairError(f"{ref!r} matches several sessions ({ids}{'…' if len(rows) > 5 else ''}); give more of the id")
         return rows[0]["id"]
 
     def delete_session(self, session_id: str) -> None:
@@ -125,10 +134,12 @@ class SessionStore:
         data: dict[str, Any],
         session_id: str | None = None,
         origin: str = "live",
+        ts: float | None = None,
     ) -> "SessionWriter":
-        """Create the session row and its session_started event; returns its writer."""
+        """Create the session row and its session_started event; returns its writer.
+        `ts`: the creation time (default now); imports and recorded fixtures pass their own."""
         session_id = session_id or new_session_id()
-        now = time.time()
+        now = time.time() if ts is None else float(ts)
         with self._write():
             self.db["sessions"].insert(
                 {
@@ -144,7 +155,8 @@ class SessionStore:
                 }
             )
         writer = SessionWriter(self, session_id)
-        writer.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data})
+        writer.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data},
+                    ts=now)
         return writer
 
     # -- commands (the steering queue) ----------------------------------------------------
