@@ -272,3 +272,39 @@ def _normalise_prices(prices: Any) -> dict[str, tuple[float, float]]:
 
 
 _FIELD_NAMES = {f.name for f in fields(LlmConfig)}
+
+
+# -- command line ----------------------------------------------------------------------------
+
+CLI_FLAGS: dict[str, tuple[str, type, str]] = {
+    # dest: (flag, type, help)
+    "model": ("--model", str, "LLM model for the openai coder (default: config file, then "
+              f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})"),
+    "review_model": ("--review-model", str, "model that reviews runs (default: --model)"),
+    "base_url": ("--base-url", str, "OpenAI-compatible server, e.g. http://localhost:8000/v1 "
+                 "(default: $OPENAI_BASE_URL, else OpenAI)"),
+    "api_key": ("--api-key", str, "API key (default: $OPENAI_API_KEY; not needed for a local server)"),
+    "temperature": ("--temperature", float, "sampling temperature for coding"),
+    "llm_timeout": ("--llm-timeout", float, "seconds per LLM request"),
+    "llm_retries": ("--llm-retries", int, "retries per LLM request"),
+    "budget_usd": ("--budget", float, "pause the session when the LLM cost reaches this many USD"),
+    "llm_config": ("--llm-config", str, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
+                   "~/.config/befair/llm.toml)"),
+}
+_CLI_TO_FIELD = {"llm_timeout": "timeout", "llm_retries": "max_retries"}
+
+
+def add_cli_arguments(parser: Any) -> None:
+    """Add the LLM flags to an argparse parser (all default to None: 'not given')."""
+    for dest, (flag, typ, help_) in CLI_FLAGS.items():
+        parser.add_argument(flag, dest=dest, type=typ, default=None, help=help_)
+
+
+def config_from_cli(args: Any, env: Mapping[str, str] | None = None) -> LlmConfig:
+    """LlmConfig from parsed flags (an argparse Namespace or a dict) over file and environment."""
+    get = args.get if isinstance(args, Mapping) else (lambda k, d=None: getattr(args, k, d))
+    overrides = {
+        _CLI_TO_FIELD.get(dest, dest): get(dest)
+        for dest in CLI_FLAGS if dest != "llm_config"
+    }
+    return LlmConfig.load(overrides, env=env, path=get("llm_config"))

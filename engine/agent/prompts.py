@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
+from engine.task import GROUP_LABELS
 
 MAX_OUTPUT_CHARS = 8_000        # execution output shown to the model (the tail is kept)
 MAX_PREVIEW_CHARS = 6_000       # data preview shown to the model
@@ -23,11 +24,11 @@ PIPELINE_CONTRACT = [
     "`python solution.py` with the current working directory holding `./input` and `./working`.",
     "`./input` is read-only training data: `./input/skin_lesions.csv` with the columns "
     "image_name, skin_tone, alternative_skin_tone, super_label, label, expert_opinion, and the "
-    "images `./input/images/image_<N>.jpg` (the file name is the image_name column plus `.jpg`).",
+    "images in `./input/images/`, named `image_<N>.jpg` after the image_name column.",
     "Save the trained model and anything else it needs (preprocessing statistics, thresholds) in "
     "`./working`; use `./working` for every other file the code writes too.",
-    "When run as a script, the code trains the model on a hold-out split of the training data "
-    "that it makes itself and prints the validation AUROC on one line, exactly as "
+    "When run as a script, the code trains the model, measures it on a hold-out validation split "
+    "of the training data that it makes itself and prints the validation AUROC on one line as "
     "`Validation AUROC: <value>` (for example `Validation AUROC: 0.7312`).",
     "Define `predict(folder)` at module level: it takes the path of a folder of images (.jpg or "
     ".png) and returns a dict mapping each image's file name (e.g. `000123.png`) to the predicted "
@@ -105,17 +106,20 @@ def task_section(ctx: CoderContext) -> str:
     return f"{ctx.instruction.strip()}\n\nEvaluation metric: {ctx.metric_line.strip()}"
 
 
-def guidance_section(ctx: CoderContext, *, include_node: bool) -> dict[str, Any] | None:
+def guidance_section(ctx: CoderContext, *, include_node: bool) -> str | None:
+    """The human's guidance in force, marked as the domain expert's; None when there is none."""
     global_items = [g.strip() for g in ctx.guidance_global if g and g.strip()]
     node_items = [g.strip() for g in ctx.guidance_node if g and g.strip()] if include_node else []
     if not global_items and not node_items:
         return None
-    section: dict[str, Any] = {"From the domain expert": GUIDANCE_PREAMBLE}
+    parts = [GUIDANCE_PREAMBLE]
     if global_items:
-        section["For every step"] = [f'"{g}"' for g in global_items]
+        parts.append("For every step, the domain expert says:\n"
+                     + "\n".join(f'- "{g}"' for g in global_items))
     if node_items:
-        section["For this step (about the solution below)"] = [f'"{g}"' for g in node_items]
-    return section
+        parts.append("For this step (about the solution below), the domain expert says:\n"
+                     + "\n".join(f'- "{g}"' for g in node_items))
+    return "\n\n".join(parts)
 
 
 def memory_section(memory: list[MemoryItem]) -> str | None:
@@ -360,7 +364,8 @@ def _measured_line(node: NodeView) -> str | None:
         line += f", skin-tone AUROC gap {float(m['auc_gap']):.4f}"
     groups = m.get("group_auc") or {}
     if groups:
-        shown = ", ".join(f"{g} {float(v):.3f}" for g, v in sorted(groups.items()) if v is not None)
+        shown = ", ".join(f"{GROUP_LABELS.get(g, g)} {float(v):.3f}"
+                          for g, v in sorted(groups.items()) if v is not None)
         if shown:
             line += f" (per group: {shown})"
     return line + " (measured independently on held-out images)"

@@ -61,12 +61,21 @@ def _looks_like_python(code: str) -> bool:
     return bool(re.search(r"^\s*(import |from \S+ import |def |class |if __name__)", code, re.M))
 
 
+def _has_predict(code: str) -> bool:
+    return re.search(r"^def\s+predict\s*\(", code, re.M) is not None
+
+
+def _has_imports(code: str) -> bool:
+    return re.search(r"^(import |from \S+ import )", code, re.M) is not None
+
+
 def extract_code(text: str) -> str | None:
     """The pipeline's code from a reply, or None when there is none.
 
-    Preference: a valid Python block containing `def predict` (the longest), else all Python
-    blocks joined when the result is valid and has `def predict` (replies that split a script
-    across blocks, as AIDE joins them), else the longest valid Python block, else the longest
+    Preference: a valid, self-contained Python block (imports and `def predict`; the longest),
+    else all Python blocks joined when the result is valid and has `def predict` (replies that
+    split a script across blocks, as AIDE joins them), else a valid block with `def predict`,
+    else the longest valid Python block, else the longest
     Python-looking block even if it does not parse (the run then shows the SyntaxError and the
     debug step can fix it), else the whole reply when it is bare Python.
     """
@@ -78,13 +87,16 @@ def extract_code(text: str) -> str | None:
     ]
     if py_blocks:
         valid = [b for b in py_blocks if is_valid_python(b.code)]
-        with_predict = [b for b in valid if re.search(r"^def\s+predict\s*\(", b.code, re.M)]
-        if with_predict:
-            return _clean(max(with_predict, key=lambda b: len(b.code)).code)
+        with_predict = [b for b in valid if _has_predict(b.code)]
+        complete = [b for b in with_predict if _has_imports(b.code)]
+        if complete:
+            return _clean(max(complete, key=lambda b: len(b.code)).code)
         if len(py_blocks) > 1:
             joined = "\n\n".join(b.code.rstrip() for b in py_blocks)
-            if is_valid_python(joined) and re.search(r"^def\s+predict\s*\(", joined, re.M):
+            if is_valid_python(joined) and _has_predict(joined):
                 return _clean(joined)
+        if with_predict:
+            return _clean(max(with_predict, key=lambda b: len(b.code)).code)
         if valid:
             return _clean(max(valid, key=lambda b: len(b.code)).code)
         return _clean(max(py_blocks, key=lambda b: len(b.code)).code)

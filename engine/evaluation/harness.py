@@ -136,11 +136,12 @@ def score_predictions(
         return verdict, reason, None
     expected = set(labels["file"])
     missing = sorted(expected - set(preds))
-    if missing:
-        return "missing_files", f"no prediction for {len(missing)} of {len(expected)} images ({_names(missing)})", None
     extra = sorted(set(preds) - expected)
     if extra:
-        return "extra_files", f"{len(extra)} prediction(s) for unknown images ({_names(extra)})", None
+        also = f"; {len(missing)} held-out image(s) have none" if missing else ""
+        return "extra_files", f"{len(extra)} prediction(s) for unknown images ({_names(extra)}){also}", None
+    if missing:
+        return "missing_files", f"no prediction for {len(missing)} of {len(expected)} images ({_names(missing)})", None
     scores = [preds[f] for f in labels["file"]]
     nan = [f for f, s in zip(labels["file"], scores) if math.isnan(s)]
     if nan:

@@ -12,8 +12,7 @@ The definitions follow MEDFAIR's ``utils/evaluation.py`` (Zong et al., ICLR 2023
 * ``*_at_thres-group_i``: predictions are ``score >= 0.5``; recall via sklearn, specificity as
   TN / negatives; FNR = 1 - recall, FPR = 1 - specificity.
 * ``tpr_at_tnr_i``: the ROC curve's TPR linearly interpolated at specificity 0.8 along
-  ``1 - fpr`` (the same arithmetic as ``scipy.interpolate.interp1d``: stable sort of x, left
-  search, slope * (x - x_lo) + y_lo).
+  ``1 - fpr``, exactly as ``scipy.interpolate.interp1d`` does it (stable sort, numpy.interp).
 * ECE: 10 equal-width bins over the scores' own min..max as ``pandas.cut`` makes them (0.1 %
   widening of the outer edges), mean |mean score - mean label| weighted by bin size (empty bins
   dropped).
@@ -81,15 +80,13 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float | None:
 
 
 def _interp_linear(x: np.ndarray, y: np.ndarray, x_new: float) -> float:
-    """Linear interpolation with scipy interp1d's arithmetic (stable sort, left search)."""
+    """Linear interpolation as scipy's interp1d does it (stable sort of x, then numpy.interp;
+    outside the range of x: NaN)."""
     order = np.argsort(x, kind="mergesort")
-    xs, ys = x[order], y[order]
+    xs, ys = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
     if x_new < xs[0] or x_new > xs[-1]:
         return float("nan")
-    hi = int(np.clip(np.searchsorted(xs, x_new), 1, len(xs) - 1))
-    lo = hi - 1
-    slope = (ys[hi] - ys[lo]) / (xs[hi] - xs[lo])
-    return float(slope * (x_new - xs[lo]) + ys[lo])
+    return float(np.interp(x_new, xs, ys))
 
 
 def tpr_at_tnr(labels: np.ndarray, scores: np.ndarray, specificity: float = SPECIFICITY) -> float | None:
@@ -266,6 +263,8 @@ def _group_name(g: Any) -> str:
 def _group_order(names: Iterable[str]) -> list[str]:
     present = set(names)
     extra = sorted(present - set(GROUPS))
+    if present and not present & set(GROUPS) and not any(n.startswith("group_") for n in present):
+        return extra  # some other grouping altogether: only what is there
     return [*GROUPS, *extra]
 
 
@@ -288,7 +287,8 @@ def compute_metrics(labels: Sequence, scores: Sequence, groups: Sequence) -> Met
     """The full MEDFAIR metric set from 0/1 labels, scores in [0, 1] and group ids.
 
     `groups` holds names like "group_0" or integers (0 -> "group_0"). The three skin-tone groups
-    always appear (an absent one has n=0 and no AUC); other names follow, sorted.
+    always appear (an absent one has n=0 and no AUC); other names follow, sorted. A grouping with
+    none of the group_N names (e.g. "light"/"dark") is reported as it is, sorted.
     """
     y, s = _as_arrays(labels, scores)
     names = np.array([_group_name(g) for g in groups], dtype=object)

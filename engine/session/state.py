@@ -140,8 +140,8 @@ class SessionState:
 
     @property
     def agent_steps(self) -> int:
-        """Steps used: nodes the search created (human and imported nodes do not count)."""
-        return sum(1 for n in self.nodes.values() if n.origin == "agent")
+        """Steps used: nodes an agent created (live or imported); human-written nodes do not count."""
+        return sum(1 for n in self.nodes.values() if n.origin != "human")
 
     @property
     def simulated(self) -> bool:
@@ -162,6 +162,18 @@ class SessionState:
                 return True
             current = self.nodes[current].parent_id
         return False
+
+    def pruned_ids(self) -> set[int]:
+        """Every node that is pruned itself or under a pruned ancestor (one pass, O(nodes))."""
+        out: set[int] = set()
+        stack = [n.node_id for n in self.nodes.values() if n.pruned]
+        while stack:
+            nid = stack.pop()
+            if nid in out or nid not in self.nodes:
+                continue
+            out.add(nid)
+            stack.extend(self.nodes[nid].children)
+        return out
 
     def debug_depth(self, node_id: int) -> int:
         """How many consecutive debug steps lead to this node."""
@@ -450,8 +462,9 @@ def best_node(state: SessionState, criterion: str, *, include_pruned: bool = Tru
     """The ok node with the highest metric by the criterion (earliest node wins ties)."""
     best: NodeState | None = None
     best_value = float("-inf")
+    pruned = set() if include_pruned else state.pruned_ids()
     for node in state.nodes.values():
-        if node.status != "ok" or (not include_pruned and state.is_pruned(node.node_id)):
+        if node.status != "ok" or node.node_id in pruned:
             continue
         value = metric_for(node, criterion)
         if value is not None and value > best_value:

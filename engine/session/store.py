@@ -105,12 +105,14 @@ class SessionStore:
 
     # -- events ---------------------------------------------------------------------------
     def events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[ev.Event]:
-        sql = "select * from events where session_id = ? and seq > ? order by seq"
+        sql = "select seq, ts, kind, payload from events where session_id = ? and seq > ? order by seq"
         params: list[Any] = [session_id, after_seq]
         if limit is not None:
             sql += " limit ?"
             params.append(limit)
-        return [ev.Event.from_row(r) for r in self.db.query(sql, params)]
+        loads, Event = json.loads, ev.Event
+        return [Event(seq=seq, kind=kind, payload=loads(payload), ts=ts, session_id=session_id)
+                for seq, ts, kind, payload in self.db.conn.execute(sql, params)]
 
     def last_seq(self, session_id: str) -> int:
         row = self.db.execute("select max(seq) from events where session_id = ?", [session_id]).fetchone()
@@ -177,6 +179,23 @@ class SessionStore:
         )
         return [{**r, "payload": json.loads(r["payload"] or "{}")} for r in rows]
 
+    def command(self, command_id: int) -> dict[str, Any]:
+        rows = list(self.db.query("select * from commands where id = ?", [int(command_id)]))
+        if not rows:
+            raise BefairError(f"no command {command_id} in {self.path}")
+        return {**rows[0], "payload": json.loads(rows[0]["payload"] or "{}")}
+
+    def wait_command(self, command_id: int, timeout: float = 30.0, poll: float = 0.01) -> dict[str, Any] | None:
+        """Poll until the command is consumed; returns its row, or None after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            row = self.command(command_id)
+            if row["consumed_at"] is not None:
+                return row
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(poll)
+
     def commands(self, session_id: str) -> list[dict[str, Any]]:
         rows = self.db.query("select * from commands where session_id = ? order by id", [session_id])
         return [{**r, "payload": json.loads(r["payload"] or "{}")} for r in rows]
@@ -207,11 +226,11 @@ class _Transaction:
         self.db = db
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        self.db.conn.execute("BEGIN IMMEDIATE")
         return self.db
 
     def __exit__(self, exc_type, exc, tb):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        self.db.conn.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
 
 
@@ -235,9 +254,15 @@ def node_row(session_id: str, node: NodeState) -> dict[str, Any]:
     }
 
 
-def session_summary(state: SessionState) -> dict[str, Any]:
+_UNSET: Any = object()
+
+
+def session_summary(state: SessionState, best: NodeState | None = _UNSET) -> dict[str, Any]:
+    """The sessions table's summary columns. `best`: the best node when the caller already
+    knows it (the writer caches it: finding it is O(nodes))."""
     criterion = state.config.get("best", "validation")
-    best = best_node(state, criterion)
+    if best is _UNSET:
+        best = best_node(state, criterion)
     return {
         "status": state.status, "updated_at": state.last_ts, "budget": state.budget,
         "steps": state.agent_steps, "n_nodes": len(state.nodes),
@@ -246,6 +271,20 @@ def session_summary(state: SessionState) -> dict[str, Any]:
         "tokens_in": state.tokens_in, "tokens_out": state.tokens_out, "cost": round(state.cost, 10),
     }
 
+
+_NODE_COLUMNS = tuple(node_row("", NodeState(node_id=0, parent_id=None, step=0, stage="draft")))
+_UPSERT_NODE = (
+    f"insert into nodes ({', '.join(_NODE_COLUMNS)}) values ({', '.join('?' * len(_NODE_COLUMNS))}) "
+    "on conflict(session_id, node_id) do update set "
+    + ", ".join(f"{c} = excluded.{c}" for c in _NODE_COLUMNS if c not in ("session_id", "node_id"))
+)
+_SUMMARY_COLUMNS = tuple(session_summary(SessionState()))
+_UPDATE_SESSION = f"update sessions set {', '.join(c + ' = ?' for c in _SUMMARY_COLUMNS)} where id = ?"
+_INSERT_EVENT = "insert into events (session_id, seq, ts, kind, payload) values (?, ?, ?, ?, ?)"
+
+# Events after which the best node may differ (the others change no metric or status).
+_BEST_MAY_CHANGE = {ev.SESSION_STARTED, ev.EXEC_STARTED, ev.EXEC_FINISHED, ev.REVIEW, ev.EVALUATED,
+                    ev.NODE_INTERRUPTED, ev.NODE_CREATED}
 
 # Events that change no node row and no session summary: skip the upserts for them.
 _NO_ROW_CHANGE = {ev.OUTPUT, ev.POLICY_DECISION, ev.ERROR}
@@ -258,6 +297,7 @@ class SessionWriter:
         self.store = store
         self.session_id = session_id
         self.state = store.state(session_id)
+        self._best: Any = _UNSET  # cached best node by the session's criterion
 
     def emit(
         self,
@@ -274,15 +314,21 @@ class SessionWriter:
             raise ValueError(f"unknown event kind {kind!r}")
         event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
                          ts=time.time() if ts is None else ts, session_id=self.session_id)
-        db = self.store.db
+        # Plain SQL on the raw connection: sqlite-utils' insert/upsert introspect the table on
+        # every call, which cost ~4x the ingest rate. The rows are the same.
+        conn = self.store.db.conn
+        row = event.to_row()
         with self.store._write():
-            db["events"].insert(event.to_row())
+            conn.execute(_INSERT_EVENT, (row["session_id"], row["seq"], row["ts"], row["kind"], row["payload"]))
             apply(self.state, event)
             if kind not in _NO_ROW_CHANGE:
                 node = self.state.nodes.get(payload.get("node_id"))
                 if node is not None:
-                    db["nodes"].upsert(node_row(self.session_id, node), pk=("session_id", "node_id"))
-                db["sessions"].update(self.session_id, session_summary(self.state))
+                    conn.execute(_UPSERT_NODE, tuple(node_row(self.session_id, node).values()))
+                if kind in _BEST_MAY_CHANGE or self._best is _UNSET:
+                    self._best = best_node(self.state, self.state.config.get("best", "validation"))
+                summary = session_summary(self.state, self._best)
+                conn.execute(_UPDATE_SESSION, (*summary.values(), self.session_id))
             if consumes is not None:
                 self._mark_consumed(consumes, result, event.seq)
         return event
@@ -293,6 +339,7 @@ class SessionWriter:
             self._mark_consumed(command, result, None)
 
     def _mark_consumed(self, command: dict[str, Any], result: str, seq: int | None) -> None:
-        self.store.db["commands"].update(
-            command["id"], {"consumed_at": time.time(), "consumed_seq": seq, "result": result}
+        self.store.db.conn.execute(
+            "update commands set consumed_at = ?, consumed_seq = ?, result = ? where id = ?",
+            (time.time(), seq, result, int(command["id"])),
         )

@@ -1,0 +1,101 @@
+"""`befair score` (score a predictions file against DDI-format metadata) and `befair audit`."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from engine.errors import BefairError, DataError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "score",
+        help="score a predictions CSV against DDI-format metadata (MEDFAIR metrics)",
+        description="Score predictions (columns DDI_file, predicted_probability, as the study "
+        "published them) against DDI-format metadata and print every MEDFAIR metric.",
+    )
+    p.add_argument("--predictions", required=True, help="CSV with DDI_file,predicted_probability")
+    p.add_argument("--metadata", required=True, help="DDI metadata CSV (DDI_file,skin_tone,malignant)")
+    p.add_argument("--json", action="store_true", help="print JSON (MEDFAIR names, 'Test ' prefix)")
+    p.set_defaults(func=cmd_score)
+
+    a = subparsers.add_parser("audit", help="statically audit a pipeline's code for fairness interventions")
+    a.add_argument("code", help="a solution.py")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=cmd_audit)
+
+
+def read_predictions(path: str | Path) -> dict[str, float]:
+    """DDI_file -> predicted_probability, with clear errors for malformed files."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise DataError(f"predictions file not found: {path}") from None
+    except Exception as exc:
+        raise DataError(f"cannot read predictions file {path}: {exc}") from None
+    missing = [c for c in ("DDI_file", "predicted_probability") if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"{path}: missing column(s) {', '.join(missing)} (found {', '.join(map(str, df.columns))})"
+        )
+    probs = pd.to_numeric(df["predicted_probability"], errors="coerce")
+    bad = df.loc[probs.isna(), "DDI_file"].astype(str).tolist()
+    if bad:
+        raise DataError(f"{path}: {len(bad)} prediction(s) are NaN or not numbers (e.g. {bad[0]})")
+    files = df["DDI_file"].astype(str)
+    if files.duplicated().any():
+        raise DataError(f"{path}: duplicate DDI_file {files[files.duplicated()].iloc[0]}")
+    return dict(zip(files, probs.astype(float)))
+
+
+def score_file(predictions: str | Path, metadata: str | Path) -> dict:
+    from engine.evaluation.harness import score_predictions
+
+    preds = read_predictions(predictions)
+    verdict, reason, metrics = score_predictions(preds, metadata)
+    if metrics is None:
+        raise DataError(f"cannot score {predictions}: {reason} [{verdict}]")
+    return metrics.medfair(prefix="Test ")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.6f}"
+    return str(v)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    values = score_file(args.predictions, args.metadata)
+    if args.json:
+        print(json.dumps(values, indent=2))
+    else:
+        width = max(len(k) for k in values)
+        for k, v in values.items():
+            print(f"{k:<{width}}  {_fmt(v)}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from engine.evaluation.audit import audit_code
+
+    path = Path(args.code)
+    if not path.is_file():
+        raise BefairError(f"no such file: {path}")
+    result = audit_code(path.read_text(encoding="utf-8", errors="replace"))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    for flag, on in result.flags.items():
+        line = f"{flag:<18} {'yes' if on else 'no'}"
+        if on:
+            line += f"   {result.evidence.get(flag, '')}"
+        print(line)
+    if result.note:
+        print(result.note)
+    return 0

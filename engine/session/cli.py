@@ -1,0 +1,325 @@
+"""Session commands of the `befair` command line: sessions, show, steer, export, import-aide,
+delete. Each reads the session database (`--db`, else $BEFAIR_DB, else sessions/befair.db)
+and everything it prints comes from the fold of the session's events.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.errors import BefairError
+from engine.paths import add_db_arg, db_from_args
+from engine.session import views
+from engine.session.state import best_node
+
+# `befair steer` actions -> (command kind, what the argument is)
+STEER_ACTIONS = {
+    "pause": ("pause", None), "resume": ("resume", None), "stop": ("stop", None),
+    "guide": ("guide", "TEXT"), "expand": ("expand", "N"), "prune": ("prune", "N"),
+    "budget": ("set_budget", "N"),
+}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sessions", help="list the sessions in the database")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_sessions)
+
+    p = subparsers.add_parser("show", help="print a session's search tree with its metrics")
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--unblind", action="store_true", help="show test metrics even where the session blinds them")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_show)
+
+    p = subparsers.add_parser(
+        "steer", help="steer a session running in another process",
+        description="Write a steering command to the session's queue; the running session "
+        "consumes it between steps. Actions: pause | resume | stop | guide TEXT [--node N] | "
+        "expand N | prune N | budget N.",
+    )
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p.add_argument("action", choices=sorted(STEER_ACTIONS))
+    p.add_argument("argument", nargs="*", help="TEXT for guide, N for expand/prune/budget")
+    p.add_argument("--node", type=int, default=None, help="guide: guidance for this node only")
+    p.add_argument("--no-interrupt", action="store_true", help="stop: let the running node finish")
+    p.add_argument("--by", default="cli", help="who issued the command (recorded)")
+    p.add_argument("--wait", action="store_true", help="wait until the session consumes it; print the latency")
+    p.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_steer)
+
+    p = subparsers.add_parser("export", help="write a session's best pipeline, tree, node metrics and events")
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--criterion", choices=("claimed", "validation", "minimax"), default=None,
+                   help="what 'best' means (default: the session's setting)")
+    p.add_argument("--unblind", action="store_true", help="include test metrics even where the session blinds them")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser("import-aide", help="import an AIDE run (log directory or journal.json) as a session")
+    p.add_argument("path", type=Path)
+    p.add_argument("--json", action="store_true", help="print the new session as JSON")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_import_aide)
+
+    p = subparsers.add_parser("delete", help="delete a session and everything recorded for it")
+    p.add_argument("session", help="session id (or a unique prefix)")
+    p.add_argument("--yes", action="store_true", help="really delete")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_delete)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _store(args, *, must_exist: bool = True):
+    from engine.session.store import SessionStore
+
+    path = db_from_args(args)
+    if must_exist and not path.exists():
+        raise BefairError(f"no session database at {path} (use --db or ${'BEFAIR_DB'})")
+    return SessionStore(path)
+
+
+def _json_out(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+def _session_rows(store) -> list[dict[str, Any]]:
+    counts: dict[str, dict[str, int]] = {}
+    for r in store.db.query("select session_id, status, count(*) as n from nodes group by session_id, status"):
+        counts.setdefault(r["session_id"], {})[r["status"]] = r["n"]
+    pending = {r["session_id"]: r["n"] for r in store.db.query(
+        "select session_id, count(*) as n from commands where consumed_at is null group by session_id")}
+    out = []
+    for s in store.sessions():
+        out.append({
+            "id": s["id"], "created_at": s["created_at"], "updated_at": s["updated_at"],
+            "status": s["status"], "level": s["level"], "coder": s["coder"], "coder_label": s["coder_label"],
+            "simulated": bool(s["simulated"]), "origin": s["origin"],
+            "participant_id": s["participant_id"], "study_id": s["study_id"], "repeat_index": s["repeat_index"],
+            "steps": s["steps"], "budget": s["budget"], "n_nodes": s["n_nodes"],
+            "best_criterion": s["best_criterion"], "best_node": s["best_node"],
+            "best_auc": s["best_auc"], "best_gap": s["best_gap"],
+            "tokens_in": s["tokens_in"], "tokens_out": s["tokens_out"], "cost": s["cost"],
+            "counts": counts.get(s["id"], {}), "pending_commands": pending.get(s["id"], 0),
+        })
+    return out
+
+
+def _coder_label(row: dict[str, Any]) -> str:
+    label = row.get("coder_label") or row.get("coder") or "?"
+    if row.get("simulated") and "simulated" not in label:
+        label += " (simulated)"
+    return label
+
+
+# -- commands --------------------------------------------------------------------------------
+def cmd_sessions(args) -> int:
+    path = db_from_args(args)
+    if not path.exists():
+        if args.json:
+            _json_out([])
+        else:
+            print(f"no sessions yet ({path} does not exist)")
+        return 0
+    rows = _session_rows(_store(args))
+    if args.json:
+        _json_out(rows)
+        return 0
+    if not rows:
+        print(f"no sessions in {path}")
+        return 0
+    header = f"{'session':<24} {'status':<9} {'level':<16} {'coder':<26} {'who':<8} {'steps':>7} {'best AUC':>8} {'gap':>6}  nodes"
+    print(header)
+    for r in rows:
+        c = r["counts"]
+        nodes = f"{r['n_nodes']} ({c.get('ok', 0)} ok, {c.get('buggy', 0) + c.get('timeout', 0)} failed)"
+        steps = f"{r['steps'] or 0}/{r['budget'] if r['budget'] is not None else '?'}"
+        print(f"{r['id']:<24} {r['status']:<9} {(r['level'] or ''):<16} {_coder_label(r)[:26]:<26} "
+              f"{(r['participant_id'] or '-')[:8]:<8} {steps:>7} {views.fmt(r['best_auc']):>8} "
+              f"{views.fmt(r['best_gap']):>6}  {nodes}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    store = _store(args)
+    sid = store.resolve(args.session)
+    state = store.state(sid)
+    if args.json:
+        _json_out(views.session_json(state, unblind=args.unblind))
+        return 0
+    coder = state.coder.get("label") or state.coder.get("name", "?")
+    if state.simulated and "simulated" not in coder:
+        coder += " (simulated)"
+    criterion = state.config.get("best", "validation")
+    print(f"session {sid} · {state.level or '?'} · {coder} · step {state.agent_steps}/{state.budget} · "
+          f"{state.status.upper()}")
+    if state.tokens_in or state.tokens_out:
+        print(f"tokens {state.tokens_in + state.tokens_out:,} · cost ${state.cost:.2f}")
+    lines = views.tree_lines(state, unblind=args.unblind)
+    print("\n".join(lines) if lines else "(no nodes yet)")
+    choices = views.final_choices(state)
+    best = best_node(state, criterion)
+    print(f"best by {criterion}: node {best.node_id if best else '–'}  ·  final choice: "
+          + ", ".join(f"{k} → {v if v is not None else '–'}" for k, v in choices.items()))
+    if any(n.audit_flags or n.claim for n in state.nodes.values()):
+        print("badges: " + ", ".join(f"[{b}] {h}" for b, h in views.BADGE_HELP.items()))
+    return 0
+
+
+def cmd_steer(args) -> int:
+    store = _store(args)
+    sid = store.resolve(args.session)
+    kind, what = STEER_ACTIONS[args.action]
+    payload: dict[str, Any] = {}
+    arg = " ".join(args.argument).strip()
+    if what is None and arg:
+        raise BefairError(f"steer {args.action} takes no argument (got {arg!r})")
+    if what is not None and not arg:
+        raise BefairError(f"steer {args.action} needs {what}")
+    state = store.state(sid)
+    if what == "N":
+        try:
+            n = int(arg)
+        except ValueError:
+            raise BefairError(f"steer {args.action}: {arg!r} is not a number") from None
+        if kind == "set_budget":
+            if n < 0:
+                raise BefairError("the step budget cannot be negative")
+            payload = {"steps": n}
+        else:
+            if n not in state.nodes:
+                raise BefairError(f"session {sid} has no node {n}")
+            payload = {"node_id": n}
+    elif kind == "guide":
+        if args.node is not None and args.node not in state.nodes:
+            raise BefairError(f"session {sid} has no node {args.node}")
+        payload = {"text": arg, "scope": "node" if args.node is not None else "global", "node_id": args.node}
+    elif kind == "stop":
+        payload = {"interrupt": not args.no_interrupt}
+    if state.status not in ("running", "paused", "new"):
+        print(f"befair: note: session {sid} is {state.status}; the command waits until it is resumed",
+              file=sys.stderr)
+    command_id = store.issue_command(sid, kind, payload, by=args.by)
+    print(command_id)
+    if args.wait:
+        row = store.wait_command(command_id, timeout=args.timeout)
+        if row is None:
+            print(f"befair: command {command_id} not consumed within {args.timeout:g} s", file=sys.stderr)
+            return 1
+        latency = (row["consumed_at"] - row["issued_at"]) * 1000
+        print(f"consumed: {row['result']} (seq {row['consumed_seq']}) after {latency:.0f} ms")
+    return 0
+
+
+NODE_CSV_COLUMNS = [
+    "node_id", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
+    "claimed_metric", "val_auc", "val_gap", "val_worst", "val_best", "val_group_0", "val_group_1",
+    "val_group_2", "val_n", "val_verdict", "test_auc", "test_gap", "test_worst", "test_best",
+    "test_group_0", "test_group_1", "test_group_2", "test_n", "test_verdict", "test_blinded",
+    "reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection",
+    "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
+]
+
+
+def _csv_row(d: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {k: d.get(k) for k in NODE_CSV_COLUMNS if k in d}
+    for prefix, split in (("val", d.get("validation")), ("test", d.get("test"))):
+        split = split or {}
+        row.update({
+            f"{prefix}_auc": split.get("auc"), f"{prefix}_gap": split.get("auc_gap"),
+            f"{prefix}_worst": split.get("worst_auc"), f"{prefix}_best": split.get("best_auc"),
+            f"{prefix}_n": split.get("n"),
+            **{f"{prefix}_{g}": (split.get("group_auc") or {}).get(g) for g in ("group_0", "group_1", "group_2")},
+        })
+    row["val_verdict"] = d.get("validation_verdict")
+    row["test_verdict"] = d.get("test_verdict")
+    flags = d["audit"]["flags"]
+    for flag in views.AUDIT_BADGES:
+        row[flag] = None if flag not in flags else int(bool(flags[flag]))
+    claim = d["audit"]["claim"] or {}
+    row["claim_unsupported"] = int(bool(claim.get("unsupported")))
+    row["claim_difference"] = claim.get("difference")
+    row["guidance_ids"] = " ".join(str(g) for g in d["guidance_ids"])
+    row["pruned"] = int(d["pruned"])
+    row["test_blinded"] = int(d["test_blinded"])
+    return row
+
+
+def export_session(store, session_id: str, out: Path, *, criterion: str | None = None,
+                   unblind: bool = False) -> dict[str, Any]:
+    """Write solution.py (best pipeline), tree.json, nodes.csv and events.jsonl into `out`."""
+    events = store.events(session_id)
+    from engine.session.state import fold
+
+    state = fold(events, session_id)
+    criterion = criterion or state.config.get("best", "validation")
+    out.mkdir(parents=True, exist_ok=True)
+    best = best_node(state, criterion)
+    written = []
+    if best is not None and best.code:
+        header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
+                  f"# coder: {state.coder.get('label') or state.coder.get('name')}"
+                  f"{' (simulated)' if state.simulated else ''}\n")
+        (out / "solution.py").write_text(header + best.code, encoding="utf-8")
+        written.append("solution.py")
+    tree = views.session_json(state, unblind=unblind)
+    tree["export"] = {"criterion": criterion, "best_node": best.node_id if best else None}
+    (out / "tree.json").write_text(json.dumps(tree, indent=2, default=str) + "\n", encoding="utf-8")
+    with (out / "nodes.csv").open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=NODE_CSV_COLUMNS)
+        w.writeheader()
+        for d in tree["nodes"]:
+            w.writerow(_csv_row(d))
+    with (out / "events.jsonl").open("w", encoding="utf-8") as fh:
+        for e in events:
+            fh.write(json.dumps({"seq": e.seq, "ts": e.ts, "kind": e.kind, "payload": e.payload},
+                                sort_keys=True) + "\n")
+    written += ["tree.json", "nodes.csv", "events.jsonl"]
+    return {"best_node": best.node_id if best else None, "criterion": criterion, "files": written}
+
+
+def cmd_export(args) -> int:
+    store = _store(args)
+    sid = store.resolve(args.session)
+    info = export_session(store, sid, Path(args.out), criterion=args.criterion, unblind=args.unblind)
+    if info["best_node"] is None:
+        print(f"no successful node by {info['criterion']}; solution.py not written", file=sys.stderr)
+    else:
+        print(f"best by {info['criterion']}: node {info['best_node']}")
+    print(f"wrote {', '.join(info['files'])} to {args.out}")
+    return 0
+
+
+def cmd_import_aide(args) -> int:
+    from engine.session.aide_import import import_aide
+
+    store = _store(args, must_exist=False)
+    started = time.perf_counter()
+    sid = import_aide(store, args.path)
+    state = store.state(sid)
+    if args.json:
+        _json_out({"session_id": sid, "n_nodes": len(state.nodes), "level": state.level})
+        return 0
+    drafts = sum(1 for n in state.nodes.values() if n.stage == "draft")
+    buggy = sum(1 for n in state.nodes.values() if n.status != "ok")
+    print(f"imported {len(state.nodes)} nodes ({drafts} drafts, {buggy} failed) as session {sid} "
+          f"[{state.level}] in {time.perf_counter() - started:.2f} s")
+    return 0
+
+
+def cmd_delete(args) -> int:
+    store = _store(args)
+    sid = store.resolve(args.session)
+    if not args.yes:
+        raise BefairError(f"this deletes session {sid} and all its events; add --yes to confirm")
+    store.delete_session(sid)
+    print(f"deleted {sid}")
+    return 0

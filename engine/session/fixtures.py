@@ -1,0 +1,391 @@
+"""A recorded session for tests, snapshots and demos: `write_demo_session(store)`.
+
+Fully deterministic: the same arguments write the same events (ids, timestamps, payloads),
+so snapshot tests of the console stay stable. The session exercises every event kind that a
+live session produces: drafts, improvements, debugs, a buggy node, a timeout, global and
+per-node guidance, pause/resume, prune, expand, budget change, llm_call tokens, evaluation on
+validation and test with per-group AUCs, audit flags, an unsupported claim, the final choice
+by each criterion and session_finished (unless `finished=False`: then the last node is still
+running, as a live session looks mid-step).
+
+Keep it stable: the console's snapshot tests depend on its output. Change it only together
+with those snapshots.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from engine.session import events as ev
+from engine.session.state import best_node
+
+DEMO_LEVEL = "fairness-metric"
+DEMO_CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True, "model": None}
+
+_MODELS = ["colour-texture + logistic regression", "colour-texture + gradient boosting", "small CNN", "ResNet-18"]
+_INTERVENTIONS = [None, "reweighting", "upsampling", "filtering", "pareto_selection"]
+_PREPROCESS = ["resize 64", "colour constancy", "per-image standardisation"]
+
+
+def _demo_config(n_nodes: int, seed: int) -> dict[str, Any]:
+    from engine.config import SessionConfig
+
+    return SessionConfig(level=DEMO_LEVEL, steps=n_nodes, seed=seed, best="validation").to_dict()
+
+
+def _code_for(components: dict[str, Any], bug: str | None) -> str:
+    model = components["model"]
+    lines = [
+        "import numpy as np",
+        "import pandas as pd",
+        "from pathlib import Path",
+        "from sklearn.metrics import roc_auc_score",
+        "",
+        f"# model: {model}; preprocessing: {components['preprocess']}",
+        "df = pd.read_csv('input/train.csv')",
+    ]
+    if bug == "KeyError":
+        lines.append("y = df['malignant']  # wrong column")
+    else:
+        lines.append("y = (df['label'] == 'malignant').astype(int)")
+    intervention = components.get("intervention")
+    if intervention:
+        lines.append("groups = df['skin_tone'].clip(1, 6).sub(1) // 2")
+    if intervention == "reweighting":
+        lines.append("weights = 1.0 / groups.map(groups.value_counts(normalize=True))")
+    elif intervention == "upsampling":
+        lines.append("df = pd.concat([df, df[groups == 2].sample(frac=1.0, replace=True, random_state=0)])")
+    elif intervention == "filtering":
+        lines.append("df = df[df['label'] != 'non-neoplastic']")
+    if components.get("per_group"):
+        lines += [
+            "for g in range(3):",
+            "    m = val_groups == g",
+            "    print(f'group_{g} AUC', roc_auc_score(y_val[m], p_val[m]))",
+        ]
+    if intervention == "pareto_selection":
+        lines.append("best = max(candidates, key=lambda c: min(c.group_aucs))  # minimax over groups")
+    if bug == "timeout":
+        lines.append("for epoch in range(10_000):  # far too many epochs")
+        lines.append("    train_one_epoch(model)")
+    lines += [
+        "print(f'Validation AUROC: {val_auc:.4f}')",
+        "",
+        "def predict(folder):",
+        "    paths = sorted(Path(folder).glob('*'))",
+        "    return {p.name: float(model.predict_proba(features(p))[0, 1]) for p in paths}",
+        "",
+        "if __name__ == '__main__':",
+        "    main()",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _metrics(rng: random.Random, base_auc: float, gap: float, n: int) -> dict[str, Any]:
+    g0 = round(min(0.99, base_auc + gap * 0.6), 4)
+    g2 = round(max(0.5, g0 - gap), 4)
+    g1 = round((g0 + g2) / 2 + rng.uniform(-0.01, 0.01), 4)
+    aucs = {"group_0": g0, "group_1": g1, "group_2": g2}
+    worst, best = min(aucs.values()), max(aucs.values())
+    return {
+        "auc": round(base_auc, 4), "worst_auc": worst, "best_auc": best, "auc_gap": round(best - worst, 4),
+        "group_auc": aucs, "group_auc_reason": {}, "n": n,
+    }
+
+
+def _medfair(summary: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Overall AUC": summary["auc"], "worst_auc": summary["worst_auc"], "best_auc": summary["best_auc"],
+        "auc_gap": summary["auc_gap"], **{f"auc_{g}": v for g, v in summary["group_auc"].items()},
+    }
+
+
+def _flags(components: dict[str, Any]) -> tuple[dict[str, bool], dict[str, str]]:
+    iv = components.get("intervention")
+    flags = {
+        "reads_skin_tone": bool(iv),
+        "per_group_metric": bool(components.get("per_group")),
+        "reweighting": iv == "reweighting",
+        "upsampling": iv == "upsampling",
+        "filtering": iv == "filtering",
+        "pareto_selection": iv == "pareto_selection",
+    }
+    evidence = {k: f"line {6 + i}: matched" for i, (k, v) in enumerate(flags.items()) if v}
+    return flags, evidence
+
+
+class _Clock:
+    def __init__(self, t0: float):
+        self.t = t0
+
+    def __call__(self, dt: float = 0.25) -> float:
+        self.t = round(self.t + dt, 3)
+        return self.t
+
+
+def write_demo_session(
+    store,
+    *,
+    n_nodes: int = 12,
+    seed: int = 0,
+    ts0: float = 1_700_000_000.0,
+    finished: bool = True,
+    session_id: str | None = None,
+) -> str:
+    """Write a realistic, deterministic recorded session into `store`; returns its id
+    (default `demo-<seed>-<n_nodes>`, plus `-live` when not finished)."""
+    if n_nodes < 1:
+        raise ValueError("a demo session needs at least one node")
+    rng = random.Random(seed)
+    clock = _Clock(ts0)
+    session_id = session_id or f"demo-{seed}-{n_nodes}" + ("" if finished else "-live")
+    config = _demo_config(n_nodes, seed)
+    writer = store.create_session(
+        config,
+        instruction=_instruction(),
+        coder=dict(DEMO_CODER),
+        data={"kind": "synth", "path": f"synthderm/seed-{seed}",
+              "summary": {"train": 2400, "validation": 480, "test": 656}},
+        session_id=session_id,
+        ts=ts0,
+    )
+    emit = writer.emit
+    state = writer.state
+    command_id = 0
+    guidance_id = 0
+
+    def human(kind: str, payload: dict[str, Any]) -> None:
+        nonlocal command_id
+        command_id += 1
+        emit(kind, {**payload, "by": "demo-user", "command_id": command_id}, ts=clock(0.8))
+
+    buggy_plan = {2: "KeyError", max(3, n_nodes - 3): "timeout"}
+    num_drafts = min(5, n_nodes)
+    for step in range(1, n_nodes + 1):
+        last = step == n_nodes
+        # -- human steering at fixed points ------------------------------------------------
+        if step == 4:
+            guidance_id += 1
+            human(ev.GUIDANCE, {"guidance_id": guidance_id, "text": "reweight dark skin in the loss",
+                                "scope": "global", "node_id": None})
+        if step == 6:
+            human(ev.PAUSED, {"reason": "looking at node 3's groups"})
+            clock(42.0)
+            human(ev.RESUMED, {})
+        if step == 7 and 3 in state.nodes:
+            guidance_id += 1
+            human(ev.GUIDANCE, {"guidance_id": guidance_id, "text": "try colour normalisation",
+                                "scope": "node", "node_id": 3})
+            human(ev.EXPAND_REQUESTED, {"node_id": 3})
+        if step == 9 and 2 in state.nodes:
+            human(ev.PRUNED, {"node_id": 2})
+        if step == 10:
+            human(ev.BUDGET_SET, {"steps": n_nodes})
+
+        # -- the policy's choice -------------------------------------------------------------
+        forced = bool(state.pending_expand)
+        buggy_leaves = [n for n in state.nodes.values() if n.status == "buggy" and not n.children
+                        and not state.is_pruned(n.node_id) and state.debug_depth(n.node_id) < 3]
+        if forced:
+            parent = state.pending_expand[0]
+            stage = "improve"
+            action, reason = "expand", f"human asked to expand node {parent}"
+        elif step <= num_drafts:
+            parent, stage = None, "draft"
+            action, reason = "draft", f"{step - 1} of {num_drafts} drafts so far"
+        elif buggy_leaves and rng.random() < 0.5:
+            parent, stage = buggy_leaves[0].node_id, "debug"
+            action, reason = "debug", f"node {parent} is a buggy leaf (debug_prob 0.5)"
+        else:
+            best = best_node(state, "validation", include_pruned=False)
+            parent = best.node_id if best else None
+            stage = "improve" if parent is not None else "draft"
+            action = stage
+            reason = f"greedy: node {parent} has the best validation AUC" if parent else "no good node yet"
+        emit(ev.POLICY_DECISION, {"action": action, "node_id": parent, "reason": reason, "forced": forced},
+             ts=clock(0.05))
+
+        # -- components: drafts sample, improve changes one, debug repairs -------------------
+        if parent is None:
+            components = {"model": _MODELS[rng.randrange(len(_MODELS))],
+                          "preprocess": _PREPROCESS[rng.randrange(len(_PREPROCESS))],
+                          "intervention": None, "per_group": rng.random() < 0.5}
+        else:
+            components = dict(state.nodes[parent].components or {})
+            if stage == "improve":
+                guidance_text = " ".join(g.text for g in state.guidance.values())
+                if "reweight" in guidance_text and components.get("intervention") != "reweighting":
+                    components["intervention"] = "reweighting"
+                elif "colour" in guidance_text and components.get("preprocess") != "colour constancy":
+                    components["preprocess"] = "colour constancy"
+                else:
+                    components["intervention"] = _INTERVENTIONS[rng.randrange(1, len(_INTERVENTIONS))]
+                components["per_group"] = True
+        bug = buggy_plan.get(step) if stage != "debug" else None
+        glob, node_g = state.guidance_in_force(parent)
+        gids = [g.guidance_id for g in glob] + [g.guidance_id for g in node_g]
+
+        tokens_in, tokens_out = 1800 + 37 * step, 600 + 11 * step
+        emit(ev.LLM_CALL, {"node_id": None, "role": stage if stage != "human" else "improve",
+                           "model": "offline-grammar", "tokens_in": tokens_in, "tokens_out": tokens_out,
+                           "latency_s": 0.4, "cost": 0.0, "ok": True, "error": None}, ts=clock(0.4))
+        node_id = step
+        plan = {
+            "draft": f"Draft: {components['model']} with {components['preprocess']}.",
+            "improve": f"Improve node {parent}: {components.get('intervention') or components['preprocess']}.",
+            "debug": f"Debug node {parent}: fix the failing step.",
+        }[stage]
+        emit(ev.NODE_CREATED, {"node_id": node_id, "parent_id": parent, "step": step, "stage": stage,
+                               "plan": plan, "guidance_ids": gids, "components": components,
+                               "origin": "agent"}, ts=clock(0.1))
+        code = _code_for(components, bug)
+        emit(ev.CODE, {"node_id": node_id, "code": code}, ts=clock(0.05))
+        emit(ev.LLM_CALL, {"node_id": node_id, "role": "review", "model": "offline-grammar",
+                           "tokens_in": 900, "tokens_out": 120, "latency_s": 0.2, "cost": 0.0,
+                           "ok": True, "error": None}, ts=clock(0.2))
+        emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": f"runs/{session_id}/node-{node_id:03d}"},
+             ts=clock(0.1))
+        lines = [f"epoch {e}: loss {0.7 - 0.05 * e + rng.uniform(-0.01, 0.01):.4f}\n" for e in range(1, 4)]
+        for line in lines:
+            emit(ev.OUTPUT, {"node_id": node_id, "text": line, "stream": "stdout"}, ts=clock(rng.uniform(1, 4)))
+        if last and not finished:
+            return session_id
+
+        quality = 0.62 + 0.01 * step + rng.uniform(-0.02, 0.02)
+        gap = max(0.03, 0.16 - (0.05 if components.get("intervention") else 0.0) - 0.004 * step + rng.uniform(-0.02, 0.02))
+        if bug == "KeyError":
+            err = "Traceback (most recent call last):\n  File \"solution.py\", line 8, in <module>\nKeyError: 'malignant'\n"
+            emit(ev.OUTPUT, {"node_id": node_id, "text": err, "stream": "stderr"}, ts=clock(0.3))
+            emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": 1, "exec_time": 3.2,
+                                    "exc_type": "KeyError", "output_head": "".join(lines) + err,
+                                    "output_tail": "", "truncated": False}, ts=clock(0.1))
+            emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "KeyError: 'malignant'",
+                             "claimed_metric": 0.81}, ts=clock(0.2))
+            claimed, status = 0.81, "buggy"
+        elif bug == "timeout":
+            emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "timeout", "exit_code": None,
+                                    "exec_time": 600.0, "exc_type": "TimeoutError",
+                                    "output_head": "".join(lines), "output_tail": "", "truncated": False},
+                 ts=clock(5.0))
+            emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "timed out", "claimed_metric": None},
+                 ts=clock(0.2))
+            claimed, status = None, "timeout"
+        else:
+            claimed = round(quality + 0.05 + rng.uniform(0, 0.04), 4)
+            if step == 3:  # the agent reports a number its code did not earn (AUC on training data)
+                claimed = 0.9731
+            if step == n_nodes and n_nodes >= 6:
+                # a fair pipeline: slightly lower AUC, nearly no gap -> minimax picks it, validation does not
+                top = max((n.val_auc for n in state.nodes.values() if n.val_auc is not None), default=quality)
+                quality, gap = top - 0.006, 0.005
+            final_line = f"Validation AUROC: {claimed:.4f}\n"
+            emit(ev.OUTPUT, {"node_id": node_id, "text": final_line, "stream": "stdout"}, ts=clock(0.5))
+            exec_time = round(rng.uniform(8, 40), 2)
+            emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "ok", "exit_code": 0, "exec_time": exec_time,
+                                    "exc_type": None, "output_head": "".join(lines) + final_line,
+                                    "output_tail": "", "truncated": False}, ts=clock(0.1))
+            emit(ev.REVIEW, {"node_id": node_id, "is_bug": False, "summary": "trained and printed its AUROC",
+                             "claimed_metric": claimed}, ts=clock(0.2))
+            status = "ok"
+        if status == "ok":
+            val = _metrics(rng, quality, gap, 480)
+            test = _metrics(rng, quality - 0.04, gap + 0.02, 656)
+            emit(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
+                                "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False},
+                 ts=clock(1.5))
+            emit(ev.EVALUATED, {"node_id": node_id, "split": "test", "ok": True, "verdict": "ok",
+                                "reason": None, "summary": test, "medfair": _medfair(test), "blinded": False},
+                 ts=clock(1.5))
+            measured = val["auc"]
+        else:
+            measured = None
+        flags, evidence = _flags(components)
+        claim = {"claimed": claimed, "measured": measured,
+                 "difference": None if claimed is None or measured is None else round(claimed - measured, 4),
+                 "unsupported": claimed is not None and status != "ok",
+                 "reason": "the run crashed before printing a metric" if claimed is not None and status != "ok" else None}
+        emit(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}, ts=clock(0.1))
+        if bug == "KeyError":
+            emit(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"},
+                 ts=clock(0.05))
+
+    choice = {}
+    reasons = {}
+    for criterion in ("claimed", "validation", "minimax"):
+        best = best_node(state, criterion)
+        choice[f"by_{criterion}"] = best.node_id if best else None
+        reasons[criterion] = f"highest {criterion} metric among ok nodes" if best else "no ok node"
+    emit(ev.POLICY_DECISION, {"action": "finish", "node_id": None, "reason": "step budget used", "forced": False},
+         ts=clock(0.1))
+    emit(ev.FINAL_CHOICE, {**choice, "reasons": reasons}, ts=clock(0.1))
+    emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}, ts=clock(0.1))
+    return session_id
+
+
+def _instruction() -> str:
+    from engine.task import LEVELS
+
+    return LEVELS[DEMO_LEVEL]
+
+
+def all_event_kinds_session(store, *, session_id: str = "all-kinds", ts0: float = 1_700_000_000.0) -> str:
+    """The demo session plus the event kinds a normal run rarely shows (stop_requested,
+    node_interrupted, session_resumed): every kind in events.KINDS appears at least once."""
+    sid = write_demo_session(store, n_nodes=12, seed=1, ts0=ts0, finished=False, session_id=session_id)
+    writer = store.writer(sid)
+    t = writer.state.last_ts or ts0
+    writer.emit(ev.STOP_REQUESTED, {"by": "demo-user", "command_id": None, "interrupt": True}, ts=t + 1)
+    writer.emit(ev.NODE_INTERRUPTED, {"node_id": 12, "reason": "stopped by the user"}, ts=t + 2)
+    writer.emit(ev.SESSION_FINISHED, {"status": "stopped", "reason": "stopped by the user"}, ts=t + 3)
+    writer.emit(ev.SESSION_RESUMED, {"by": "demo-user", "interrupted": [12]}, ts=t + 10)
+    writer.emit(ev.POLICY_DECISION, {"action": "debug", "node_id": 2, "reason": "resumed", "forced": False}, ts=t + 11)
+    writer.emit(ev.NODE_CREATED, {"node_id": 13, "parent_id": 12, "step": 13, "stage": "human",
+                                  "plan": "human-written fix", "guidance_ids": [], "components": None,
+                                  "origin": "human"}, ts=t + 12)
+    writer.emit(ev.CODE, {"node_id": 13, "code": "print('Validation AUROC: 0.7')\n"}, ts=t + 13)
+    writer.emit(ev.FINAL_CHOICE, {"by_claimed": None, "by_validation": None, "by_minimax": None,
+                                  "reasons": {}}, ts=t + 14)
+    writer.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}, ts=t + 15)
+    return sid
+
+
+class _MemoryWriter:
+    """A SessionWriter look-alike that only folds and collects events (no database)."""
+
+    def __init__(self, session_id: str):
+        from engine.session.state import new_state
+
+        self.session_id = session_id
+        self.state = new_state(session_id)
+        self.events: list[ev.Event] = []
+
+    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None, **_: Any) -> ev.Event:
+        from engine.session.state import apply
+
+        event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
+                         ts=float(ts if ts is not None else (self.state.last_ts or 0.0)), session_id=self.session_id)
+        apply(self.state, event)
+        self.events.append(event)
+        return event
+
+
+class _MemoryStore:
+    def __init__(self):
+        self.writers: dict[str, _MemoryWriter] = {}
+
+    def create_session(self, config, *, instruction, coder, data, session_id=None, ts=None, **_):
+        w = _MemoryWriter(session_id or "demo")
+        self.writers[w.session_id] = w
+        w.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data}, ts=ts)
+        return w
+
+    def writer(self, session_id: str) -> _MemoryWriter:
+        return self.writers[session_id]
+
+
+def demo_events(**kwargs: Any) -> list[ev.Event]:
+    """The events `write_demo_session(store, **kwargs)` would write, without a database
+    (for benchmarks and reducer tests of large sessions)."""
+    mem = _MemoryStore()
+    sid = write_demo_session(mem, **kwargs)
+    return mem.writers[sid].events

@@ -1,0 +1,160 @@
+"""LlmConfig: sources and precedence, the 'how to configure' message, prices, budget."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.agent.llm import LlmCoder, build_llm_coder, llm_config_for_session
+from engine.agent.llm_config import (
+    DEFAULT_MODEL,
+    DUMMY_API_KEY,
+    LlmConfig,
+    LlmConfigError,
+    over_budget,
+)
+from engine.config import SessionConfig
+from engine.errors import BefairError
+
+
+@pytest.fixture
+def clean_env(tmp_path, monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BEFAIR_LLM_CONFIG", "BEFAIR_LLM_MODEL",
+                "BEFAIR_LLM_REVIEW_MODEL", "BEFAIR_LLM_BUDGET"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def test_no_key_no_base_url_says_how_to_configure(tmp_path, clean_env):
+    cfg = LlmConfig.load(env={"HOME": str(tmp_path)})
+    assert cfg.model == DEFAULT_MODEL
+    msg = cfg.problem()
+    assert msg and "OPENAI_API_KEY" in msg and "OPENAI_BASE_URL" in msg and "offline" in msg
+    with pytest.raises(LlmConfigError) as e:
+        LlmCoder(cfg)
+    assert isinstance(e.value, BefairError)
+    with pytest.raises(BefairError, match="OPENAI_API_KEY"):
+        build_llm_coder(model="m")
+
+
+def test_local_server_without_key_uses_a_dummy_key(tmp_path):
+    cfg = LlmConfig.load(env={"OPENAI_BASE_URL": "http://localhost:11434/v1", "HOME": str(tmp_path)})
+    assert cfg.problem() is None
+    assert cfg.effective_api_key == DUMMY_API_KEY
+    assert cfg.base_url == "http://localhost:11434/v1"
+
+
+def test_precedence_defaults_file_env_overrides(tmp_path):
+    f = tmp_path / "llm.toml"
+    f.write_text(
+        'model = "from-file"\nreview_model = "reviewer"\ntemperature = 0.2\nbudget = 1.5\n'
+        'base_url = "http://file/v1"\n[prices]\n"from-file" = [1.0, 2.0]\n'
+    )
+    cfg = LlmConfig.load(env={"BEFAIR_LLM_CONFIG": str(f)})
+    assert (cfg.model, cfg.review_model, cfg.temperature, cfg.budget_usd) == ("from-file", "reviewer", 0.2, 1.5)
+    assert cfg.price("from-file") == (1.0, 2.0) and cfg.price("gpt-4.1-mini") is not None
+    env = {"BEFAIR_LLM_CONFIG": str(f), "OPENAI_BASE_URL": "http://env/v1", "BEFAIR_LLM_MODEL": "from-env"}
+    cfg = LlmConfig.load(env=env)
+    assert (cfg.model, cfg.base_url) == ("from-env", "http://env/v1")
+    cfg = LlmConfig.load({"model": "from-cli", "base_url": None, "temperature": 0.9}, env=env)
+    assert (cfg.model, cfg.base_url, cfg.temperature) == ("from-cli", "http://env/v1", 0.9)
+    assert "command line" in cfg.source and str(f) in cfg.source
+
+
+def test_default_file_in_home_and_json_files(tmp_path):
+    home = tmp_path / "home"
+    (home / ".config" / "befair").mkdir(parents=True)
+    (home / ".config" / "befair" / "llm.toml").write_text('[llm]\nmodel = "home-model"\napi_key = "sk-x"\n')
+    cfg = LlmConfig.load(env={"HOME": str(home)})
+    assert cfg.model == "home-model" and cfg.problem() is None
+    j = tmp_path / "c.json"
+    j.write_text(json.dumps({"model": "json-model", "max_retries": 1, "prices": {"json-model": [3, 4]}}))
+    cfg = LlmConfig.load(path=j, env={})
+    assert (cfg.model, cfg.max_retries, cfg.price("json-model")) == ("json-model", 1, (3.0, 4.0))
+
+
+@pytest.mark.parametrize("text,word", [
+    ("model = [unclosed", "not valid"),
+    ('modle = "typo"', "unknown setting"),
+    ('temperature = "hot"', "temperature"),
+    ('prices = {m = "cheap"}', "price"),
+])
+def test_bad_config_files_are_user_errors(tmp_path, text, word):
+    f = tmp_path / "llm.toml"
+    f.write_text(text)
+    with pytest.raises(LlmConfigError, match=word):
+        LlmConfig.load(path=f, env={})
+
+
+def test_missing_file_and_unknown_override(tmp_path):
+    with pytest.raises(LlmConfigError, match="cannot read"):
+        LlmConfig.load(path=tmp_path / "nope.toml", env={})
+    with pytest.raises(LlmConfigError, match="unknown llm setting"):
+        LlmConfig.load({"modle": "x"}, env={})
+
+
+def test_prices_prefix_and_unknown_models():
+    cfg = LlmConfig(api_key="k")
+    assert cfg.price("gpt-4.1-mini-2025-04-14") == cfg.prices["gpt-4.1-mini"]
+    assert cfg.price("gpt-4.1-2025-04-14") == cfg.prices["gpt-4.1"]
+    assert cfg.cost("llama3:8b", 10_000, 10_000) == 0.0
+    assert cfg.cost("gpt-4.1-mini", 1_000_000, 1_000_000) == pytest.approx(0.40 + 1.60)
+
+
+def test_over_budget():
+    assert not over_budget(100.0, LlmConfig())
+    cfg = LlmConfig(budget_usd=0.5)
+    assert not over_budget(0.49, cfg) and over_budget(0.5, cfg) and over_budget(0.51, cfg)
+    assert over_budget(2, 1.0) and not over_budget(2, None)
+
+
+def test_public_dict_never_holds_the_key():
+    d = LlmConfig(api_key="sk-secret", base_url="http://x/v1").public_dict()
+    assert "sk-secret" not in json.dumps(d) and d["api_key_set"] is True
+
+
+def test_session_config_and_build(tmp_path, clean_env):
+    sc = SessionConfig(coder="openai", model="gpt-4.1", step_timeout=120,
+                       extra={"llm": {"temperature": 0.1, "api_key": "ignored", "review_model": "r"}})
+    cfg = llm_config_for_session(sc, {"base_url": "http://127.0.0.1:9/v1"}, env={"HOME": str(tmp_path)})
+    assert (cfg.model, cfg.temperature, cfg.review_model, cfg.api_key) == ("gpt-4.1", 0.1, "r", None)
+    coder = build_llm_coder(sc, base_url="http://127.0.0.1:9/v1")
+    assert coder.label == "LLM coder (gpt-4.1)" and coder.name == "openai" and not coder.simulated
+    assert coder.exec_timeout == 120 and coder.review_model == "r"
+    assert coder.describe()["model"] == "gpt-4.1"
+
+
+def test_invalid_values():
+    with pytest.raises(LlmConfigError):
+        LlmConfig(model="")
+    with pytest.raises(LlmConfigError):
+        LlmConfig(timeout=0)
+    with pytest.raises(LlmConfigError):
+        LlmConfig(max_retries=-1)
+
+
+def test_cli_flags_roundtrip(tmp_path, clean_env):
+    import argparse
+
+    from engine.agent.llm_config import add_cli_arguments, config_from_cli
+
+    f = tmp_path / "c.toml"
+    f.write_text('model = "file-model"\ntemperature = 0.3\n')
+    parser = argparse.ArgumentParser()
+    add_cli_arguments(parser)
+    args = parser.parse_args(["--base-url", "http://127.0.0.1:8000/v1", "--llm-timeout", "30",
+                              "--llm-retries", "1", "--budget", "2.5", "--llm-config", str(f)])
+    cfg = config_from_cli(args)
+    assert (cfg.model, cfg.temperature, cfg.base_url) == ("file-model", 0.3, "http://127.0.0.1:8000/v1")
+    assert (cfg.timeout, cfg.max_retries, cfg.budget_usd) == (30.0, 1, 2.5)
+    cfg = config_from_cli({"model": "m2", "api_key": "sk-1"})
+    assert cfg.model == "m2" and cfg.problem() is None
+
+
+def test_call_payload_matches_the_event_schema():
+    from engine.agent.coder import LlmCall
+    from engine.agent.llm import call_payload
+
+    p = call_payload(LlmCall(role="draft", model="m", tokens_in=3, tokens_out=2), node_id=7)
+    assert p == {"node_id": 7, "role": "draft", "model": "m", "tokens_in": 3, "tokens_out": 2,
+                 "latency_s": 0.0, "cost": 0.0, "ok": True, "error": None}
