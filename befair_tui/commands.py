@@ -1,0 +1,87 @@
+"""The console's sub-commands: `befair` (setup), `befair open SESSION`, `befair replay SESSION`,
+and `befair run` without --headless (start the session detached, then watch it)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from engine.paths import add_db_arg, db_from_args
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("open", help="open a session in the console (live if it is running)")
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_open)
+
+    p = subparsers.add_parser("replay", help="replay a stored session in the console")
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p.add_argument("--speed", choices=("1x", "10x", "max"), default="10x")
+    p.add_argument("--play", action="store_true", help="start playing at once")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_replay)
+
+
+def _resolve(db: Path, ref: str) -> str:
+    from engine.session.store import SessionStore
+
+    store = SessionStore(db)
+    try:
+        return store.resolve(ref)
+    finally:
+        store.close()
+
+
+def _run(app) -> int:
+    app.run()
+    if app.return_code:
+        return int(app.return_code)
+    return 0
+
+
+def cmd_open(args) -> int:
+    from befair_tui.app import create_app
+
+    db = db_from_args(args)
+    return _run(create_app(db, start="console", session_id=_resolve(db, args.session)))
+
+
+def cmd_replay(args) -> int:
+    from befair_tui.app import create_app
+
+    db = db_from_args(args)
+    sid = _resolve(db, args.session)
+    return _run(create_app(db, start="replay", session_id=sid, autoplay=args.play, replay_speed=args.speed))
+
+
+def open_setup(args) -> int:
+    from befair_tui.app import create_app
+
+    return _run(create_app(db_from_args(args)))
+
+
+def open_console_from_args(args) -> int:
+    """`befair run ...` without --headless: start the same run detached and headless (so closing
+    the console can leave it running), then open the console on it."""
+    from engine.session.store import new_session_id
+
+    from befair_tui import launch
+    from befair_tui.app import create_app
+
+    db = db_from_args(args)
+    session_id = getattr(args, "session_id", None) or new_session_id()
+    argv = list(sys.argv[1:])
+    if argv and argv[0] != "run":
+        argv = argv[argv.index("run"):] if "run" in argv else ["run"]
+    if not argv:
+        argv = ["run"]
+    if "--headless" not in argv:
+        argv.insert(1, "--headless")
+    if "--quiet" not in argv:
+        argv.insert(2, "--quiet")
+    if "--session-id" not in argv:
+        argv += ["--session-id", session_id]
+    if "--db" not in argv:
+        argv += ["--db", str(db)]
+    proc = launch.spawn([sys.executable, "-m", "befair_tui.cli", *argv], db, session_id)
+    return _run(create_app(db, start="console", session_id=session_id, proc=proc))

@@ -1,0 +1,145 @@
+"""Text for the console: node labels, badges, numbers, times. Pure functions, no widgets."""
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+
+from engine.session.state import NodeState, SessionState
+
+SPINNER = "◐◓◑◒"
+STATUS_GLYPH = {
+    "queued": ("○", "dim"),
+    "running": ("◐", "bold yellow"),
+    "ok": ("●", "green"),
+    "buggy": ("✗", "red"),
+    "timeout": ("⧖", "red"),
+    "interrupted": ("◌", "magenta"),
+}
+STATUS_WORD = {
+    "queued": "queued", "running": "running…", "ok": "ok", "buggy": "bug",
+    "timeout": "timeout", "interrupted": "interrupted",
+}
+# Audit badges: flag -> (badge, meaning)
+BADGES = {
+    "reads_skin_tone": ("ST", "reads the skin-tone column"),
+    "per_group_metric": ("PG", "computes a per-group metric"),
+    "reweighting": ("RW", "group reweighting"),
+    "upsampling": ("UP", "upsampling"),
+    "filtering": ("FI", "filtering"),
+    "pareto_selection": ("PA", "Pareto / minimax selection"),
+}
+CRITERION_LABEL = {
+    "claimed": "claimed metric (as AIDE)",
+    "validation": "validation AUC",
+    "minimax": "minimax (worst-group AUC)",
+}
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("0.") else text
+
+
+def coder_label(coder: dict) -> str:
+    if not coder:
+        return "coder ?"
+    if coder.get("simulated"):
+        return "offline coder (simulated agent)"
+    label = coder.get("label") or coder.get("name") or "coder"
+    model = coder.get("model")
+    return f"{label} · {model}" if model and model not in label else label
+
+
+def clock(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "--:--"
+    seconds = int(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+def date(ts: float | None) -> str:
+    if not ts:
+        return "–"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def badges(node: NodeState) -> Text:
+    text = Text()
+    for flag, (badge, _meaning) in BADGES.items():
+        if node.audit_flags.get(flag):
+            text.append(f"[{badge}]", style="cyan")
+    if (node.claim or {}).get("unsupported"):
+        text.append("[!claim]", style="bold red")
+    return text
+
+
+def node_label(state: SessionState, node: NodeState, *, best: bool = False, frame: int = 0) -> Text:
+    """One line of the search tree: glyph, id, stage, metrics or reason, badges."""
+    glyph, style = STATUS_GLYPH.get(node.status, ("?", ""))
+    if node.status == "running":
+        glyph = SPINNER[frame % len(SPINNER)]
+    pruned = state.is_pruned(node.node_id)
+    text = Text()
+    text.append(glyph + " ", style=style)
+    text.append(f"{node.node_id} ", style="bold")
+    text.append(node.stage)
+    if node.origin == "import":
+        text.append(" (imported)", style="dim")
+    text.append(" ")
+    reason = node.failure_reason
+    if node.status == "ok" and node.val_auc is not None:
+        text.append(f"{num(node.val_auc)} / {num(node.val_gap)}", style="bold green" if best else "")
+    elif node.status in ("queued", "running"):
+        text.append(STATUS_WORD[node.status], style="yellow")
+    else:
+        text.append(f"{STATUS_WORD.get(node.status, node.status)}: {_short(reason or '')}", style="red")
+    b = badges(node)
+    if b:
+        text.append(" ")
+        text.append_text(b)
+    if node.node_id in state.pending_expand:
+        text.append(" ⇢ next", style="bold magenta")
+    if pruned:
+        text.append(" ✂ pruned", style="dim")
+        text.stylize("dim")
+    if best:
+        text.append(" ★ best", style="bold yellow")
+    return text
+
+
+def guidance_label(g, state: SessionState) -> Text:
+    text = Text()
+    text.append("✎ ", style="bold magenta")
+    where = "global" if g.scope == "global" else f"for node {g.node_id}"
+    text.append(f"guidance ({where}): ", style="magenta")
+    text.append(f"“{_short(g.text, 48)}”", style="italic")
+    if g.used_by:
+        text.append(f" → node {', '.join(str(n) for n in g.used_by[:4])}", style="dim")
+    else:
+        text.append(" (not used yet)", style="dim")
+    return text
+
+
+def _short(text: str, width: int = 32) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def elapsed(state: SessionState, *, read_only: bool, now: float | None = None) -> float | None:
+    """Elapsed session time. Read-only views use event timestamps only (deterministic)."""
+    if state.started_ts is None:
+        return None
+    if state.finished_ts is not None:
+        return state.finished_ts - state.started_ts
+    if read_only or now is None:
+        return (state.last_ts or state.started_ts) - state.started_ts
+    return now - state.started_ts

@@ -1,0 +1,37 @@
+"""Messages the follow worker posts to the console screen (the one owner of widget state)."""
+from __future__ import annotations
+
+from textual.message import Message
+
+from engine.session.events import Event
+
+
+class EventsArrived(Message):
+    """A batch of new events for one session, in seq order.
+
+    Bursts coalesce: when several batches wait in the queue, the earlier ones are merged into
+    the latest (nothing is dropped), so the owner folds and re-renders once per burst.
+    """
+
+    def __init__(self, session_id: str, events: list[Event]) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.events = events
+
+    def can_replace(self, message: Message) -> bool:
+        # Called on the earlier message with the next pending one; returning True drops
+        # `self` and keeps `message`, so carry our events into it first.
+        if isinstance(message, EventsArrived) and message.session_id == self.session_id:
+            message.events = self.events + message.events
+            return True
+        return False
+
+
+class FollowProblem(Message):
+    """The follower could not read the session (missing, database error, runner died)."""
+
+    def __init__(self, session_id: str, reason: str, fatal: bool = False) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.reason = reason
+        self.fatal = fatal

@@ -1,0 +1,387 @@
+"""The console: one screen for live, headless-elsewhere, resumed, imported and replayed sessions.
+
+It only reads events and writes steering commands. A thread worker polls the event log and
+posts batches (EventsArrived); this screen is the one owner that folds them into SessionState
+and updates the widgets.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Callable
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Tree
+from textual.worker import get_current_worker
+
+from engine.session import events as ev
+from engine.session.state import SessionState, apply, best_node, fold, new_state
+from engine.session.store import SessionStore
+
+from befair_tui.launch import log_tail
+from befair_tui.messages import EventsArrived, FollowProblem
+from befair_tui.widgets.guidance_input import GuidanceInput
+from befair_tui.widgets.node_detail import NodeDetail
+from befair_tui.widgets.scatter import Scatter
+from befair_tui.widgets.scoreboard import Scoreboard, baseline_points, published_points
+from befair_tui.widgets.search_tree import SearchTree
+from befair_tui.widgets.status_bar import StatusBar
+
+STEERING = {"pause", "stop", "guide", "expand", "prune", "add_steps"}
+ADD_STEPS = 5
+BATCH = 5_000
+# Event kinds that can change the scoreboard or the scatter plot.
+_SCORE_KINDS = {ev.EVALUATED, ev.EXEC_FINISHED, ev.REVIEW, ev.PRUNED, ev.FINAL_CHOICE,
+                ev.SESSION_STARTED, ev.SESSION_FINISHED, ev.NODE_INTERRUPTED}
+
+
+class ConsoleScreen(Screen):
+    BINDINGS = [
+        Binding("p", "pause", "Pause", id="pause"),
+        Binding("s", "stop", "Stop", id="stop"),
+        Binding("g", "guide", "Guide", id="guide"),
+        Binding("e", "expand", "Expand", id="expand"),
+        Binding("x", "prune", "Prune", id="prune"),
+        Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
+        Binding("l", "sessions", "Sessions", id="sessions"),
+        Binding("q", "app.quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, store: SessionStore, session_id: str, *, read_only: bool = False,
+                 proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
+                 clock: Callable[[], float] | None = None, follow: bool = True) -> None:
+        super().__init__()
+        self.store = store
+        self.session_id = session_id
+        self.read_only = read_only
+        self.proc = proc
+        self.poll_interval = poll_interval
+        self.clock = clock or time.time
+        self.follow_enabled = follow and not read_only
+        self.state: SessionState = new_state(session_id)
+        self.best: int | None = None
+        self._frame = 0
+        self._selected: int | None = None
+        self._auto_select = True
+        self._auto_target: int | None = None
+        self.renders = 0  # how many times the widgets were synced (benchmarks, tests)
+
+    # -- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Horizontal(id="upper"):
+            yield SearchTree(id="tree")
+            yield NodeDetail(id="detail")
+        with Horizontal(id="lower"):
+            yield Scoreboard(id="scoreboard")
+            yield Scatter(id="scatter")
+        yield from self.compose_bottom()
+        yield Footer(compact=True)
+
+    def compose_bottom(self) -> ComposeResult:
+        yield GuidanceInput(id="guidance")
+
+    def on_mount(self) -> None:
+        tree = self.query_one(SearchTree)
+        tree.border_title = "Search tree"
+        self._load_references()
+        tree.focus()
+        if self.follow_enabled:
+            self.follow()
+            self.set_interval(0.5, self._tick)
+        self.sync_all()
+
+    def _load_references(self) -> None:
+        baselines: list[dict] = []
+        published: list[dict] = []
+        try:
+            baselines = baseline_points(self.store.baselines())
+            rows = self.store.reference_rows()
+            if not rows:
+                try:
+                    from baselines.reference import load_reference_rows  # published figures
+
+                    rows = list(load_reference_rows())
+                except Exception:  # noqa: BLE001 - published rows are optional
+                    rows = []
+            level = self.state.level or self._level_hint()
+            published = published_points(rows, level)
+        except Exception as exc:  # noqa: BLE001
+            self.notify(f"could not read baselines: {exc}", severity="warning")
+        self._baselines, self._published = baselines, published
+        self.query_one(Scoreboard).set_references(baselines, published)
+        self.query_one(Scatter).set_references(baselines, published)
+
+    def _level_hint(self) -> str:
+        try:
+            return self.store.session(self.session_id).get("level") or ""
+        except Exception:  # noqa: BLE001 - the session may not exist yet (just spawned)
+            return ""
+
+    # -- following the event log ----------------------------------------------------------
+    @work(thread=True, exclusive=True, group="follow", name="follow-session")
+    def follow(self) -> None:
+        """Poll the event log; never touches widgets, only posts messages."""
+        worker = get_current_worker()
+        after = self.state.last_seq
+        store = self.store
+        warned_exit = False
+        while not worker.is_cancelled:
+            try:
+                batch = store.events(self.session_id, after, limit=BATCH)
+            except Exception as exc:  # noqa: BLE001 - report, keep polling
+                self.post_message(FollowProblem(self.session_id, f"cannot read the session: {exc}"))
+                time.sleep(1.0)
+                continue
+            if batch:
+                after = batch[-1].seq
+                self.post_message(EventsArrived(self.session_id, batch))
+                if len(batch) == BATCH:
+                    continue
+            elif self.proc is not None and not warned_exit:
+                code = self.proc.poll()
+                if code is not None:
+                    warned_exit = True
+                    time.sleep(self.poll_interval)
+                    if not store.events(self.session_id, after, limit=1):
+                        self.post_message(self._exit_problem(code, after))
+            time.sleep(self.poll_interval)
+        store.close()
+
+    def _exit_problem(self, code: int, after: int) -> FollowProblem:
+        tail = log_tail(self.store.path, self.session_id)
+        if after == 0:
+            reason = f"the session process exited (code {code}) before it started"
+        elif code != 0:
+            reason = f"the session process exited with code {code}"
+        else:
+            return FollowProblem(self.session_id, "", fatal=False)
+        return FollowProblem(self.session_id, reason + (f":\n{tail}" if tail else ""), fatal=True)
+
+    @on(FollowProblem)
+    def _on_problem(self, message: FollowProblem) -> None:
+        if message.reason and (message.session_id == self.session_id):
+            self.notify(message.reason, title="Session", severity="error", timeout=15)
+
+    @on(EventsArrived)
+    def _on_events(self, message: EventsArrived) -> None:
+        if message.session_id == self.session_id:
+            self.ingest(message.events)
+
+    def ingest(self, events: list[ev.Event]) -> None:
+        """Fold a batch of events and update only what changed."""
+        if not events:
+            return
+        dirty: set[int] = set()
+        guidance: set[int] = set()
+        subtree: set[int] = set()
+        output: dict[int, list[str]] = {}
+        scores = False
+        first = self.state.last_seq == 0
+        for event in events:
+            apply(self.state, event)
+            payload, kind = event.payload, event.kind
+            nid = payload.get("node_id")
+            if kind == ev.OUTPUT:
+                output.setdefault(nid, []).append(payload.get("text") or "")
+                continue
+            if nid is not None and kind not in (ev.GUIDANCE, ev.POLICY_DECISION):
+                dirty.add(nid)
+            if kind == ev.NODE_CREATED:
+                guidance.update(payload.get("guidance_ids") or [])
+                if payload.get("parent_id") is not None:
+                    dirty.add(payload["parent_id"])
+            elif kind == ev.GUIDANCE:
+                guidance.add(payload["guidance_id"])
+            elif kind == ev.PRUNED:
+                subtree.add(nid)
+            elif kind == ev.EXPAND_REQUESTED and nid is not None:
+                dirty.add(nid)
+            if kind in _SCORE_KINDS:
+                scores = True
+        if first:
+            self._load_references()
+        self._update_widgets(dirty, guidance, subtree, output, scores)
+
+    def _update_widgets(self, dirty: set[int], guidance: set[int], subtree: set[int],
+                output: dict[int, list[str]], scores: bool) -> None:
+        self.renders += 1
+        state = self.state
+        best = best_node(state, state.config.get("best", "validation"))
+        self.best = best.node_id if best else None
+        tree = self.query_one(SearchTree)
+        tree.sync(state, dirty, guidance, self.best, self._frame)
+        for nid in subtree:
+            tree.refresh_subtree(state, nid, self.best)
+        detail = self.query_one(NodeDetail)
+        if self._auto_select and state.nodes:
+            target = state.running_node if state.running_node is not None else max(state.nodes)
+            self._auto_target = target
+            if target != self._selected:
+                self._select(target, move_cursor=True)
+        elif self._selected in dirty:
+            detail.show(state, self._selected)
+        if self._selected in output and self._selected not in dirty:
+            detail.append_output(self._selected, "".join(output[self._selected]))
+        if scores or dirty:
+            self.query_one(Scoreboard).sync(state)
+            self.query_one(Scatter).sync(state, self.best)
+        self._sync_status()
+
+    def sync_all(self) -> None:
+        """Rebuild every widget from the current state (mount, replay seeks)."""
+        tree = self.query_one(SearchTree)
+        tree.reset()
+        self._update_widgets(set(self.state.nodes), set(self.state.guidance), set(), {}, True)
+        if self._selected is not None and self._selected in self.state.nodes:
+            self.query_one(NodeDetail).show(self.state, self._selected)
+        elif self._selected is not None:
+            self._selected = None
+            self.query_one(NodeDetail).show(self.state, None)
+
+    def _sync_status(self) -> None:
+        self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
+                                       now=self.clock(), replay=self.replay_label())
+        self.refresh_bindings()
+
+    def replay_label(self) -> str | None:
+        return None
+
+    def _tick(self) -> None:
+        self._frame = int(self.clock() * 2)
+        if self.state.running_node is not None:
+            self.query_one(SearchTree).spin(self.state, self._frame)
+        if self.state.status in ("running", "paused"):
+            self._sync_status()
+
+    # -- selection ------------------------------------------------------------------------
+    def _select(self, node_id: int | None, move_cursor: bool = False) -> None:
+        self._selected = node_id
+        self.query_one(NodeDetail).show(self.state, node_id)
+        if move_cursor and node_id is not None:
+            self.call_after_refresh(self._move_cursor, node_id)
+
+    def _move_cursor(self, node_id: int) -> None:
+        """After a refresh, so the tree has laid out the line of a node just added."""
+        if node_id != self._selected:
+            return
+        self.query_one(SearchTree).move_to(node_id)
+
+    @on(Tree.NodeHighlighted)
+    def _on_highlight(self, event: Tree.NodeHighlighted) -> None:
+        data = event.node.data
+        if not (isinstance(data, tuple) and data[0] == "node"):
+            return
+        if self.query_one(SearchTree).manual:
+            self._auto_select = False
+        if self._auto_select and data[1] != self._auto_target:
+            return  # a cursor move we made ourselves (or the initial line): keep following
+        if data[1] != self._selected:
+            self._select(data[1])
+
+    @on(Tree.NodeSelected)
+    def _on_selected(self, event: Tree.NodeSelected) -> None:
+        # an explicit choice (Enter / click) stops following the newest node
+        self._auto_select = False
+        data = event.node.data
+        if isinstance(data, tuple) and data[0] == "node" and data[1] != self._selected:
+            self._select(data[1])
+
+    @property
+    def selected_node(self) -> int | None:
+        return self._selected
+
+    # -- steering -------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in STEERING:
+            if self.read_only:
+                return False
+            if self.state.status in ("finished", "stopped", "failed"):
+                return None  # shown, dimmed
+        return True
+
+    @property
+    def live(self) -> bool:
+        return not self.read_only and self.state.status in ("new", "running", "paused")
+
+    def _command(self, kind: str, payload: dict | None = None, *, note: str) -> bool:
+        try:
+            self.store.issue_command(self.session_id, kind, payload or {}, by="console")
+        except Exception as exc:  # noqa: BLE001 - every failure reaches the user as a notification
+            self.notify(f"could not send {kind}: {exc}", severity="error", title="Steering")
+            return False
+        self.notify(note, title="Steering", timeout=4)
+        return True
+
+    def action_pause(self) -> None:
+        if self.state.status == "paused":
+            self._command("resume", note="Resume requested.")
+        else:
+            self._command("pause", note="Pause requested: no new step starts until you resume.")
+
+    def action_stop(self) -> None:
+        from befair_tui.screens.confirm import ConfirmModal
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self._command("stop", {"interrupt": True}, note="Stop requested.")
+
+        self.app.push_screen(
+            ConfirmModal("Stop this session? The running step is interrupted; everything so far is kept.",
+                         yes="Stop session", no="Keep running"), done)
+
+    def action_guide(self) -> None:
+        self.query_one(GuidanceInput).focus()
+
+    @on(GuidanceInput.Guide)
+    def _on_guide(self, message: GuidanceInput.Guide) -> None:
+        if self.read_only or self.state.status in ("finished", "stopped", "failed"):
+            self.notify("This session is not running; guidance was not sent.", severity="warning")
+            return
+        payload: dict = {"text": message.text}
+        if message.node_scope:
+            if self._selected is None:
+                self.notify("Select a node first (or press Enter for global guidance).", severity="warning")
+                return
+            payload["node_id"] = self._selected
+            note = f"Guidance for node {self._selected} sent."
+        else:
+            note = "Guidance sent to the agent."
+        if self._command("guide", payload, note=note):
+            self.query_one(SearchTree).focus()
+
+    def _need_selected(self) -> int | None:
+        if self._selected is None:
+            self.notify("Select a node in the search tree first.", severity="warning")
+        return self._selected
+
+    def action_expand(self) -> None:
+        nid = self._need_selected()
+        if nid is not None:
+            self._command("expand", {"node_id": nid}, note=f"Node {nid} will be expanded next.")
+
+    def action_prune(self) -> None:
+        nid = self._need_selected()
+        if nid is not None:
+            self._command("prune", {"node_id": nid}, note=f"Node {nid} and its subtree pruned.")
+
+    def action_add_steps(self) -> None:
+        steps = max(self.state.budget, self.state.agent_steps) + ADD_STEPS
+        self._command("set_budget", {"steps": steps}, note=f"Step budget raised to {steps}.")
+
+    def action_sessions(self) -> None:
+        self.app.action_open_sessions()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < 100, "-narrow")
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "follow")
+
+
+def load_state(store: SessionStore, session_id: str) -> SessionState:
+    return fold(store.events(session_id), session_id)

@@ -1,0 +1,230 @@
+"""All sessions in the database: filter, sort, open, replay, resume, export, delete."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Input, Static
+
+from engine.session.store import SessionStore
+
+from befair_tui.format import date, num
+
+COLUMNS = [
+    ("date", "created_at"), ("session", "id"), ("level", "level"), ("coder", "coder"),
+    ("participant", "participant_id"), ("status", "status"), ("steps", "steps"),
+    ("best AUC", "best_auc"), ("gap", "best_gap"),
+]
+
+
+def _coder(row: dict) -> str:
+    if row.get("simulated"):
+        return "offline (simulated)"
+    return row.get("coder_label") or row.get("coder") or "?"
+
+
+def row_cells(row: dict) -> tuple[str, ...]:
+    steps = f"{row.get('steps') or 0}/{row.get('budget') or 0}"
+    return (date(row.get("created_at")), row["id"], row.get("level") or "?", _coder(row),
+            row.get("participant_id") or "", row.get("status") or "?", steps,
+            num(row.get("best_auc")), num(row.get("best_gap")))
+
+
+class ExportModal(ModalScreen[Path | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export-cancel")]
+
+    def __init__(self, default: Path) -> None:
+        super().__init__()
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static("Export the session (best pipeline, tree, node metrics, events) to a folder:",
+                         classes="question")
+            yield Input(str(self.default), id="export-path")
+            yield Button("Export", id="export-ok", variant="primary")
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#export-ok")
+    def _ok(self) -> None:
+        value = self.query_one("#export-path", Input).value.strip()
+        self.dismiss(Path(value).expanduser() if value else None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SessionsScreen(Screen):
+    BINDINGS = [
+        Binding("enter,o", "open", "Open", id="sessions-open"),
+        Binding("r", "replay", "Replay", id="sessions-replay"),
+        Binding("u", "resume", "Resume", id="sessions-resume"),
+        Binding("x", "export", "Export", id="sessions-export"),
+        Binding("d,delete", "delete", "Delete", id="sessions-delete"),
+        Binding("slash", "filter", "Filter", id="sessions-filter"),
+        Binding("t", "sort", "Sort", id="sessions-sort"),
+        Binding("n", "new", "New session", id="sessions-new"),
+        Binding("escape", "back", "Back", id="sessions-back"),
+        Binding("q", "app.quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, store: SessionStore) -> None:
+        super().__init__()
+        self.store = store
+        self.rows: list[dict] = []
+        self.sort_key = "created_at"
+        self.sort_reverse = True
+        self.filter_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"Sessions in {self.store.path.name}", id="sessions-title")
+        yield Input(placeholder="filter (any column)…", id="sessions-filter")
+        yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        self.reload()
+        table.focus()
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            self.rows = self.store.sessions()
+        except Exception as exc:  # noqa: BLE001
+            self.notify(f"cannot read the sessions: {exc}", severity="error")
+            self.rows = []
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        needle = self.filter_text.lower()
+        rows = [r for r in self.rows if not needle or needle in " ".join(row_cells(r)).lower()]
+
+        def key(r: dict):
+            value = r.get(self.sort_key)
+            return (value is None, value if value is not None else 0)
+
+        rows.sort(key=key, reverse=self.sort_reverse)
+        if self.sort_reverse:  # keep missing values last either way
+            rows.sort(key=lambda r: r.get(self.sort_key) is None)
+        for r in rows:
+            table.add_row(*row_cells(r), key=r["id"])
+        label = dict((k, l) for l, k in COLUMNS).get(self.sort_key, self.sort_key)
+        direction = "↓" if self.sort_reverse else "↑"
+        self.query_one("#sessions-title", Static).update(
+            f"Sessions in {self.store.path.name} · {len(rows)} shown · sorted by {label} {direction}")
+
+    @on(Input.Changed, "#sessions-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self._fill()
+
+    @on(Input.Submitted, "#sessions-filter")
+    def _filter_done(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        if key == self.sort_key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key, self.sort_reverse = key, key in ("created_at", "best_auc", "steps")
+        self._fill()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def selected_id(self) -> str | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            self.notify("No session selected.", severity="warning")
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return str(row_key.value)
+
+    def action_filter(self) -> None:
+        self.query_one("#sessions-filter", Input).focus()
+
+    def action_sort(self) -> None:
+        keys = [k for _, k in COLUMNS]
+        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
+        self.sort_reverse = self.sort_key in ("created_at", "best_auc", "steps")
+        self._fill()
+
+    def action_open(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            self.app.open_console(sid)
+
+    def action_replay(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            self.app.open_replay(sid)
+
+    def action_resume(self) -> None:
+        sid = self.selected_id()
+        if sid:
+            self.app.resume_session(sid)
+
+    def action_new(self) -> None:
+        self.app.open_setup()
+
+    def action_export(self) -> None:
+        sid = self.selected_id()
+        if not sid:
+            return
+        default = Path(self.store.path).resolve().parent / "exports" / sid
+
+        def done(folder: Path | None) -> None:
+            if folder is None:
+                return
+            try:
+                from engine.session.cli import export_session
+
+                info = export_session(self.store, sid, folder)
+            except Exception as exc:  # noqa: BLE001
+                self.notify(f"export failed: {exc}", severity="error", title="Export")
+                return
+            self.notify(f"wrote {', '.join(info['files'])} to {folder}", title="Export")
+
+        self.app.push_screen(ExportModal(default), done)
+
+    def action_delete(self) -> None:
+        from befair_tui.screens.confirm import ConfirmModal
+
+        sid = self.selected_id()
+        if not sid:
+            return
+
+        def done(ok: bool | None) -> None:
+            if not ok:
+                return
+            try:
+                self.store.delete_session(sid)
+            except Exception as exc:  # noqa: BLE001
+                self.notify(f"delete failed: {exc}", severity="error")
+                return
+            self.notify(f"deleted session {sid}")
+            self.reload()
+
+        self.app.push_screen(
+            ConfirmModal(f"Delete session {sid} and everything recorded for it? This cannot be undone.",
+                         yes="Delete", no="Keep"), done)
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
+        else:
+            self.app.open_setup()

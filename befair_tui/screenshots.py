@@ -1,0 +1,66 @@
+"""Regenerate the README screenshots from the app itself: `python -m befair_tui.screenshots [OUT]`.
+
+Uses the deterministic recorded demo session (engine.session.fixtures) in a temporary database,
+a frozen clock, and App.save_screenshot in a headless Pilot run.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+TS0 = 1_700_000_000.0
+OUT = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
+
+async def _shoot(app, path: Path, size: tuple[int, int], ready) -> None:
+    async with app.run_test(size=size) as pilot:
+        for _ in range(300):
+            await pilot.pause(0.02)
+            if ready(app):
+                break
+        await pilot.pause(0.2)
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+
+
+async def main(out: Path) -> list[Path]:
+    from engine.session.fixtures import write_demo_session
+    from engine.session.store import SessionStore
+
+    from befair_tui.app import create_app, frozen_clock
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "befair.db"
+        store = SessionStore(db)
+        sid = write_demo_session(store, n_nodes=12, ts0=TS0, finished=False)
+        last = store.last_seq(sid)
+        app = create_app(db, start="console", session_id=sid, clock=frozen_clock(TS0 + 400), poll_interval=0.02)
+        path = out / "console.svg"
+        await _shoot(app, path, (140, 42), lambda a: getattr(a.screen, "state", None) is not None
+                     and a.screen.state.last_seq == last)
+        written.append(path)
+        done = write_demo_session(store, n_nodes=12, ts0=TS0 + 7200, finished=True, seed=1)
+        app = create_app(db, start="replay", session_id=done, clock=frozen_clock(TS0))
+
+        def at_node_9(a) -> bool:
+            screen = a.screen
+            if not hasattr(screen, "timeline"):
+                return False
+            if 9 not in screen.state.nodes:
+                screen._move_to(screen.timeline._node_pos[9] + 6)
+            return 9 in screen.state.nodes
+
+        path = out / "replay.svg"
+        await _shoot(app, path, (140, 42), at_node_9)
+        written.append(path)
+        store.close()
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
+    for p in asyncio.run(main(target)):
+        print(f"wrote {p}")

@@ -1,0 +1,190 @@
+"""Node detail: plan, code (highlighted), output (live while running), per-group metrics,
+audit (flags, evidence, claimed vs measured) and the diff against the parent."""
+from __future__ import annotations
+
+import difflib
+
+from rich.console import Group
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Log, Static, TabbedContent, TabPane
+
+from engine.session.state import NodeState, SessionState
+from engine.task import GROUP_LABELS, GROUPS
+
+from befair_tui.format import BADGES, STATUS_WORD, num
+
+OUTPUT_LINES = 2_000
+
+
+def _syntax(code: str, lexer: str) -> Syntax:
+    return Syntax(code or " ", lexer, line_numbers=lexer == "python", word_wrap=False,
+                  theme="ansi_dark", background_color="default")
+
+
+class NodeDetail(Vertical):
+    DEFAULT_CSS = """
+    NodeDetail { border: round $primary-darken-1; }
+    NodeDetail Log { height: 1fr; }
+    NodeDetail VerticalScroll { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.node_id: int | None = None
+        self._output_node: int | None = None
+        self.border_title = "Node"
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(id="node-tabs"):
+            with TabPane("Plan", id="tab-plan"):
+                yield VerticalScroll(Static(id="plan"))
+            with TabPane("Code", id="tab-code"):
+                yield VerticalScroll(Static(id="code"))
+            with TabPane("Output", id="tab-output"):
+                yield Log(id="output", max_lines=OUTPUT_LINES, auto_scroll=True)
+            with TabPane("Groups", id="tab-groups"):
+                yield VerticalScroll(Static(id="groups"))
+            with TabPane("Audit", id="tab-audit"):
+                yield VerticalScroll(Static(id="audit"))
+            with TabPane("Diff", id="tab-diff"):
+                yield VerticalScroll(Static(id="diff"))
+
+    def show(self, state: SessionState, node_id: int | None) -> None:
+        node = state.nodes.get(node_id) if node_id is not None else None
+        self.node_id = node_id
+        if node is None:
+            self.border_title = "Node"
+            self.query_one("#plan", Static).update("Select a node in the search tree.")
+            for wid in ("#code", "#groups", "#audit", "#diff"):
+                self.query_one(wid, Static).update("")
+            self.query_one("#output", Log).clear()
+            self._output_node = None
+            return
+        parent = f" of {node.parent_id}" if node.parent_id is not None else ""
+        status = STATUS_WORD.get(node.status, node.status)
+        if state.is_pruned(node.node_id):
+            status += " · pruned"
+        self.border_title = f"Node {node.node_id} · {node.stage}{parent} · {status}"
+        self.query_one("#plan", Static).update(self._plan(state, node))
+        self.query_one("#code", Static).update(_syntax(node.code or "# no code yet", "python"))
+        self.query_one("#groups", Static).update(self._groups(state, node))
+        self.query_one("#audit", Static).update(self._audit(node))
+        self.query_one("#diff", Static).update(self._diff(state, node))
+        self._reset_output(node)
+
+    # -- output ---------------------------------------------------------------------------
+    def _reset_output(self, node: NodeState) -> None:
+        log = self.query_one("#output", Log)
+        log.clear()
+        self._output_node = node.node_id
+        if node.finished:
+            text = node.output_head
+            if node.truncated:
+                text += "\n… output truncated …\n"
+            text += node.output_tail
+            if not text.strip():
+                text = node.live_output
+        else:
+            text = node.live_output
+        if text:
+            log.write(text)
+        if node.failure_reason:
+            log.write_line(f"\n[{node.status}] {node.failure_reason}")
+
+    def append_output(self, node_id: int, text: str) -> None:
+        if node_id == self._output_node and text:
+            self.query_one("#output", Log).write(text)
+
+    # -- renderables ----------------------------------------------------------------------
+    def _plan(self, state: SessionState, node: NodeState) -> Group:
+        parts: list = [Text(node.plan or "(no plan)")]
+        if node.guidance_ids:
+            parts.append(Text(""))
+            for gid in node.guidance_ids:
+                g = state.guidance.get(gid)
+                if g is not None:
+                    parts.append(Text(f"✎ guidance in force: “{g.text}” ({g.scope})", style="magenta"))
+        if node.components:
+            comp = ", ".join(f"{k}={v}" for k, v in node.components.items())
+            parts.append(Text(f"\ncomponents: {comp}", style="dim"))
+        if node.review_summary:
+            parts.append(Text(f"\nreview: {node.review_summary}", style="italic"))
+        if node.failure_reason:
+            parts.append(Text(f"\nfailed: {node.failure_reason}", style="bold red"))
+        if node.tokens_in or node.tokens_out:
+            parts.append(Text(f"\n{node.tokens_in + node.tokens_out} tokens · ${node.cost:.4f}", style="dim"))
+        return Group(*parts)
+
+    def _groups(self, state: SessionState, node: NodeState) -> Group:
+        table = Table(expand=False, box=None, pad_edge=False)
+        table.add_column("skin tone")
+        table.add_column("validation", justify="right")
+        table.add_column("test", justify="right")
+        val = node.validation or {}
+        test = node.test or {}
+        blinded = node.test_blinded or (state.config.get("blind_test") and state.status in ("running", "paused"))
+        hidden = "hidden" if blinded else None
+
+        def cell(summary: dict, key: str, group: str | None = None, split: str = "validation") -> str:
+            if split == "test" and hidden:
+                return hidden
+            if group is None:
+                return num(summary.get(key))
+            value = (summary.get("group_auc") or {}).get(group)
+            if value is None:
+                reason = (summary.get("group_auc_reason") or {}).get(group)
+                return f"– ({reason})" if reason else "–"
+            return num(value)
+
+        for group in GROUPS:
+            table.add_row(f"AUC {GROUP_LABELS[group]}", cell(val, "", group), cell(test, "", group, "test"))
+        table.add_row("AUC overall", cell(val, "auc"), cell(test, "auc", split="test"))
+        table.add_row("worst group", cell(val, "worst_auc"), cell(test, "worst_auc", split="test"))
+        table.add_row("gap (best − worst)", cell(val, "auc_gap"), cell(test, "auc_gap", split="test"))
+        table.add_row("images", str(val.get("n", "–")), hidden or str(test.get("n", "–")))
+        parts: list = [table]
+        for split in ("validation", "test"):
+            verdict = node.eval_verdicts.get(split)
+            if verdict and verdict != "ok":
+                parts.append(Text(f"{split}: {verdict} — {node.eval_reasons.get(split) or ''}", style="red"))
+        if blinded:
+            parts.append(Text("Test metrics are blinded until the session ends.", style="dim italic"))
+        return Group(*parts)
+
+    def _audit(self, node: NodeState) -> Group:
+        if not node.audit_flags and node.claim is None:
+            return Group(Text("Not audited yet.", style="dim"))
+        table = Table(box=None, pad_edge=False)
+        table.add_column("")
+        table.add_column("check")
+        table.add_column("evidence", overflow="fold")
+        for flag, (badge, meaning) in BADGES.items():
+            on = bool(node.audit_flags.get(flag))
+            table.add_row(Text(f"[{badge}]", style="cyan" if on else "dim"),
+                          Text(("✓ " if on else "· ") + meaning, style="" if on else "dim"),
+                          node.audit_evidence.get(flag, "") if on else "")
+        parts: list = [table]
+        claim = node.claim or {}
+        if claim:
+            line = Text("\nclaimed vs measured: ")
+            line.append(f"claimed {num(claim.get('claimed'))}, measured {num(claim.get('measured'))}")
+            if claim.get("difference") is not None:
+                line.append(f" (difference {claim['difference']:+.3f})")
+            parts.append(line)
+            if claim.get("unsupported"):
+                parts.append(Text(f"⚠ unsupported claim: {claim.get('reason') or 'no measurement backs it'}",
+                                  style="bold red"))
+        return Group(*parts)
+
+    def _diff(self, state: SessionState, node: NodeState):
+        if node.parent_id is None or node.parent_id not in state.nodes:
+            return Text("A draft: no parent to compare with.", style="dim")
+        parent = state.nodes[node.parent_id]
+        diff = "".join(difflib.unified_diff(
+            parent.code.splitlines(keepends=True), node.code.splitlines(keepends=True),
+            fromfile=f"node {parent.node_id}", tofile=f"node {node.node_id}", n=2))
+        return _syntax(diff or "(no change)", "diff")

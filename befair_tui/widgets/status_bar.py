@@ -1,0 +1,44 @@
+"""The status line: level, coder, step k/N, RUNNING/PAUSED/FINISHED, elapsed, tokens, cost."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from engine.session.state import SessionState
+
+from befair_tui.format import clock, coder_label, elapsed, tokens
+
+STATUS_STYLE = {
+    "RUNNING": "bold black on green", "PAUSED": "bold black on yellow", "FINISHED": "bold white on blue",
+    "STOPPED": "bold white on magenta", "FAILED": "bold white on red", "WAITING": "bold black on grey70",
+    "REPLAY": "bold white on dark_cyan",
+}
+
+
+class StatusBar(Static):
+    DEFAULT_CSS = """
+    StatusBar { height: 1; background: $panel; padding: 0 1; }
+    """
+
+    def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
+             replay: str | None = None) -> None:
+        word = {"new": "WAITING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
+                "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
+        if state.status == "running" and state.stop_requested:
+            word = "STOPPING"
+        compact = self.size.width and self.size.width < 110
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if not compact:
+            text.append("befair · ", style="bold")
+        text.append(f" {word} ", style=STATUS_STYLE.get(word, "bold reverse"))
+        if replay:
+            text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
+        text.append(f" {state.level or '?'} · ")
+        coder = ("simulated agent" if compact else coder_label(state.coder)) if state.simulated \
+            else coder_label(state.coder)
+        text.append(coder, style="bold magenta" if state.simulated else "")
+        text.append(f" · step {state.agent_steps}/{state.budget}")
+        text.append(f" · {clock(elapsed(state, read_only=read_only, now=now))}")
+        total = state.tokens_in + state.tokens_out
+        text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
+        self.update(text)

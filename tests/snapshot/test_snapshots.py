@@ -1,0 +1,90 @@
+"""Snapshots of the main screens from deterministic content (the recorded demo session, fixed
+timestamps, a frozen clock, no spinners moving). Update with `make snapshots`."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from engine.session.fixtures import write_demo_session
+from engine.session.store import SessionStore
+
+from befair_tui.app import create_app, frozen_clock
+
+TS0 = 1_700_000_000.0
+NOW = TS0 + 400.0
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("BEFAIR_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BEFAIR_LLM_CONFIG", "BEFAIR_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _store(tmp_path, *, finished: bool = True, n_nodes: int = 12):
+    db = tmp_path / "befair.db"
+    store = SessionStore(db)
+    sid = write_demo_session(store, n_nodes=n_nodes, ts0=TS0, finished=finished)
+    return db, store, sid
+
+
+async def _settle(pilot, predicate, rounds: int = 200):
+    for _ in range(rounds):
+        await pilot.pause(0.02)
+        if predicate():
+            break
+    await pilot.pause(0.1)
+
+
+def test_setup_screen(snap_compare, tmp_path):
+    app = create_app(tmp_path / "befair.db", settings_file=tmp_path / "none.json")
+    assert snap_compare(app, terminal_size=(100, 40))
+
+
+def test_console_mid_session(snap_compare, tmp_path):
+    db, store, sid = _store(tmp_path, finished=False)
+    last = store.last_seq(sid)
+    app = create_app(db, start="console", session_id=sid, clock=frozen_clock(NOW), poll_interval=0.02)
+
+    async def run_before(pilot):
+        await _settle(pilot, lambda: app.screen.state.last_seq == last)
+
+    assert snap_compare(app, terminal_size=(130, 40), run_before=run_before)
+
+
+def test_console_at_80x24(snap_compare, tmp_path):
+    db, store, sid = _store(tmp_path, finished=True, n_nodes=8)
+    last = store.last_seq(sid)
+    app = create_app(db, start="console", session_id=sid, clock=frozen_clock(NOW), poll_interval=0.02)
+
+    async def run_before(pilot):
+        await _settle(pilot, lambda: app.screen.state.last_seq == last)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_sessions_screen(snap_compare, tmp_path):
+    db, store, _ = _store(tmp_path)
+    write_demo_session(store, n_nodes=5, seed=3, ts0=TS0 + 3600, finished=False)
+    app = create_app(db, start="sessions")
+    assert snap_compare(app, terminal_size=(120, 20))
+
+
+def test_replay_screen(snap_compare, tmp_path):
+    db, store, sid = _store(tmp_path, n_nodes=10)
+    app = create_app(db, start="replay", session_id=sid, clock=frozen_clock(NOW))
+
+    async def run_before(pilot):
+        screen = app.screen
+        screen._move_to(screen.timeline._node_pos[7])
+        await _settle(pilot, lambda: 7 in screen.state.nodes)
+
+    assert snap_compare(app, terminal_size=(130, 40), run_before=run_before)
