@@ -1,0 +1,120 @@
+"""Shared checks for the data loaders: reading a CSV and checking the images it names."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+from PIL import Image, UnidentifiedImageError
+
+from engine.errors import DataError
+
+SHOW = 5  # how many offending items an error message names
+
+
+def show_list(items: Sequence, total: int | None = None) -> str:
+    items = list(items)
+    total = len(items) if total is None else total
+    shown = ", ".join(str(x) for x in items[:SHOW])
+    return shown + (f" … and {total - SHOW} more" if total > SHOW else "")
+
+
+def read_csv(path: Path | str, what: str, **kw) -> pd.DataFrame:
+    """pandas.read_csv with one-line DataError messages for the usual ways a file is wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{what} CSV not found: {path}")
+    if path.is_dir():
+        raise DataError(f"{what} CSV is a folder, not a file: {path}")
+    try:
+        df = pd.read_csv(path, keep_default_na=True, **kw)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{what} CSV is empty: {path}") from None
+    except pd.errors.ParserError as exc:
+        msg = str(exc).strip().splitlines()[-1] if str(exc).strip() else "parse error"
+        raise DataError(f"{what} CSV is malformed ({path}): {msg}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{what} CSV is not UTF-8 text: {path}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {what} CSV {path}: {exc.strerror or exc}") from None
+    if df.empty:
+        raise DataError(f"{what} CSV has a header but no rows: {path}")
+    return df
+
+
+def require_columns(df: pd.DataFrame, required: Iterable[str], what: str, path: Path | str) -> None:
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        have = ", ".join(repr(c) for c in df.columns[:12])
+        raise DataError(
+            f"{what} CSV {path} is missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(repr(c) for c in missing)} (found: {have})"
+        )
+
+
+def bad_values(series: pd.Series, allowed: set, column: str, what: str, path: Path | str) -> None:
+    """Raise when a column holds values outside `allowed`, naming the values and first rows."""
+    mask = ~series.isin(allowed)
+    if mask.any():
+        vals = [v.item() if hasattr(v, "item") else v for v in pd.unique(series[mask])]
+        rows = [int(i) + 2 for i in series.index[mask][:SHOW]]  # +2: header line, 1-based
+        raise DataError(
+            f"{what} CSV {path}: unknown {column} value{'s' if len(vals) > 1 else ''} "
+            f"{show_list([repr(v) for v in vals])} on line{'s' if mask.sum() > 1 else ''} "
+            f"{show_list(rows, int(mask.sum()))}; expected one of {sorted(map(str, allowed))}"
+        )
+
+
+def as_int_column(series: pd.Series, column: str, what: str, path: Path | str) -> pd.Series:
+    num = pd.to_numeric(series, errors="coerce")
+    bad = num.isna() | (num != num.round())
+    if bad.any():
+        vals = pd.unique(series[bad].astype(str))
+        rows = [int(i) + 2 for i in series.index[bad][:SHOW]]
+        raise DataError(
+            f"{what} CSV {path}: {column} must be an integer; found {show_list([repr(v) for v in vals])} "
+            f"on line{'s' if bad.sum() > 1 else ''} {show_list(rows, int(bad.sum()))}"
+        )
+    return num.astype("int64")
+
+
+def check_images(images_dir: Path | str, files: Sequence[str], what: str, verify: bool = True) -> None:
+    """Every named file exists in images_dir and (verify) opens as an image."""
+    images_dir = Path(images_dir)
+    if not images_dir.is_dir():
+        raise DataError(f"{what} image folder not found: {images_dir}")
+    present = set(os.listdir(images_dir))
+    missing = [f for f in files if f not in present]
+    if missing:
+        raise DataError(
+            f"{len(missing)} of {len(files)} {what} image{'s' if len(files) > 1 else ''} missing in "
+            f"{images_dir}: {show_list(missing)}"
+        )
+    if not verify:
+        return
+    unreadable = []
+    for f in files:
+        p = images_dir / f
+        try:
+            with Image.open(p) as im:
+                im.verify()
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            unreadable.append(f"{f} ({type(exc).__name__})" if len(unreadable) < SHOW else f)
+    if unreadable:
+        raise DataError(
+            f"{len(unreadable)} {what} image{'s' if len(unreadable) > 1 else ''} in {images_dir} "
+            f"cannot be read: {show_list(unreadable)}"
+        )
+
+
+def place(src: Path, dst: Path, link: bool = True) -> None:
+    """Hard-link src to dst (same filesystem), falling back to a copy."""
+    if link:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copyfile(src, dst)

@@ -1,0 +1,275 @@
+"""Agent workspaces: obfuscated training data for the agent, held-out validation and test sets.
+
+    WORKSPACE/manifest.json                    source, seed, counts, created
+    WORKSPACE/agent_input/skin_lesions.csv     obfuscated training rows (validation rows removed)
+    WORKSPACE/agent_input/images/image_<N>.jpg
+    WORKSPACE/heldout/validation/images/val_<N>.jpg   neutral names, no labels in the folder
+    WORKSPACE/heldout/validation/labels.csv    file,label,group,skin_tone
+    WORKSPACE/heldout/test/images/NNNNNN.png   DDI images (only with a DDI set)
+    WORKSPACE/heldout/test/labels.csv          file,label,group,skin_tone (+ ddi_metadata.csv)
+    WORKSPACE/mapping.csv                      image_name,md5hash,split
+
+An agent is given agent_input/ only; heldout/ and mapping.csv stay outside its reach.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engine.data.common import place
+from engine.data.ddi import load_ddi
+from engine.data.fitzpatrick import image_file, load_fitzpatrick
+from engine.data.obfuscate import obfuscate
+from engine.data.split import stratified_validation_split
+from engine.errors import DataError
+from engine.task import fitzpatrick_to_group
+
+FORMAT = 1
+AGENT_CSV = "skin_lesions.csv"
+LABEL_COLUMNS = ("file", "label", "group", "skin_tone")
+
+
+@dataclass
+class Workspace:
+    root: Path
+    agent_input: Path
+    validation_images: Path
+    validation_labels: Path
+    test_images: Path | None
+    test_labels: Path | None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def agent_csv(self) -> Path:
+        return self.agent_input / AGENT_CSV
+
+    @property
+    def agent_images(self) -> Path:
+        return self.agent_input / "images"
+
+    @property
+    def mapping(self) -> Path:
+        return self.root / "mapping.csv"
+
+    @classmethod
+    def at(cls, root: Path | str, manifest: dict | None = None) -> "Workspace":
+        root = Path(root)
+        test = root / "heldout" / "test"
+        has_test = (manifest or {}).get("counts", {}).get("test", 0) > 0 or (test / "labels.csv").exists()
+        return cls(
+            root=root,
+            agent_input=root / "agent_input",
+            validation_images=root / "heldout" / "validation" / "images",
+            validation_labels=root / "heldout" / "validation" / "labels.csv",
+            test_images=test / "images" if has_test else None,
+            test_labels=test / "labels.csv" if has_test else None,
+            manifest=manifest or {},
+        )
+
+    @classmethod
+    def open(cls, path: Path | str) -> "Workspace":
+        """Open a prepared workspace, checking that its parts are there."""
+        root = Path(path)
+        if not root.is_dir():
+            raise DataError(f"workspace not found: {root}")
+        mpath = root / "manifest.json"
+        if not mpath.is_file():
+            raise DataError(f"{root} is not a prepared workspace (no manifest.json); "
+                            f"build one with `befair data prepare`")
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DataError(f"workspace manifest {mpath} is not valid JSON: {exc}") from None
+        ws = cls.at(root, manifest)
+        needed = [ws.agent_csv, ws.agent_images, ws.validation_images, ws.validation_labels, ws.mapping]
+        if manifest.get("counts", {}).get("test", 0):
+            needed += [ws.test_images, ws.test_labels]
+        missing = [str(p.relative_to(root)) for p in needed if p is not None and not p.exists()]
+        if missing:
+            raise DataError(f"workspace {root} is incomplete: missing {', '.join(missing)}")
+        return ws
+
+    def summary(self) -> str:
+        c = self.manifest.get("counts", {})
+        return (f"{self.root}: agent {c.get('agent', '?')} rows, validation {c.get('validation', '?')}, "
+                f"test {c.get('test', 0)}")
+
+
+def _labels_frame(files, labels, groups, tones) -> pd.DataFrame:
+    return pd.DataFrame({"file": list(files), "label": [int(x) for x in labels],
+                         "group": list(groups), "skin_tone": [int(x) for x in tones]})
+
+
+def prepare_workspace(
+    fitz_csv: Path | str,
+    fitz_images: Path | str,
+    out: Path | str,
+    *,
+    ddi_csv: Path | str | None = None,
+    ddi_images: Path | str | None = None,
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    link: bool = True,
+    overwrite: bool = False,
+    source: str | None = None,
+) -> Workspace:
+    """Build a workspace from a Fitzpatrick17k-format set (and optionally a DDI-format test set).
+
+    Validates the inputs (every image must exist and open), splits off a skin-tone-stratified
+    validation set, obfuscates the rest for the agent, and writes everything into a temporary
+    sibling folder that is renamed into place at the end, so an interrupted run leaves nothing
+    half-written at `out`. Images are hard-linked when possible, copied otherwise.
+    """
+    started = time.perf_counter()
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if not overwrite:
+            raise DataError(f"{out} already exists and is not empty (choose another --out)")
+    fitz = load_fitzpatrick(fitz_csv, fitz_images, check_images=True)
+    ddi = None
+    if ddi_csv is not None:
+        ddi = load_ddi(ddi_csv, ddi_images, check_images=True)
+    elif ddi_images is not None:
+        raise DataError("DDI images were given without the DDI metadata CSV (--ddi)")
+    fitz_images = Path(fitz.attrs["images_dir"])
+
+    train, val = stratified_validation_split(fitz, val_fraction, seed)
+    agent, amap = obfuscate(train, seed)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        ws = Workspace.at(tmp)
+        ws.agent_images.mkdir(parents=True)
+        agent.to_csv(ws.agent_csv, index=False)
+        for name, md5 in zip(amap["image_name"], amap["md5hash"]):
+            place(fitz_images / image_file(md5), ws.agent_images / f"{name}.jpg", link)
+
+        # validation: shuffled, neutral names
+        ws.validation_images.mkdir(parents=True)
+        vorder = np.random.default_rng(seed + 1).permutation(len(val))
+        val = val.iloc[vorder]
+        vnames = [f"val_{i + 1}.jpg" for i in range(len(val))]
+        for name, md5 in zip(vnames, val["md5hash"]):
+            place(fitz_images / image_file(md5), ws.validation_images / name, link)
+        _labels_frame(
+            vnames, val["three_partition_label"] == "malignant",
+            [fitzpatrick_to_group(s) for s in val["fitzpatrick_scale"]], val["fitzpatrick_scale"],
+        ).to_csv(ws.validation_labels, index=False)
+
+        n_test = 0
+        if ddi is not None:
+            test_dir = tmp / "heldout" / "test"
+            (test_dir / "images").mkdir(parents=True)
+            ddi_dir = Path(ddi.attrs["images_dir"])
+            for f in ddi["DDI_file"]:
+                place(ddi_dir / f, test_dir / "images" / f, link)
+            _labels_frame(ddi["DDI_file"], ddi["malignant"], ddi["group"], ddi["skin_tone"]).to_csv(
+                test_dir / "labels.csv", index=False)
+            shutil.copyfile(ddi_csv, test_dir / "ddi_metadata.csv")
+            n_test = len(ddi)
+
+        mapping = pd.concat([
+            amap.assign(split="agent"),
+            pd.DataFrame({"image_name": [n[:-4] for n in vnames], "md5hash": val["md5hash"].to_numpy(),
+                          "split": "validation"}),
+        ], ignore_index=True)
+        mapping.to_csv(ws.mapping, index=False)
+
+        manifest = {
+            "format": FORMAT,
+            "source": source or "fitzpatrick17k",
+            "fitzpatrick_csv": str(Path(fitz_csv).resolve()),
+            "fitzpatrick_images": str(fitz_images.resolve()),
+            "ddi_csv": str(Path(ddi_csv).resolve()) if ddi_csv is not None else None,
+            "ddi_images": str(Path(ddi.attrs["images_dir"]).resolve()) if ddi is not None else None,
+            "seed": seed,
+            "val_fraction": val_fraction,
+            "counts": {
+                "source_rows": len(fitz),
+                "agent": len(agent),
+                "agent_unknown_skin_tone": int((agent["skin_tone"] == -1).sum()),
+                "validation": len(val),
+                "validation_by_group": {g: int(n) for g, n in pd.Series(
+                    [fitzpatrick_to_group(s) for s in val["fitzpatrick_scale"]]).value_counts().sort_index().items()},
+                "validation_malignant": int((val["three_partition_label"] == "malignant").sum()),
+                "test": n_test,
+            },
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out) if overwrite else out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Workspace.open(out)
+
+
+# ----------------------------------------------------------------------------- SynthDerm default
+
+
+def synth_key(seed: int, n_train: int, n_test: int, size: int) -> str:
+    return f"s{seed}-n{n_train}-t{n_test}-px{size}"
+
+
+def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
+               root: Path | str | None = None):
+    """The generated SynthDerm set for these parameters, generated once and reused (SynthPaths)."""
+    from engine.data.synth import SynthPaths, generate, is_complete
+    from engine.paths import cache_dir
+
+    base = Path(root) if root is not None else cache_dir() / "synthderm"
+    target = base / synth_key(seed, n_train, n_test, size)
+    if is_complete(target, n_train, n_test):
+        return SynthPaths.at(target)
+    base.mkdir(parents=True, exist_ok=True)
+    if target.exists():          # a stale or partial set: replace it
+        shutil.rmtree(target, ignore_errors=True)
+    tmp = base / f".{target.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        generate(tmp, seed=seed, n_train=n_train, n_test=n_test, size=size)
+        try:
+            os.replace(tmp, target)
+        except OSError:          # another process finished first
+            if not is_complete(target, n_train, n_test):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return SynthPaths.at(target)
+
+
+def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
+                    root: Path | str | None = None) -> Workspace:
+    """A workspace on SynthDerm (the default data of `befair run`), cached by its parameters."""
+    paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root)
+    wdir = paths.root.parent / f"{paths.root.name}-workspace"
+    try:
+        ws = Workspace.open(wdir)
+        if ws.manifest.get("seed") == seed and ws.manifest.get("source") == "synthderm":
+            return ws
+    except DataError:
+        pass
+    try:
+        return prepare_workspace(
+            paths.train_csv, paths.train_images, wdir, ddi_csv=paths.test_csv,
+            ddi_images=paths.test_images, seed=seed, overwrite=True, source="synthderm",
+        )
+    except OSError:              # another process built it at the same moment
+        return Workspace.open(wdir)
