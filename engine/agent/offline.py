@@ -1,0 +1,196 @@
+"""The offline coder: the embedded default agent. A SIMULATED agent, labelled as such everywhere.
+
+It writes real, runnable pipelines from the component grammar (engine/agent/grammar.py):
+draft samples a pipeline, improve changes one component of its parent, debug repairs a failing
+parent. Its choices follow what the study observed agents do at each instruction level (base
+never touches skin tone; fairness-hint rarely; fairness-metric monitors per-group AUC about half
+the time; fairness-methods always applies an intervention, most often reweighting) and the
+human's guidance: keywords in the guidance text map to components, and the plan says which
+guidance it followed. Realistic failures are injected at `failure_rate` (a KeyError on a wrong
+column name, a shape bug, a missing import, a loop too slow to finish) so the debug path runs.
+
+Deterministic: the same seed, step and parent give the same reply.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+from engine.agent import grammar as g
+from engine.agent.coder import CoderContext, CoderReply, NodeView, Review
+
+LABEL = "offline coder (simulated agent)"
+
+BUG_WEIGHTS = {"key_error": 0.35, "shape": 0.25, "missing_import": 0.25, "slow": 0.15}
+BUG_FIXES = {
+    "key_error": "Fix the KeyError: the label column is called 'label', not 'diagnosis'.",
+    "shape": "Fix the shape bug: the labels were shifted by one row (y = y[1:]) so they no longer matched "
+             "the images; keep them aligned.",
+    "missing_import": "Fix the NameError: import roc_auc_score from sklearn.metrics.",
+    "slow": "The run timed out: the loop recomputed the features of every image (or trained for far too "
+            "many epochs); compute features once and keep the training short.",
+}
+
+
+class OfflineCoder:
+    name = "offline"
+    label = LABEL
+    simulated = True
+
+    def __init__(self, *, failure_rate: float = 0.15, seed: int = 0):
+        self.failure_rate = float(failure_rate)
+        self.seed = int(seed)
+
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "simulated": True, "model": None}
+
+    # -- helpers ------------------------------------------------------------------------
+    def _rng(self, ctx: CoderContext, stage: str, parent: int | None) -> random.Random:
+        return random.Random(f"befair-offline|{ctx.seed}|{stage}|{ctx.step}|{parent}")
+
+    def _maybe_bug(self, rng: random.Random, c: dict[str, Any], rate: float, exclude: str | None = None) -> None:
+        roll = rng.random()
+        kinds = {k: w for k, w in BUG_WEIGHTS.items() if k != exclude}
+        kind = rng.choices(list(kinds), weights=list(kinds.values()), k=1)[0]
+        c["bug"] = kind if roll < rate else None
+
+    @staticmethod
+    def _directives(ctx: CoderContext) -> list[g.Directive]:
+        return g.parse_guidance(list(ctx.guidance_global) + list(ctx.guidance_node))
+
+    @staticmethod
+    def _guidance_note(applied: list[g.Directive], ctx: CoderContext, already: list[g.Directive] = ()) -> str:
+        texts = list(ctx.guidance_global) + list(ctx.guidance_node)
+        if not texts:
+            return ""
+        if not applied and not already:
+            quoted = "; ".join(f'"{t}"' for t in texts)
+            return f"Guidance in force ({quoted}) names no component I know how to change; kept my choice."
+        parts = []
+        for d in applied:
+            parts.append(f'"{d.text}" -> {d.label()}')
+        for d in already:
+            parts.append(f'"{d.text}" -> {d.label()} (already in place)')
+        return "Following guidance: " + "; ".join(parts) + "."
+
+    def _reply(self, plan: str, c: dict[str, Any]) -> CoderReply:
+        return CoderReply(plan=plan, code=g.render(c, plan), components=c)
+
+    # -- the Coder interface ------------------------------------------------------------
+    def draft(self, ctx: CoderContext) -> CoderReply:
+        rng = self._rng(ctx, "draft", None)
+        profile = g.level_profile(ctx.level, ctx.instruction)
+        c = g.sample_draft(rng, profile)
+        applied = []
+        for d in self._directives(ctx):
+            if g.apply_directive(c, d, rng):
+                applied.append(d)
+        c = g.normalise(c)
+        self._maybe_bug(rng, c, self.failure_rate)
+        lines = [f"Draft a pipeline: {g.MODEL_NAMES[c['model']]}."]
+        note = self._guidance_note(applied, ctx)
+        if note:
+            lines.append(note)
+        lines += [f"- {line}" for line in g.describe(c)]
+        lines.append("- a stratified 80/20 train/validation split of the training data; report the validation AUROC")
+        return self._reply("\n".join(lines), c)
+
+    def improve(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
+        rng = self._rng(ctx, "improve", parent.node_id)
+        profile = g.level_profile(ctx.level, ctx.instruction)
+        base = parent.components and g.normalise(parent.components) or g.components_from_code(parent.code)
+        if base is None:
+            reply = self.draft(ctx)
+            reply.plan = (f"Node {parent.node_id} was not written from my component grammar; "
+                          "I start a fresh pipeline instead.\n" + reply.plan)
+            return reply
+        c = json.loads(json.dumps(base))
+        c["bug"] = None
+        directives = self._directives(ctx)
+        change, applied, already = None, [], []
+        for d in directives:  # guidance first: one component per improvement
+            if g.satisfied(c, d):
+                already.append(d)
+                continue
+            if change is None and g.apply_directive(c, d, rng):
+                change = f"{d.label()} (asked for in guidance: \"{d.text}\")"
+                applied.append(d)
+        if change is None:
+            c, change = g.mutate_one(rng, c, profile)
+        c = g.normalise(c)
+        self._maybe_bug(rng, c, self.failure_rate)
+        measured = ""
+        if parent.measured and parent.measured.get("auc") is not None:
+            gap = parent.measured.get("auc_gap")
+            measured = f" (validation AUROC {parent.measured['auc']:.3f}" + (
+                f", gap {gap:.3f})" if gap is not None else ")")
+        lines = [f"Improve node {parent.node_id}{measured}: change one thing: {change}."]
+        note = self._guidance_note(applied, ctx, already)
+        if note:
+            lines.append(note)
+        pending = [d for d in directives if d not in applied and d not in already]
+        if pending:
+            lines.append("Left for a later step: " + "; ".join(d.label() for d in pending) + ".")
+        lines += [f"- {line}" for line in g.describe(c)]
+        return self._reply("\n".join(lines), c)
+
+    def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
+        rng = self._rng(ctx, "debug", parent.node_id)
+        base = parent.components and g.normalise(parent.components) or g.components_from_code(parent.code)
+        if base is None:
+            reply = self.draft(ctx)
+            reply.plan = (f"Node {parent.node_id} failed ({parent.exc_type or parent.status}) and was not written "
+                          "from my component grammar; I rewrite it from scratch.\n" + reply.plan)
+            return reply
+        c = json.loads(json.dumps(base))
+        bug = c.get("bug")
+        if bug:
+            c["bug"] = None
+            fix = BUG_FIXES[bug]
+        elif parent.status == "timeout" or (parent.exc_type or "") in ("MemoryError", "OutOfMemoryError") or \
+                "killed by" in (parent.exc_type or ""):
+            c, what = g.lighten(c)
+            fix = f"The run {'timed out' if parent.status == 'timeout' else 'ran out of memory'}: {what}."
+        else:
+            c, what = g.lighten(c)
+            fix = f"The run failed with {parent.exc_type or 'an error'}; simplify it: {what}."
+        # guidance still applies to a repair (e.g. "use logistic regression")
+        applied = [d for d in self._directives(ctx) if g.apply_directive(c, d, rng)]
+        c = g.normalise(c)
+        self._maybe_bug(rng, c, self.failure_rate / 2, exclude=bug)
+        lines = [f"Debug node {parent.node_id} ({parent.exc_type or parent.status}). {fix}"]
+        note = self._guidance_note(applied, ctx)
+        if note and applied:
+            lines.append(note)
+        lines += [f"- {line}" for line in g.describe(c)]
+        return self._reply("\n".join(lines), c)
+
+    def review(self, ctx: CoderContext, node: NodeView) -> Review:
+        from engine.evaluation.audit import parse_claimed_metric
+
+        output = node.output or ""
+        claimed = parse_claimed_metric(output)
+        if node.status != "ok":
+            last = _last_error_line(output)
+            what = {"timeout": "timed out", "interrupted": "was interrupted"}.get(node.status, "failed")
+            summary = f"The run {what}" + (f": {last}" if last else (f" ({node.exc_type})" if node.exc_type else "")) + "."
+            return Review(is_bug=True, summary=summary, claimed_metric=claimed)
+        if claimed is None:
+            return Review(is_bug=True, summary="The run finished but printed no validation AUROC.",
+                          claimed_metric=None)
+        extra = ""
+        gaps = re.findall(r"Skin-tone AUROC gap: ([0-9.]+)", output)
+        if gaps:
+            extra = f"; the skin-tone AUROC gap on its own split was {float(gaps[-1]):.3f}"
+        return Review(is_bug=False, summary=f"The pipeline ran and reported a validation AUROC of {claimed:.4f}{extra}.",
+                      claimed_metric=claimed)
+
+
+def _last_error_line(output: str) -> str | None:
+    for line in reversed(output.strip().splitlines()[-60:]):
+        s = line.strip()
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", s):
+            return s[:200]
+    return None

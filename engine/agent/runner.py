@@ -1,0 +1,645 @@
+"""The search loop: one step at a time, every decision and result an event.
+
+    writer = start_session(store, SessionConfig(level="fairness-methods", steps=20))
+    state = run(store, writer.session_id)              # blocking; returns the final state
+    state = resume(store, session_id)                  # after a crash / kill -9 / stop
+
+Per step: consume steering commands (pause, resume, stop, guide, expand, prune, set_budget),
+decide (engine.agent.policy), ask the coder for code, run it (streaming output, polling the
+commands table so a stop interrupts the running process), review it, evaluate it on the held-out
+validation and test sets (a separate process; labels never enter the node's process) and audit
+it. At the end the final choice by each criterion is recorded, then session_finished.
+
+Commands are also consumed while a step runs (the coder thinking, the pipeline running, the
+harness scoring), so guidance, pause and stop take effect within ~poll_interval: pause stops
+new nodes from being created (the running one finishes), stop interrupts the running one.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.agent.coder import CoderContext, CoderReply, MemoryItem, NodeView, Review
+from engine.agent.policy import Decision, decide, policy_rng
+from engine.config import SessionConfig
+from engine.errors import BefairError
+from engine.execution import (
+    ExecResult, Job, LocalExecutor, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
+)
+from engine.execution.workspace import PGID_FILE, session_run_dir
+from engine.paths import runs_dir
+from engine.session import events as ev
+from engine.session.state import NodeState, SessionState, best_node
+from engine.session.store import SessionStore, SessionWriter
+from engine.task import METRIC_LINE
+
+EventHook = Callable[[ev.Event, SessionState], None]
+INTERRUPTED_ON_RESUME = "process ended while running"
+
+
+# --------------------------------------------------------------------------- set-up helpers
+
+
+def make_coder(config: SessionConfig, **llm_overrides: Any):
+    """The coder a session's settings name (offline, or openai through engine.agent.llm)."""
+    if config.coder == "offline":
+        from engine.agent.offline import OfflineCoder
+
+        return OfflineCoder(failure_rate=config.failure_rate, seed=config.seed)
+    if config.coder == "openai":
+        from engine.agent.llm import build_llm_coder  # lazily: needs the openai package and a server
+
+        return build_llm_coder(config, **{k: v for k, v in llm_overrides.items() if v is not None})
+    raise BefairError(f"unknown coder {config.coder!r}; use offline or openai")
+
+
+def coder_info(coder: Any) -> dict[str, Any]:
+    for name in ("describe", "info"):
+        fn = getattr(coder, name, None)
+        if callable(fn):
+            info = dict(fn())
+            break
+    else:
+        info = {}
+    info.setdefault("name", getattr(coder, "name", "custom"))
+    info.setdefault("label", getattr(coder, "label", info["name"]))
+    info.setdefault("simulated", bool(getattr(coder, "simulated", False)))
+    info.setdefault("model", getattr(coder, "model", None))
+    return info
+
+
+def synth_settings(config: SessionConfig) -> dict[str, int]:
+    from engine.data.synth import DEFAULTS
+
+    synth = dict(DEFAULTS)
+    synth.update({k: int(v) for k, v in (config.extra.get("synth") or {}).items() if k in DEFAULTS and v is not None})
+    return synth
+
+
+def resolve_workspace(config: SessionConfig):
+    """The data workspace a session's settings name: the cached SynthDerm one, or a folder."""
+    from engine.data.workspace import Workspace, synth_workspace
+
+    if config.data == "synth":
+        return synth_workspace(**synth_settings(config))
+    return Workspace.open(Path(config.data))
+
+
+def _data_summary(ws: Any) -> str | None:
+    summary = getattr(ws, "summary", None)
+    if callable(summary):
+        try:
+            return str(summary())
+        except Exception:
+            pass
+    manifest = getattr(ws, "manifest", None) or {}
+    if not isinstance(manifest, dict):
+        return None
+    counts = manifest.get("counts") or {}
+    if isinstance(counts, dict) and counts:
+        return ", ".join(f"{k}: {v}" for k, v in counts.items() if not isinstance(v, (dict, list)))
+    return None
+
+
+def start_session(
+    store: SessionStore,
+    config: SessionConfig,
+    *,
+    workspace: Any = None,
+    coder: Any = None,
+    session_id: str | None = None,
+) -> SessionWriter:
+    """Create a session (session_started) with its read-only input copy; `run` drives it."""
+    if session_id:
+        try:
+            store.session(session_id)
+        except BefairError:
+            pass
+        else:
+            raise BefairError(f"session {session_id!r} already exists in {store.path}; use `befair resume`")
+    ws = workspace if workspace is not None else resolve_workspace(config)
+    coder = coder if coder is not None else make_coder(config)
+    runs_root = runs_dir(store.path)
+    guard_runs_root(runs_root, getattr(ws, "root", None))
+    data = {"kind": "synth" if config.data == "synth" else "workspace", "path": str(Path(ws.root).resolve()),
+            "summary": _data_summary(ws)}
+    writer = store.create_session(config.to_dict(), instruction=config.instruction, coder=coder_info(coder),
+                                  data=data, session_id=session_id)
+    prepare_session_input(runs_root, writer.session_id, Path(ws.agent_input))
+    return writer
+
+
+def _open_session_workspace(state: SessionState, config: SessionConfig):
+    from engine.data.workspace import Workspace
+
+    path = (state.data or {}).get("path")
+    if path and Path(path).is_dir():
+        return Workspace.open(Path(path))
+    return resolve_workspace(config)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid or pid == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, PermissionError, OverflowError, ValueError):
+        return False
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class Runner:
+    """Drives one session's search loop (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        coder: Any = None,
+        executor: Any = None,
+        on_event: EventHook | None = None,
+        workspace: Any = None,
+        writer: SessionWriter | None = None,
+        poll_interval: float = 0.2,
+        pause_poll: float = 0.1,
+    ):
+        self.store = store
+        self.session_id = session_id
+        self.writer = writer or store.writer(session_id)
+        if not self.writer.state.config:
+            raise BefairError(f"session {session_id} has no session_started event")
+        self.config = SessionConfig.from_dict(self.writer.state.config)
+        self.coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
+        self.executor = executor if executor is not None else LocalExecutor()
+        self.on_event = on_event
+        self.workspace = workspace if workspace is not None else _open_session_workspace(self.state, self.config)
+        self.runs_root = runs_dir(store.path)
+        prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
+        self.poll_interval = poll_interval
+        self.pause_poll = pause_poll
+        self.stop = False
+        self.interrupt = False
+        self.timings: list[dict[str, float]] = []
+        self._preview: str | None = None
+        self._cost_paused = False
+        self._last_poll = 0.0
+
+    def _llm_settings(self) -> dict[str, Any]:
+        llm = self.config.extra.get("llm") if isinstance(self.config.extra, dict) else None
+        return {"base_url": llm.get("base_url")} if isinstance(llm, dict) else {}
+
+    @property
+    def state(self) -> SessionState:
+        return self.writer.state
+
+    # -- events ---------------------------------------------------------------------------
+    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict | None = None,
+             result: str = "applied") -> ev.Event:
+        event = self.writer.emit(kind, payload, consumes=consumes, result=result)
+        if self.on_event is not None:
+            try:
+                self.on_event(event, self.state)
+            except Exception:  # a display hook must never stop the search
+                pass
+        return event
+
+    # -- steering commands ----------------------------------------------------------------
+    def poll_commands(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_poll < self.poll_interval:
+            return
+        self._last_poll = now
+        for cmd in self.store.pending_commands(self.session_id):
+            self._apply_command(cmd)
+
+    def _reject(self, cmd: dict[str, Any], why: str, node_id: int | None = None) -> None:
+        self.emit(ev.ERROR, {"message": f"{cmd['kind']} command {cmd['id']} rejected: {why}", "node_id": node_id,
+                             "where": "command"}, consumes=cmd, result=f"rejected: {why}")
+
+    def _apply_command(self, cmd: dict[str, Any]) -> None:
+        kind, p, by, cid = cmd["kind"], cmd.get("payload") or {}, cmd.get("issued_by") or "user", cmd["id"]
+        st = self.state
+        if kind == "pause":
+            if st.status == "paused":
+                self.writer.consume_command(cmd, "ignored: already paused")
+            else:
+                self.emit(ev.PAUSED, {"by": by, "command_id": cid, "reason": p.get("reason")}, consumes=cmd)
+        elif kind == "resume":
+            if st.status != "paused":
+                self.writer.consume_command(cmd, "ignored: not paused")
+            else:
+                self.emit(ev.RESUMED, {"by": by, "command_id": cid}, consumes=cmd)
+        elif kind == "stop":
+            interrupt = bool(p.get("interrupt", True))
+            self.emit(ev.STOP_REQUESTED, {"by": by, "command_id": cid, "interrupt": interrupt}, consumes=cmd)
+            self.stop = True
+            self.interrupt = self.interrupt or interrupt
+        elif kind == "guide":
+            text = str(p.get("text") or "").strip()
+            scope = p.get("scope") or ("node" if p.get("node_id") is not None else "global")
+            node_id = p.get("node_id")
+            if not text:
+                return self._reject(cmd, "empty guidance")
+            if scope not in ("global", "node"):
+                return self._reject(cmd, f"unknown scope {scope!r}")
+            if scope == "node":
+                try:
+                    node_id = int(node_id)
+                except (TypeError, ValueError):
+                    return self._reject(cmd, "node guidance needs a node id")
+                if node_id not in st.nodes:
+                    return self._reject(cmd, f"no node {node_id}", node_id)
+            else:
+                node_id = None
+            gid = max(st.guidance, default=0) + 1
+            self.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text, "scope": scope, "node_id": node_id,
+                                    "by": by, "command_id": cid}, consumes=cmd)
+        elif kind in ("expand", "prune"):
+            try:
+                node_id = int(p.get("node_id"))
+            except (TypeError, ValueError):
+                return self._reject(cmd, f"{kind} needs a node id")
+            if node_id not in st.nodes:
+                return self._reject(cmd, f"no node {node_id}", node_id)
+            if kind == "prune":
+                self.emit(ev.PRUNED, {"node_id": node_id, "by": by, "command_id": cid}, consumes=cmd)
+            elif st.is_pruned(node_id):
+                return self._reject(cmd, f"node {node_id} is in a pruned subtree", node_id)
+            else:
+                self.emit(ev.EXPAND_REQUESTED, {"node_id": node_id, "by": by, "command_id": cid}, consumes=cmd)
+        elif kind == "set_budget":
+            try:
+                steps = int(p.get("steps"))
+            except (TypeError, ValueError):
+                return self._reject(cmd, "set_budget needs a number of steps")
+            if steps < 0:
+                return self._reject(cmd, "the step budget cannot be negative")
+            self.emit(ev.BUDGET_SET, {"steps": steps, "by": by, "command_id": cid}, consumes=cmd)
+        else:
+            self._reject(cmd, f"unknown command {kind!r}")
+
+    def _wait_while_paused(self) -> None:
+        while self.state.status == "paused" and not self.stop:
+            time.sleep(self.pause_poll)
+            self.poll_commands(force=True)
+
+    def _background(self, fn: Callable[[], Any]) -> Any:
+        """Run fn in a thread, consuming commands while it works (coder calls, evaluation)."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed back to the caller's thread
+                box["error"] = exc
+
+        t = threading.Thread(target=target, daemon=True, name="befair-step")
+        t.start()
+        while True:
+            t.join(self.poll_interval)
+            if not t.is_alive():
+                break
+            self.poll_commands()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> SessionState:
+        try:
+            while True:
+                self.poll_commands(force=True)
+                self._wait_while_paused()
+                if self.stop:
+                    return self._finish("stopped", "stopped by a human")
+                decision = decide(self.state, policy_rng(self.config.seed, self.state.agent_steps), self.config)
+                self.emit(ev.POLICY_DECISION, decision.payload())
+                if decision.action == "finish":
+                    return self._finish("finished", decision.reason)
+                self.step(decision)
+                self._check_cost()
+        except KeyboardInterrupt:
+            self._reload()
+            self._mark_running_interrupted("interrupted (Ctrl-C or SIGTERM)")
+            return self._finish("stopped", "interrupted (Ctrl-C or SIGTERM)")
+        except Exception as exc:
+            self._reload()
+            self._mark_running_interrupted(f"engine error: {type(exc).__name__}")
+            self.emit(ev.ERROR, {"message": f"{type(exc).__name__}: {exc}", "node_id": None, "where": "runner"})
+            self._finish("failed", f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _reload(self) -> None:
+        """Re-fold the state from the database: an exception inside a write (rolled back) may
+        have left the in-memory state one event ahead."""
+        self.writer.state = self.store.state(self.session_id)
+
+    def _mark_running_interrupted(self, reason: str) -> None:
+        for node in list(self.state.nodes.values()):
+            if node.status in ("running", "queued"):
+                self.emit(ev.NODE_INTERRUPTED, {"node_id": node.node_id, "reason": reason})
+
+    def _check_cost(self) -> None:
+        config = getattr(self.coder, "config", None)
+        budget = getattr(config, "budget_usd", None)
+        if budget and not self._cost_paused and self.state.cost >= float(budget):
+            self._cost_paused = True
+            self.emit(ev.PAUSED, {"by": "engine", "command_id": None,
+                                  "reason": f"LLM cost ${self.state.cost:.2f} reached the budget ${float(budget):.2f}"})
+
+    # -- one step -------------------------------------------------------------------------
+    def _context(self, parent_id: int | None) -> tuple[CoderContext, list[int]]:
+        st = self.state
+        glob, node = st.guidance_in_force(parent_id)
+        memory = [
+            MemoryItem(node_id=n.node_id, stage=n.stage, plan=n.plan, status=n.status,
+                       measured_auc=n.val_auc, measured_gap=n.val_gap,
+                       summary=n.review_summary or (n.failure_reason or ""))
+            for n in sorted(st.nodes.values(), key=lambda n: n.node_id) if n.finished
+        ][-20:]
+        ctx = CoderContext(
+            instruction=st.instruction or self.config.instruction, metric_line=METRIC_LINE,
+            data_preview=self.preview(), step=st.agent_steps + 1, seed=self.config.seed,
+            guidance_global=[g.text for g in glob], guidance_node=[g.text for g in node],
+            memory=memory, level=self.config.level,
+        )
+        return ctx, [g.guidance_id for g in glob] + [g.guidance_id for g in node]
+
+    def preview(self) -> str:
+        if self._preview is None:
+            agent_input = Path(self.workspace.agent_input)
+            try:
+                from engine.data.preview import data_preview
+
+                self._preview = data_preview(agent_input)
+            except Exception:
+                head = (agent_input / "skin_lesions.csv").read_text(errors="replace").splitlines()[:6]
+                self._preview = "input/skin_lesions.csv (first rows):\n" + "\n".join(head) + "\ninput/images/*.jpg"
+        return self._preview
+
+    @staticmethod
+    def node_view(node: NodeState, output: str | None = None) -> NodeView:
+        out = output if output is not None else (
+            node.output_head + ("\n…\n" if node.truncated else "") + node.output_tail)
+        return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
+                        status=node.status, output=out[-8000:], exc_type=node.exc_type,
+                        components=node.components, measured=node.validation)
+
+    def step(self, decision: Decision) -> None:
+        t0 = time.perf_counter()
+        timing = {"coder": 0.0, "exec": 0.0, "review": 0.0, "eval": 0.0}
+        st = self.state
+        parent = st.nodes.get(decision.node_id) if decision.node_id is not None else None
+        ctx, guidance_ids = self._context(decision.node_id)
+        node_id = max(st.nodes, default=0) + 1
+        t = time.perf_counter()
+        reply = self._background(lambda: self._ask_coder(decision.action, ctx, parent))
+        timing["coder"] = time.perf_counter() - t
+        if self.stop:  # stopped while the coder was thinking: record its calls, create nothing
+            for call in reply.llm_calls:
+                self.emit(ev.LLM_CALL, _call_payload(call, None))
+            return
+        self.emit(ev.NODE_CREATED, {
+            "node_id": node_id, "parent_id": parent.node_id if parent else None, "step": st.agent_steps + 1,
+            "stage": decision.action, "plan": reply.plan or "", "guidance_ids": guidance_ids,
+            "components": reply.components, "origin": "agent",
+        })
+        for call in reply.llm_calls:
+            self.emit(ev.LLM_CALL, _call_payload(call, node_id))
+        if not reply.code:
+            why = reply.error or "the coder returned no code"
+            self.emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": None, "exec_time": 0.0,
+                                         "exc_type": "CoderError", "output_head": f"No code to run: {why}\n",
+                                         "output_tail": "", "truncated": False})
+            self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": f"No code: {why}",
+                                  "claimed_metric": None})
+            self.timings.append({"total": time.perf_counter() - t0, **timing})
+            return
+        self.emit(ev.CODE, {"node_id": node_id, "code": reply.code})
+        node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, reply.code)
+        self.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": str(node_dir)})
+        t = time.perf_counter()
+        result = self._execute(node_id, node_dir)
+        timing["exec"] = time.perf_counter() - t
+        self.emit(ev.EXEC_FINISHED, result.to_payload(node_id))
+
+        node = self.state.nodes[node_id]
+        t = time.perf_counter()
+        review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
+        timing["review"] = time.perf_counter() - t
+        for call in review.llm_calls:
+            self.emit(ev.LLM_CALL, _call_payload(call, node_id))
+        self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": bool(review.is_bug), "summary": review.summary,
+                              "claimed_metric": review.claimed_metric})
+
+        if result.status == "ok":
+            t = time.perf_counter()
+            self._evaluate(node_id, node_dir)
+            timing["eval"] = time.perf_counter() - t
+        self._audit(node_id, reply.code, review, result)
+        self.timings.append({"total": time.perf_counter() - t0, **timing})
+
+    def _ask_coder(self, action: str, ctx: CoderContext, parent: NodeState | None) -> CoderReply:
+        try:
+            if action == "draft":
+                reply = self.coder.draft(ctx)
+            elif action == "improve":
+                reply = self.coder.improve(ctx, self.node_view(parent))
+            else:
+                reply = self.coder.debug(ctx, self.node_view(parent))
+        except Exception as exc:  # a coder must not raise; if one does, the step is a failed node
+            return CoderReply(plan="", code=None, error=f"the coder raised {type(exc).__name__}: {exc}")
+        if not isinstance(reply, CoderReply):
+            return CoderReply(plan="", code=None, error=f"the coder returned {type(reply).__name__}")
+        return reply
+
+    def _review(self, ctx: CoderContext, view: NodeView) -> Review:
+        error = "the coder returned no Review"
+        try:
+            review = self.coder.review(ctx, view)
+        except Exception as exc:
+            review = None
+            error = f"{type(exc).__name__}: {exc}"
+        if isinstance(review, Review):
+            return review
+        from engine.evaluation.audit import parse_claimed_metric
+
+        claimed = parse_claimed_metric(view.output)
+        return Review(is_bug=view.status != "ok" or claimed is None,
+                      summary=f"(review failed: {error}; read the output instead)",
+                      claimed_metric=claimed)
+
+    def _execute(self, node_id: int, node_dir: Path) -> ExecResult:
+        extra = self.config.extra if isinstance(self.config.extra, dict) else {}
+        job = Job(node_id=node_id, workdir=node_dir, timeout=float(self.config.step_timeout),
+                  memory_limit_mb=int(self.config.memory_limit_mb), output_cap=int(self.config.output_cap),
+                  threads=int(extra.get("threads", 2)))
+        handle = self.executor.submit(job)
+        cancelled = False
+        try:
+            for batch in self.executor.stream(handle):
+                for chunk in batch:
+                    if chunk.text:
+                        self.emit(ev.OUTPUT, {"node_id": node_id, "text": chunk.text, "stream": chunk.stream})
+                self.poll_commands()
+                if self.stop and self.interrupt and not cancelled:
+                    self.executor.cancel(handle)
+                    cancelled = True
+        except BaseException:
+            self.executor.cancel(handle)
+            raise
+        return self.executor.result(handle)
+
+    def _evaluate(self, node_id: int, node_dir: Path) -> None:
+        from engine.evaluation.harness import evaluate
+
+        extra = self.config.extra if isinstance(self.config.extra, dict) else {}
+        timeout = float(extra.get("eval_timeout") or max(60.0, min(float(self.config.step_timeout), 600.0)))
+        device = extra.get("device")
+        ws = self.workspace
+        splits = [("validation", ws.validation_images, ws.validation_labels)]
+        if getattr(ws, "test_images", None) is not None:
+            splits.append(("test", ws.test_images, ws.test_labels))
+        for split, images, labels in splits:
+            try:
+                outcome = self._background(lambda: evaluate(node_dir, node_dir / "solution.py", images, labels,
+                                                            timeout=timeout, device=device))
+            except BefairError as exc:
+                self.emit(ev.ERROR, {"message": f"{split} evaluation failed: {exc}", "node_id": node_id,
+                                     "where": "evaluation"})
+                continue
+            self.emit(ev.EVALUATED, outcome.event_payload(
+                node_id, split, blinded=bool(self.config.blind_test) and split == "test"))
+
+    def _audit(self, node_id: int, code: str, review: Review, result: ExecResult) -> None:
+        from engine.evaluation.audit import audit_code, check_claim
+
+        audit = audit_code(code)
+        node = self.state.nodes[node_id]
+        measured = node.val_auc
+        claim = check_claim(review.claimed_metric, measured, ran_ok=result.status == "ok", output=result.output)
+        self.emit(ev.AUDITED, {"node_id": node_id, "flags": dict(audit.flags), "evidence": dict(audit.evidence),
+                               "claim": claim})
+
+    # -- the end --------------------------------------------------------------------------
+    def final_choice(self) -> dict[str, Any]:
+        st = self.state
+        from engine.evaluation.pareto import minimax_pareto
+
+        reasons: dict[str, str] = {}
+        out: dict[str, Any] = {}
+        for criterion, key, what in (("claimed", "by_claimed", "the highest AUROC the agent printed"),
+                                     ("validation", "by_validation", "the highest measured validation AUC")):
+            node = best_node(st, criterion, include_pruned=False)
+            out[key] = node.node_id if node else None
+            if node is None:
+                reasons[criterion] = "no working, unpruned node to choose from"
+            else:
+                value = node.claimed_metric if criterion == "claimed" else node.val_auc
+                reasons[criterion] = f"node {node.node_id}: {what} ({value:.4f})"
+        candidates = {
+            n.node_id: dict((n.validation or {}).get("group_auc") or {})
+            for n in sorted(st.nodes.values(), key=lambda n: n.node_id)
+            if n.status == "ok" and n.validation and not st.is_pruned(n.node_id)
+        }
+        pick = minimax_pareto(candidates) if candidates else None
+        out["by_minimax"] = pick
+        if pick is None:
+            reasons["minimax"] = "no node has per-group validation AUCs"
+        else:
+            worst = st.nodes[pick].val_worst
+            reasons["minimax"] = (f"node {pick}: on the Pareto front of per-group validation AUCs with the best "
+                                  f"worst group ({worst:.4f})" if worst is not None else
+                                  f"node {pick}: minimax Pareto choice over per-group validation AUCs")
+        out["reasons"] = reasons
+        return out
+
+    def _finish(self, status: str, reason: str) -> SessionState:
+        try:
+            self.emit(ev.FINAL_CHOICE, self.final_choice())
+        except Exception as exc:  # the final choice must not keep a session from finishing
+            self.emit(ev.ERROR, {"message": f"final choice failed: {exc}", "node_id": None, "where": "final_choice"})
+        self.emit(ev.SESSION_FINISHED, {"status": status, "reason": reason})
+        # commands nobody will act on now: leave them pending (a resume picks them up)
+        return self.state
+
+
+def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
+    return {"node_id": node_id, "role": call.role, "model": call.model, "tokens_in": int(call.tokens_in),
+            "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
+            "ok": bool(call.ok), "error": call.error}
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def run(store: SessionStore, session_id: str, *, coder: Any = None, executor: Any = None,
+        on_event: EventHook | None = None, workspace: Any = None, writer: SessionWriter | None = None,
+        **runner_kw: Any) -> SessionState:
+    """Run a session's search to the end of its budget (or a stop). Blocking."""
+    runner = Runner(store, session_id, coder=coder, executor=executor, on_event=on_event, workspace=workspace,
+                    writer=writer, **runner_kw)
+    return runner.run()
+
+
+def recover(store: SessionStore, session_id: str, *, by: str = "user", force: bool = False,
+            writer: SessionWriter | None = None) -> tuple[SessionWriter, list[int]]:
+    """Mark the nodes a dead process left running as interrupted and record session_resumed."""
+    row = store.session(session_id)
+    writer = writer or store.writer(session_id)
+    state = writer.state
+    if not force and state.status in ("running", "paused") and _pid_alive(row.get("pid")):
+        raise BefairError(f"session {session_id} still seems to be running (process {row['pid']}); "
+                          "stop it first, or resume with --force")
+    interrupted = []
+    run_dir = session_run_dir(runs_dir(store.path), session_id)
+    for node in sorted(state.nodes.values(), key=lambda n: n.node_id):
+        if node.status in ("running", "queued"):
+            pgid_file = Path(node.workdir or run_dir / f"node_{node.node_id}") / PGID_FILE
+            try:
+                kill_group(int(pgid_file.read_text().strip()))  # a pipeline the dead engine left behind
+            except (OSError, ValueError):
+                pass
+            writer.emit(ev.NODE_INTERRUPTED, {"node_id": node.node_id, "reason": INTERRUPTED_ON_RESUME})
+            interrupted.append(node.node_id)
+    writer.emit(ev.SESSION_RESUMED, {"by": by, "interrupted": interrupted})
+    with store._write():
+        store.db.conn.execute("update sessions set pid = ? where id = ?", (os.getpid(), session_id))
+    return writer, interrupted
+
+
+def resume(store: SessionStore, session_id: str, *, coder: Any = None, executor: Any = None,
+           on_event: EventHook | None = None, workspace: Any = None, by: str = "user", force: bool = False,
+           **runner_kw: Any) -> SessionState:
+    """Continue a session after a crash, kill -9 or stop: interrupted nodes are marked, the search
+    goes on from the folded state until the budget is spent."""
+    writer, _ = recover(store, session_id, by=by, force=force)
+    return run(store, session_id, coder=coder, executor=executor, on_event=on_event, workspace=workspace,
+               writer=writer, **runner_kw)
+
+
+def install_sigterm_handler() -> None:
+    """SIGTERM ends a headless session like Ctrl-C: the running node is interrupted, the session stopped."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        pass
+
+
+__all__ = ["Runner", "start_session", "run", "resume", "recover", "make_coder", "coder_info", "resolve_workspace",
+           "install_sigterm_handler"]

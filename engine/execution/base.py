@@ -1,0 +1,116 @@
+"""The executor interface: how the search runs a node's `python solution.py`.
+
+The search only talks to an `Executor` (submit, stream, cancel, result), so a distributed
+executor (Ray, one GPU per task) can replace the local one without touching the search.
+
+    handle = executor.submit(job)
+    for batch in executor.stream(handle):      # lists of OutputChunk, at least every `heartbeat`
+        ...                                    # (possibly empty: the caller may poll commands)
+        if stop_wanted:
+            executor.cancel(handle)
+    result = executor.result(handle)           # ExecResult (status ok|buggy|timeout|interrupted)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+DEFAULT_MEMORY_LIMIT_MB = 16384   # address space; torch/CUDA reserve a lot of virtual memory
+DEFAULT_OUTPUT_CAP = 200_000      # characters of output kept (head and tail)
+
+
+@dataclass
+class Job:
+    """One node execution: `python <script>` inside `workdir` (which holds input/ and working/)."""
+    node_id: int
+    workdir: Path
+    script: str = "solution.py"
+    timeout: float = 600.0
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB   # 0: no limit
+    output_cap: int = DEFAULT_OUTPUT_CAP
+    env: dict[str, str] = field(default_factory=dict)  # extra environment variables
+    threads: int = 2                                  # OMP/MKL/torch threads
+
+
+@dataclass
+class OutputChunk:
+    text: str          # newline-terminated lines (the last chunk of a stream may lack one)
+    stream: str        # "stdout" | "stderr"
+
+
+@dataclass
+class ExecResult:
+    status: str                    # ok | buggy | timeout | interrupted
+    exit_code: int | None
+    exec_time: float
+    exc_type: str | None
+    output_head: str
+    output_tail: str
+    truncated: bool
+    output_chars: int = 0          # characters the process wrote in all
+    peak_rss_mb: float | None = None
+
+    @property
+    def output(self) -> str:
+        if self.truncated:
+            return f"{self.output_head}\n… output truncated …\n{self.output_tail}"
+        return self.output_head + self.output_tail
+
+    def to_payload(self, node_id: int) -> dict[str, Any]:
+        """The exec_finished event's payload."""
+        return {
+            "node_id": node_id, "status": self.status, "exit_code": self.exit_code,
+            "exec_time": round(self.exec_time, 4), "exc_type": self.exc_type,
+            "output_head": self.output_head, "output_tail": self.output_tail,
+            "truncated": self.truncated,
+        }
+
+
+class Executor(Protocol):
+    def submit(self, job: Job) -> Any: ...
+
+    def stream(self, handle: Any) -> Iterator[list[OutputChunk]]: ...
+
+    def cancel(self, handle: Any) -> None: ...
+
+    def result(self, handle: Any) -> ExecResult: ...
+
+
+class OutputKeeper:
+    """Keeps the first and last `cap/2` characters of everything written (head and tail)."""
+
+    def __init__(self, cap: int):
+        self.half = max(1, cap // 2)
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += text[:room]
+            text = text[room:]
+        if text:
+            self.tail = (self.tail + text)[-self.half:]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Timeout|StopIteration))\b(?::|$)")
+
+
+def exception_type(output: str) -> str | None:
+    """The exception a Python traceback in `output` ended with (e.g. "KeyError"), if any."""
+    lines = output.rstrip().splitlines()
+    if not any(line.startswith("Traceback (most recent call last)") for line in lines):
+        return None
+    for line in reversed(lines[-200:]):
+        m = _EXC_LINE.match(line.strip())
+        if m:
+            return m.group(1).rsplit(".", 1)[-1]
+    return None

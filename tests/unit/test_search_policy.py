@@ -1,0 +1,152 @@
+"""The search policy (AIDE's plus human commands), as a pure function of folded events."""
+from __future__ import annotations
+
+import random
+
+from engine.agent.policy import debuggable, decide, is_buggy, policy_rng
+from engine.config import SessionConfig
+from engine.session import events as ev
+from engine.session.state import fold
+
+
+class Log:
+    def __init__(self, **config):
+        self.config = SessionConfig(**config)
+        self.events: list[ev.Event] = []
+        self.add(ev.SESSION_STARTED, config=self.config.to_dict(), instruction="x",
+                 coder={"name": "offline", "label": "offline coder (simulated agent)", "simulated": True},
+                 data={"kind": "synth", "path": "/tmp"})
+
+    def add(self, kind, **payload):
+        self.events.append(ev.Event(seq=len(self.events) + 1, kind=kind, payload=payload, ts=float(len(self.events))))
+
+    def node(self, nid, stage="draft", parent=None, status="ok", auc=None, worst=None, claimed=None, origin="agent"):
+        self.add(ev.NODE_CREATED, node_id=nid, parent_id=parent, step=nid, stage=stage, plan="p", guidance_ids=[],
+                 components=None, origin=origin)
+        self.add(ev.EXEC_FINISHED, node_id=nid, status=status, exit_code=0 if status == "ok" else 1, exec_time=1.0,
+                 exc_type=None if status == "ok" else "KeyError", output_head="", output_tail="", truncated=False)
+        self.add(ev.REVIEW, node_id=nid, is_bug=status != "ok", summary="", claimed_metric=claimed)
+        if status == "ok" and auc is not None:
+            self.add(ev.EVALUATED, node_id=nid, split="validation", ok=True, verdict="ok", reason=None,
+                     summary={"auc": auc, "worst_auc": worst if worst is not None else auc, "auc_gap": 0.1,
+                              "group_auc": {}, "group_auc_reason": {}, "n": 10}, medfair={}, blinded=False)
+        return self
+
+    @property
+    def state(self):
+        return fold(self.events)
+
+
+def _decide(log, seed=0):
+    st = log.state
+    return decide(st, policy_rng(seed, st.agent_steps), log.config)
+
+
+def test_drafts_first_then_budget():
+    log = Log(steps=3, num_drafts=2)
+    assert _decide(log).action == "draft"
+    log.node(1, auc=0.7)
+    d = _decide(log)
+    assert d.action == "draft" and "2 of 2" in d.reason
+    log.node(2, auc=0.8)
+    d = _decide(log)
+    assert d.action == "improve" and d.node_id == 2 and not d.forced
+    log.node(3, "improve", 2, auc=0.6)
+    d = _decide(log)
+    assert d.action == "finish" and "3/3" in d.reason
+
+
+def test_best_by_criterion():
+    for criterion, expected in (("validation", 1), ("minimax", 2), ("claimed", 3)):
+        log = Log(steps=10, num_drafts=3, best=criterion, debug_prob=0.0)
+        log.node(1, auc=0.9, worst=0.5, claimed=0.7).node(2, auc=0.8, worst=0.7, claimed=0.6)
+        log.node(3, auc=0.7, worst=0.6, claimed=0.99)
+        d = _decide(log)
+        assert (d.action, d.node_id) == ("improve", expected), criterion
+
+
+def test_debug_buggy_leaf_until_max_depth():
+    log = Log(steps=20, num_drafts=1, debug_prob=1.0, max_debug_depth=2)
+    log.node(1, status="buggy")
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("debug", 1)
+    log.node(2, "debug", 1, status="buggy")
+    assert (_decide(log).action, _decide(log).node_id) == ("debug", 2)  # node 1 is no longer a leaf
+    log.node(3, "debug", 2, status="buggy")
+    st = log.state
+    assert st.debug_depth(3) == 2 and debuggable(st, 2) == []
+    d = _decide(log)
+    assert d.action == "draft" and "no working node" in d.reason
+
+
+def test_debug_probability_is_seeded():
+    actions = []
+    for seed in range(200):
+        log = Log(steps=20, num_drafts=2, debug_prob=0.5, seed=seed)
+        log.node(1, auc=0.7).node(2, status="buggy")
+        actions.append(_decide(log, seed).action)
+    assert 60 < actions.count("debug") < 140 and set(actions) == {"debug", "improve"}
+    again = []
+    for seed in range(200):
+        log = Log(steps=20, num_drafts=2, debug_prob=0.5, seed=seed)
+        log.node(1, auc=0.7).node(2, status="buggy")
+        again.append(_decide(log, seed).action)
+    assert again == actions
+
+
+def test_human_expand_overrides_and_prune_is_respected():
+    log = Log(steps=20, num_drafts=5)
+    log.node(1, auc=0.7).node(2, status="buggy")
+    log.add(ev.EXPAND_REQUESTED, node_id=1, by="user", command_id=1)
+    d = _decide(log)
+    assert (d.action, d.node_id, d.forced) == ("improve", 1, True)
+    log.node(3, "improve", 1, auc=0.75)
+    assert _decide(log).action == "draft"  # request used by node 3
+    log.add(ev.EXPAND_REQUESTED, node_id=2, by="user", command_id=2)
+    d = _decide(log)
+    assert (d.action, d.node_id, d.forced) == ("debug", 2, True)
+    # a pruned subtree is never expanded, even when asked
+    log.add(ev.PRUNED, node_id=2, by="user", command_id=3)
+    assert _decide(log).action == "draft"
+
+
+def test_never_improves_a_pruned_subtree():
+    log = Log(steps=20, num_drafts=2, debug_prob=0.0)
+    log.node(1, auc=0.9).node(2, auc=0.6).node(3, "improve", 1, auc=0.95)
+    log.add(ev.PRUNED, node_id=1, by="user", command_id=1)
+    st = log.state
+    assert st.is_pruned(3)
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("improve", 2)
+
+
+def test_debug_never_picks_pruned_leaf():
+    log = Log(steps=20, num_drafts=2, debug_prob=1.0)
+    log.node(1, auc=0.9).node(2, status="buggy")
+    log.add(ev.PRUNED, node_id=2, by="user", command_id=1)
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("improve", 1)
+
+
+def test_ok_run_with_failed_evaluation_counts_as_buggy():
+    log = Log(steps=20, num_drafts=1, debug_prob=1.0)
+    log.node(1)
+    log.add(ev.EVALUATED, node_id=1, split="validation", ok=False, verdict="no_predict", reason="no predict",
+            summary={}, medfair={}, blinded=False)
+    st = log.state
+    assert is_buggy(st.nodes[1])
+    assert (_decide(log).action, _decide(log).node_id) == ("debug", 1)
+
+
+def test_budget_raised_by_command_and_human_nodes_do_not_count():
+    log = Log(steps=1, num_drafts=5)
+    log.node(1, auc=0.7).node(2, stage="human", origin="human", auc=0.8)
+    assert _decide(log).action == "finish"
+    log.add(ev.BUDGET_SET, steps=3, by="user", command_id=1)
+    assert _decide(log).action == "draft"
+
+
+def test_policy_rng_is_per_step():
+    assert policy_rng(1, 5).random() == policy_rng(1, 5).random()
+    assert policy_rng(1, 5).random() != policy_rng(1, 6).random()
+    assert isinstance(policy_rng(0, 0), random.Random)
