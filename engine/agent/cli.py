@@ -18,6 +18,7 @@ from typing import Any
 from engine.config import BEST_CRITERIA, SessionConfig
 from engine.errors import BefairError
 from engine.paths import add_db_arg, db_from_args
+from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.session import events as ev
 from engine.session.state import SessionState
 from engine.task import CUSTOM, LEVELS
@@ -37,8 +38,7 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=int, default=20, help="step budget: nodes the search may create (default 20)")
     p.add_argument("--coder", choices=["offline", "openai"], default="offline",
                    help="offline: the built-in simulated agent; openai: any OpenAI-compatible server")
-    p.add_argument("--model", default=None, help="LLM model for --coder openai")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL for --coder openai")
+    add_llm_arguments(p.add_argument_group("LLM coder (--coder openai)"))
     p.add_argument("--data", default="synth", help="'synth' (generated SynthDerm, cached) or a prepared workspace folder")
     p.add_argument("--synth-n-train", type=int, default=None, help="SynthDerm training images (default 2000)")
     p.add_argument("--synth-n-test", type=int, default=None, help="SynthDerm test images (default 656)")
@@ -189,8 +189,9 @@ def config_from_args(args) -> SessionConfig:
                                ("size", args.synth_size)) if v is not None}
     if args.data == "synth":
         extra["synth"] = synth
-    if args.base_url:
-        extra["llm"] = {"base_url": args.base_url}
+    llm = {k: v for k, v in cli_overrides(args).items() if k not in ("api_key", "model")}
+    if llm:
+        extra["llm"] = llm  # recorded with the session (never the key) so resume uses the same server
     if args.device:
         extra["device"] = args.device
     kw: dict[str, Any] = dict(
@@ -213,7 +214,8 @@ def _coder(config: SessionConfig, args) -> Any:
     from engine.agent.runner import make_coder
 
     try:
-        return make_coder(config, model=getattr(args, "model", None), base_url=getattr(args, "base_url", None))
+        return make_coder(config, model=getattr(args, "model", None), base_url=getattr(args, "base_url", None),
+                          api_key=getattr(args, "api_key", None), config_path=getattr(args, "llm_config", None))
     except ImportError as exc:
         raise BefairError(f"the LLM coder is not available ({exc}); use --coder offline") from None
     except BefairError as exc:

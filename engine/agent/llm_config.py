@@ -300,11 +300,16 @@ def add_cli_arguments(parser: Any) -> None:
         parser.add_argument(flag, dest=dest, type=typ, default=None, help=help_)
 
 
+def cli_overrides(args: Any) -> dict[str, Any]:
+    """The LlmConfig fields given as flags (argparse Namespace or dict), by field name."""
+    get = args.get if isinstance(args, Mapping) else (lambda k, d=None: getattr(args, k, d))
+    return {
+        _CLI_TO_FIELD.get(dest, dest): get(dest)
+        for dest in CLI_FLAGS if dest != "llm_config" and get(dest) is not None
+    }
+
+
 def config_from_cli(args: Any, env: Mapping[str, str] | None = None) -> LlmConfig:
     """LlmConfig from parsed flags (an argparse Namespace or a dict) over file and environment."""
     get = args.get if isinstance(args, Mapping) else (lambda k, d=None: getattr(args, k, d))
-    overrides = {
-        _CLI_TO_FIELD.get(dest, dest): get(dest)
-        for dest in CLI_FLAGS if dest != "llm_config"
-    }
-    return LlmConfig.load(overrides, env=env, path=get("llm_config"))
+    return LlmConfig.load(cli_overrides(args), env=env, path=get("llm_config"))
