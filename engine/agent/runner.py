@@ -503,23 +503,22 @@ class Runner:
         return self.executor.result(handle)
 
     def _evaluate(self, node_id: int, node_dir: Path) -> None:
-        from engine.evaluation.harness import evaluate
+        from engine.evaluation.harness import evaluate_splits
 
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
         timeout = float(extra.get("eval_timeout") or max(60.0, min(float(self.config.step_timeout), 600.0)))
         device = extra.get("device")
         ws = self.workspace
-        splits = [("validation", ws.validation_images, ws.validation_labels)]
+        splits = {"validation": (ws.validation_images, ws.validation_labels)}
         if getattr(ws, "test_images", None) is not None:
-            splits.append(("test", ws.test_images, ws.test_labels))
-        for split, images, labels in splits:
-            try:
-                outcome = self._background(lambda: evaluate(node_dir, node_dir / "solution.py", images, labels,
-                                                            timeout=timeout, device=device))
-            except BefairError as exc:
-                self.emit(ev.ERROR, {"message": f"{split} evaluation failed: {exc}", "node_id": node_id,
-                                     "where": "evaluation"})
-                continue
+            splits["test"] = (ws.test_images, ws.test_labels)
+        try:
+            outcomes = self._background(lambda: evaluate_splits(node_dir, node_dir / "solution.py", splits,
+                                                                timeout=timeout, device=device))
+        except BefairError as exc:
+            self.emit(ev.ERROR, {"message": f"evaluation failed: {exc}", "node_id": node_id, "where": "evaluation"})
+            return
+        for split, outcome in outcomes.items():
             self.emit(ev.EVALUATED, outcome.event_payload(
                 node_id, split, blinded=bool(self.config.blind_test) and split == "test"))
 

@@ -225,12 +225,28 @@ def evaluate(
 ) -> EvalOutcome:
     """Import the node's solution in a separate process, call predict on the held-out images and
     score the result. GPUs stay visible unless device == "cpu"."""
+    return evaluate_splits(node_dir, solution_file, {"split": (images_dir, labels_csv)},
+                           timeout=timeout, device=device, python=python)["split"]
+
+
+def evaluate_splits(
+    node_dir: str | os.PathLike,
+    solution_file: str | os.PathLike,
+    splits: Mapping[str, tuple[str | os.PathLike, str | os.PathLike | pd.DataFrame]],
+    *,
+    timeout: float = 600,
+    device: str | None = None,
+    python: str = sys.executable,
+) -> dict[str, EvalOutcome]:
+    """`evaluate` for several held-out sets ({name: (images_dir, labels)}) with ONE import of the
+    solution: the process start, imports and model load are paid once. `timeout` covers them all;
+    the splits predicted before it ran out keep their results."""
     started = time.perf_counter()
     node_dir = Path(node_dir).resolve()
     solution = Path(solution_file)
     if not solution.is_absolute():
         solution = node_dir / solution
-    labels = load_labels(labels_csv)  # a DataError here is the engine's, not the node's
+    labels = {name: load_labels(lab) for name, (_, lab) in splits.items()}  # DataErrors are the engine's
 
     def done(verdict: str, reason: str | None, *, preds=None, metrics=None, log="") -> EvalOutcome:
         return EvalOutcome(
@@ -246,17 +262,21 @@ def evaluate(
         )
 
     if not solution.is_file():
-        return done("import_error", f"no solution file at {solution.name}")
-    if not Path(images_dir).is_dir():
-        raise DataError(f"held-out images folder not found: {images_dir}")
+        return {name: done("import_error", f"no solution file at {solution.name}") for name in splits}
+    for images_dir, _ in splits.values():
+        if not Path(images_dir).is_dir():
+            raise DataError(f"held-out images folder not found: {images_dir}")
 
     tmp = Path(tempfile.mkdtemp(prefix="befair-eval-"))
     try:
-        staged = tmp / "images"
-        _stage_images(Path(images_dir), staged)
-        out_file, log_file = tmp / "predictions.json", tmp / "worker.log"
-        cmd = [python, "-m", "engine.evaluation.harness_worker", "--solution", str(solution),
-               "--images", str(staged), "--out", str(out_file)]
+        cmd = [python, "-m", "engine.evaluation.harness_worker", "--solution", str(solution)]
+        outputs: dict[str, Path] = {}
+        for i, (name, (images_dir, _)) in enumerate(splits.items()):
+            staged, outputs[name] = tmp / f"images_{i}", tmp / f"predictions_{i}.json"
+            _stage_images(Path(images_dir), staged)
+            cmd += ["--task", str(staged), str(outputs[name])]
+        log_file = tmp / "worker.log"
+        timed_out, code = False, None
         with open(log_file, "wb") as log:
             proc = subprocess.Popen(cmd, cwd=node_dir, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, env=_env(device), start_new_session=True)
@@ -264,21 +284,29 @@ def evaluate(
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return done("timeout", f"predict did not finish within {timeout:g} s", log=_tail(log_file))
+                timed_out = True
             except BaseException:
                 _kill_group(proc)
                 raise
         log_text = _tail(log_file)
-        try:
-            result = json.loads(out_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            why = _last_line(log_text) or "no output"
-            return done("exception", f"the evaluation process ended (exit code {code}) without predictions: {why}",
-                        log=log_text)
-        if result.get("verdict") != "ok":
-            return done(result.get("verdict", "exception"), result.get("reason"), log=log_text)
-        preds = {str(k): float(v) for k, v in result["predictions"].items()}
-        verdict, reason, metrics = score_predictions(preds, labels)
-        return done(verdict, reason, preds=preds, metrics=metrics, log=log_text)
+        return {name: _outcome(outputs[name], labels[name], done, log_text, code, timed_out, timeout)
+                for name in splits}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _outcome(out_file: Path, labels: pd.DataFrame, done, log_text: str, code: int | None,
+             timed_out: bool, timeout: float) -> EvalOutcome:
+    try:
+        result = json.loads(out_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        if timed_out:
+            return done("timeout", f"predict did not finish within {timeout:g} s", log=log_text)
+        why = _last_line(log_text) or "no output"
+        return done("exception", f"the evaluation process ended (exit code {code}) without predictions: {why}",
+                    log=log_text)
+    if result.get("verdict") != "ok":
+        return done(result.get("verdict", "exception"), result.get("reason"), log=log_text)
+    preds = {str(k): float(v) for k, v in result["predictions"].items()}
+    verdict, reason, metrics = score_predictions(preds, labels)
+    return done(verdict, reason, preds=preds, metrics=metrics, log=log_text)

@@ -100,12 +100,51 @@ def normalise(result: Any) -> tuple[str, str | None, dict[str, float] | None]:
     return "ok", None, out
 
 
+def _import_solution(solution: str) -> Any:
+    spec = importlib.util.spec_from_file_location("solution", solution)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {solution}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["solution"] = module
+    spec.loader.exec_module(module)
+    # Pickles written while training ran as a script refer to __main__.<Class>: resolve them.
+    main_mod = sys.modules.get("__main__")
+    if main_mod is not None:
+        for name, value in vars(module).items():
+            if not name.startswith("__") and not hasattr(main_mod, name):
+                setattr(main_mod, name, value)
+    return module
+
+
+def _predict_one(predict: Any, images: str, out: str) -> None:
+    try:
+        result = predict(images)
+    except BaseException as exc:
+        traceback.print_exc()
+        _write(out, {"verdict": "exception", "reason": "predict raised " + _short_exc(exc)})
+        return
+    try:
+        verdict, reason, preds = normalise(result)
+    except Exception as exc:  # a pathological return value
+        verdict, reason, preds = "wrong_type", f"could not read predict's result: {_short_exc(exc)}", None
+    if verdict != "ok":
+        _write(out, {"verdict": verdict, "reason": reason})
+    else:
+        # NaN / inf are kept (as JSON NaN/Infinity) so the engine can name them.
+        _write(out, {"verdict": "ok", "predictions": preds})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="harness_worker")
     ap.add_argument("--solution", required=True)
-    ap.add_argument("--images", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--task", nargs=2, action="append", metavar=("IMAGES", "OUT"), default=[],
+                    help="a folder to predict and the file for its result (repeatable: one import)")
+    ap.add_argument("--images")
+    ap.add_argument("--out")
     args = ap.parse_args(argv)
+    tasks = list(args.task) + ([(args.images, args.out)] if args.images and args.out else [])
+    if not tasks:
+        ap.error("give --task IMAGES OUT (or --images and --out)")
 
     solution = os.path.abspath(args.solution)
     sys.path.insert(0, os.path.dirname(solution))
@@ -113,42 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     real_stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            spec = importlib.util.spec_from_file_location("solution", solution)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {solution}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["solution"] = module
-            spec.loader.exec_module(module)
+            module = _import_solution(solution)
         except BaseException as exc:  # SystemExit too: a solution must not exit on import
             traceback.print_exc()
-            _write(args.out, {"verdict": "import_error", "reason": "importing the solution failed: " + _short_exc(exc)})
+            for _, out in tasks:
+                _write(out, {"verdict": "import_error", "reason": "importing the solution failed: " + _short_exc(exc)})
             return 0
-        # Pickles written while training ran as a script refer to __main__.<Class>: resolve them.
-        main_mod = sys.modules.get("__main__")
-        if main_mod is not None:
-            for name, value in vars(module).items():
-                if not name.startswith("__") and not hasattr(main_mod, name):
-                    setattr(main_mod, name, value)
-
         predict = getattr(module, "predict", None)
-        if predict is None or not callable(predict):
-            _write(args.out, {"verdict": "no_predict", "reason": "the solution defines no predict(folder) function"})
-            return 0
-        try:
-            result = predict(args.images)
-        except BaseException as exc:
-            traceback.print_exc()
-            _write(args.out, {"verdict": "exception", "reason": "predict raised " + _short_exc(exc)})
-            return 0
-        try:
-            verdict, reason, preds = normalise(result)
-        except Exception as exc:  # a pathological return value
-            verdict, reason, preds = "wrong_type", f"could not read predict's result: {_short_exc(exc)}", None
-    if verdict != "ok":
-        _write(args.out, {"verdict": verdict, "reason": reason})
-    else:
-        # NaN / inf are kept (as JSON NaN/Infinity) so the engine can name them.
-        _write(args.out, {"verdict": "ok", "predictions": preds})
+        for images, out in tasks:
+            if predict is None or not callable(predict):
+                _write(out, {"verdict": "no_predict", "reason": "the solution defines no predict(folder) function"})
+            else:
+                _predict_one(predict, images, out)
     real_stdout.flush()
     return 0
 

@@ -203,3 +203,39 @@ def test_on_a_prepared_workspace(request, tmp_path):
     assert out.ok, out.reason
     assert out.summary["n"] == len(pd.read_csv(labels))
     assert set(out.summary["group_auc"]) == {"group_0", "group_1", "group_2"}
+
+
+COUNTS_IMPORTS = GOOD.replace(
+    'MODEL = os.path.join("working", "model.json")',
+    'MODEL = os.path.join("working", "model.json")\n'
+    'with open(os.path.join("working", "imports.log"), "a") as _fh:\n'
+    '    _fh.write("imported\\n")\n'
+    'import time as _time\n'
+    '_calls = []\n',
+).replace(
+    "def predict(folder):\n",
+    "def predict(folder):\n"
+    "    _calls.append(folder)\n"
+    "    if len(_calls) == 2 and os.environ.get('SLOW_SECOND'):\n"
+    "        _time.sleep(30)\n",
+)
+
+
+def test_several_splits_share_one_import_and_keep_finished_results(tmp_path, heldout, monkeypatch):
+    from engine.evaluation.harness import evaluate_splits
+
+    node = _node(tmp_path, COUNTS_IMPORTS)
+    subprocess.run([sys.executable, "solution.py"], cwd=node, check=True, capture_output=True)
+    (node / "working" / "imports.log").unlink()  # the training run imported it once too
+    images, labels = heldout
+    outcomes = evaluate_splits(node, "solution.py", {"validation": (images, labels), "test": (images, labels)})
+    assert [o.verdict for o in outcomes.values()] == ["ok", "ok"]
+    assert outcomes["validation"].summary == outcomes["test"].summary
+    assert (node / "working" / "imports.log").read_text().count("imported") == 1
+
+    # A timeout in the second split keeps the first split's result.
+    monkeypatch.setenv("SLOW_SECOND", "1")
+    outcomes = evaluate_splits(node, "solution.py", {"validation": (images, labels), "test": (images, labels)},
+                               timeout=8)
+    assert outcomes["validation"].verdict == "ok" and outcomes["validation"].summary["auc"] is not None
+    assert outcomes["test"].verdict == "timeout"
