@@ -32,7 +32,7 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train a baseline variant once per seed and record the runs")
     t.add_argument("--variant", required=True, choices=_CHOICES)
     t.add_argument("--data", type=Path, default=None,
-                   help="Fitzpatrick17k-format data folder (train/fitzpatrick17k.csv + train/images/); "
+                   help="'synth' (the default SynthDerm) or a Fitzpatrick17k-format data folder (train/fitzpatrick17k.csv + train/images/); "
                         "default: the source recorded in --workspace")
     t.add_argument("--workspace", type=Path, default=None,
                    help="prepared workspace giving the held-out validation/test sets (default: the one for --data)")
@@ -77,8 +77,12 @@ def cmd_train(args) -> int:
 
     if args.epochs < 1 or args.size < 8 or args.batch_size < 2:
         raise BefairError("--epochs must be >= 1, --size >= 8 and --batch-size >= 2")
+    if str(args.data) == "synth":  # the embedded demo data, as `befair run --data synth` uses it
+        from engine.data.workspace import synth_workspace
+
+        args.data, args.workspace = None, synth_workspace().root
     if args.data is None and args.workspace is None:
-        raise BefairError("give --data (a Fitzpatrick17k-format folder) or --workspace")
+        raise BefairError("give --data (a Fitzpatrick17k-format folder, or 'synth') or --workspace")
     if args.data is not None and not args.data.is_dir():
         raise BefairError(f"--data: no such folder: {args.data}")
     seeds = parse_seeds(args.seeds)
