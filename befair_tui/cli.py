@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.errors import BefairError
 
@@ -24,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Steer ML-engineering agents under a fairness constraint. "
         "With no command, opens the console's setup screen.",
     )
+    # `befair --db PATH` (no command) opens the setup screen on that database; a distinct dest so
+    # a sub-command's own --db default cannot clobber it.
+    parser.add_argument("--db", dest="console_db", type=Path, default=None,
+                        help="session database for the console (default: $BEFAIR_DB or sessions/befair.db)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands):
         module.register(sub)
@@ -36,8 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         from befair_tui.commands import open_setup
 
+        args.db = args.console_db
         return open_setup(args)
+    if getattr(args, "db", None) is None and getattr(args, "console_db", None) is not None:
+        args.db = args.console_db  # `befair --db PATH COMMAND ...`
     try:
+        if args.command == "run" and not args.headless:
+            from befair_tui.commands import open_console_from_args
+            from engine.agent.cli import validate_run_args
+
+            validate_run_args(args)
+            return int(open_console_from_args(args) or 0)
         return int(args.func(args) or 0)
     except BefairError as exc:
         print(f"befair: {exc}", file=sys.stderr)

@@ -4,13 +4,12 @@
     befair resume SESSION
 
 Prints a progress bar and one line per node (id, stage, status, validation AUC / gap, audit
-badges) unless --quiet. Without --headless, `run` opens the console on the session when the
-console is installed (befair_tui), else behaves as headless.
+badges) unless --quiet. Without --headless, the `befair` command line (befair_tui) starts the
+same headless run in its own process and opens the console on it.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 from typing import Any
@@ -228,24 +227,18 @@ def _coder(config: SessionConfig, args) -> Any:
         raise
 
 
-def _console_opener():
-    """befair_tui's console launcher, when the console is installed (engine never imports it statically)."""
-    try:
-        module = importlib.import_module("befair_tui.commands")
-    except ImportError:
-        return None
-    return getattr(module, "open_console_from_args", None)
-
-
-def cmd_run(args) -> int:
+def validate_run_args(args) -> SessionConfig:
+    """Check `run`'s arguments before anything starts (also used by the console's launcher)."""
     if args.steps < 0:
         raise BefairError("--steps cannot be negative")
     if args.level == CUSTOM and not (args.custom_text or "").strip():
         raise BefairError("--level custom needs --custom-text")
-    if not args.headless:
-        opener = _console_opener()
-        if opener is not None:
-            return int(opener(args) or 0)
+    return config_from_args(args)
+
+
+def cmd_run(args) -> int:
+    """The headless run (befair_tui's command line sends `run` without --headless to the console)."""
+    validate_run_args(args)
     from engine.agent.runner import install_sigterm_handler, run, start_session
     from engine.session.store import SessionStore
 
