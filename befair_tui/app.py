@@ -166,11 +166,23 @@ class BefairApp(App):
                     self.exit(message=f"Stop requested for session {sid}.")
                 elif answer == "leave":
                     self.exit(message=f"Session {sid} keeps running headless; "
-                                      f"reopen it with `befair open {sid}`.")
+                                      f"reopen it with `{self.reopen_command(sid)}`.")
 
-            self.push_screen(QuitModal(sid), done)
+            self.push_screen(QuitModal(sid, reopen=self.reopen_command(sid)), done)
             return
         self.exit()
+
+    def reopen_command(self, session_id: str) -> str:
+        """`befair open SESSION`, with --db when this database is not the default one."""
+        import shlex
+
+        command = f"befair open {session_id}"
+        try:
+            if Path(self.db_path).resolve() != Path(default_db()).resolve():
+                command += f" --db {shlex.quote(str(self.db_path))}"
+        except OSError:
+            pass
+        return command
 
     # -- command palette: every binding of the current screen -----------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -100,8 +100,14 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
         text.append(f"{num(node.val_auc)} / {num(node.val_gap)}", style="bold green" if best else "")
     elif node.status in ("queued", "running"):
         text.append(STATUS_WORD[node.status], style="yellow")
+    elif node.status == "ok" and not reason:
+        # ran cleanly; the harness has not measured it yet (or measured no AUC)
+        text.append("ran ok · measuring…" if "validation" not in node.eval_verdicts else "ok · no AUC",
+                    style="yellow")
     else:
         text.append(f"{STATUS_WORD.get(node.status, node.status)}: {_short(reason or '')}", style="red")
+    if best:  # before the badges, so a narrow tree does not clip it
+        text.append(" ★ best", style="bold yellow")
     b = badges(node)
     if b:
         text.append(" ")
@@ -111,21 +117,20 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
     if pruned:
         text.append(" ✂ pruned", style="dim")
         text.stylize("dim")
-    if best:
-        text.append(" ★ best", style="bold yellow")
     return text
 
 
 def guidance_label(g, state: SessionState) -> Text:
     text = Text()
     text.append("✎ ", style="bold magenta")
-    where = "global" if g.scope == "global" else f"for node {g.node_id}"
-    text.append(f"guidance ({where}): ", style="magenta")
-    text.append(f"“{_short(g.text, 48)}”", style="italic")
+    text.append(f"“{_short(g.text, 30)}”", style="italic magenta")
+    where = "global" if g.scope == "global" else f"node {g.node_id}"
+    text.append(f" · {where}", style="magenta")
     if g.used_by:
-        text.append(f" → node {', '.join(str(n) for n in g.used_by[:4])}", style="dim")
+        more = "…" if len(g.used_by) > 4 else ""
+        text.append(f" → node {', '.join(str(n) for n in g.used_by[:4])}{more}", style="dim")
     else:
-        text.append(" (not used yet)", style="dim")
+        text.append(" · pending", style="dim")
     return text
 
 

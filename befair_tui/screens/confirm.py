@@ -44,16 +44,17 @@ class QuitModal(ModalScreen[str]):
         Binding("escape,c", "answer('cancel')", "Cancel", id="quit-cancel"),
     ]
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, reopen: str | None = None) -> None:
         super().__init__()
         self.session_id = session_id
+        self.reopen = reopen or f"befair open {session_id}"
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(
                 f"Session {self.session_id} is still running.\n\n"
                 "Stop it now, or leave it running headless? Either way nothing is lost: "
-                f"reopen it later with `befair open {self.session_id}`.",
+                f"reopen it later with `{self.reopen}`.",
                 classes="question",
             )
             with Horizontal(classes="buttons"):

@@ -31,8 +31,9 @@ from befair_tui.widgets.scoreboard import Scoreboard, baseline_points, published
 from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
 
-STEERING = {"pause", "stop", "guide", "expand", "prune", "add_steps"}
+STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
 ADD_STEPS = 5
+DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff")
 BATCH = 5_000
 # Event kinds that can change the scoreboard or the scatter plot.
 _SCORE_KINDS = {ev.EVALUATED, ev.EXEC_FINISHED, ev.REVIEW, ev.PRUNED, ev.FINAL_CHOICE,
@@ -42,6 +43,7 @@ _SCORE_KINDS = {ev.EVALUATED, ev.EXEC_FINISHED, ev.REVIEW, ev.PRUNED, ev.FINAL_C
 class ConsoleScreen(Screen):
     BINDINGS = [
         Binding("p", "pause", "Pause", id="pause"),
+        Binding("p", "resume", "Resume", id="resume"),
         Binding("s", "stop", "Stop", id="stop"),
         Binding("g", "guide", "Guide", id="guide"),
         Binding("e", "expand", "Expand", id="expand"),
@@ -49,6 +51,8 @@ class ConsoleScreen(Screen):
         Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
         Binding("l", "sessions", "Sessions", id="sessions"),
         Binding("q", "app.quit", "Quit", id="quit"),
+        *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
+          for i, tab in enumerate(DETAIL_TABS, start=1)],
     ]
 
     def __init__(self, store: SessionStore, session_id: str, *, read_only: bool = False,
@@ -218,12 +222,14 @@ class ConsoleScreen(Screen):
         for nid in subtree:
             tree.refresh_subtree(state, nid, self.best)
         detail = self.query_one(NodeDetail)
+        shown = False
         if self._auto_select and state.nodes:
             target = state.running_node if state.running_node is not None else max(state.nodes)
             self._auto_target = target
             if target != self._selected:
                 self._select(target, move_cursor=True)
-        elif self._selected in dirty:
+                shown = True
+        if not shown and self._selected in dirty:
             detail.show(state, self._selected)
         if self._selected in output and self._selected not in dirty:
             detail.append_output(self._selected, "".join(output[self._selected]))
@@ -244,12 +250,25 @@ class ConsoleScreen(Screen):
             self.query_one(NodeDetail).show(self.state, None)
 
     def _sync_status(self) -> None:
+        self._sync_guidance_input()
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
                                        now=self.clock(), replay=self.replay_label())
         self.refresh_bindings()
 
     def replay_label(self) -> str | None:
         return None
+
+    def _sync_guidance_input(self) -> None:
+        """Guidance only reaches a session that can still take it: say so instead of failing later."""
+        inputs = self.query(GuidanceInput)
+        if not inputs:
+            return
+        box = inputs.first()
+        closed = self.state.status in ("finished", "stopped", "failed")
+        if closed != box.disabled:
+            box.disabled = closed
+            box.placeholder = (f"session {self.state.status}: guidance is closed (resume it from Sessions, l)"
+                               if closed else GuidanceInput.PLACEHOLDER)
 
     def _tick(self) -> None:
         self._frame = int(self.clock() * 2)
@@ -301,7 +320,12 @@ class ConsoleScreen(Screen):
             if self.read_only:
                 return False
             if self.state.status in ("finished", "stopped", "failed"):
-                return None  # shown, dimmed
+                return None if action != "resume" else False  # shown, dimmed
+            # one key, p: "Pause" while running, "Resume" while paused
+            if action == "pause" and self.state.status == "paused":
+                return False
+            if action == "resume" and self.state.status != "paused":
+                return False
         return True
 
     @property
@@ -319,9 +343,13 @@ class ConsoleScreen(Screen):
 
     def action_pause(self) -> None:
         if self.state.status == "paused":
-            self._command("resume", note="Resume requested.")
+            self.action_resume()
         else:
-            self._command("pause", note="Pause requested: no new step starts until you resume.")
+            self._command("pause", note="Pause requested: the running step finishes, no new step starts "
+                                        "until you resume (p).")
+
+    def action_resume(self) -> None:
+        self._command("resume", note="Resume requested.")
 
     def action_stop(self) -> None:
         from befair_tui.screens.confirm import ConfirmModal
@@ -335,7 +363,11 @@ class ConsoleScreen(Screen):
                          yes="Stop session", no="Keep running"), done)
 
     def action_guide(self) -> None:
-        self.query_one(GuidanceInput).focus()
+        box = self.query_one(GuidanceInput)
+        if box.disabled:
+            self.notify(f"This session is {self.state.status}; guidance was not sent.", severity="warning")
+            return
+        box.focus()
 
     @on(GuidanceInput.Guide)
     def _on_guide(self, message: GuidanceInput.Guide) -> None:
@@ -375,6 +407,9 @@ class ConsoleScreen(Screen):
 
     def action_sessions(self) -> None:
         self.app.action_open_sessions()
+
+    def action_detail_tab(self, tab: str) -> None:
+        self.query_one(NodeDetail).show_tab(tab)
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < 100, "-narrow")

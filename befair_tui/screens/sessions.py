@@ -17,7 +17,7 @@ from befair_tui.format import date, num
 COLUMNS = [
     ("date", "created_at"), ("session", "id"), ("level", "level"), ("coder", "coder"),
     ("participant", "participant_id"), ("status", "status"), ("steps", "steps"),
-    ("best AUC", "best_auc"), ("gap", "best_gap"),
+    ("val AUC", "best_auc"), ("gap", "best_gap"),
 ]
 
 
@@ -46,6 +46,7 @@ class ExportModal(ModalScreen[Path | None]):
             yield Static("Export the session (best pipeline, tree, node metrics, events) to a folder:",
                          classes="question")
             yield Input(str(self.default), id="export-path")
+            yield Static("Enter: export · Esc: cancel", classes="hint")
             yield Button("Export", id="export-ok", variant="primary")
 
     @on(Input.Submitted)
@@ -84,7 +85,7 @@ class SessionsScreen(Screen):
         yield Static(f"Sessions in {self.store.path.name}", id="sessions-title")
         yield Input(placeholder="filter (any column)…", id="sessions-filter")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -121,8 +122,13 @@ class SessionsScreen(Screen):
             table.add_row(*row_cells(r), key=r["id"])
         label = dict((k, l) for l, k in COLUMNS).get(self.sort_key, self.sort_key)
         direction = "↓" if self.sort_reverse else "↑"
-        self.query_one("#sessions-title", Static).update(
-            f"Sessions in {self.store.path.name} · {len(rows)} shown · sorted by {label} {direction}")
+        if not self.rows:
+            title = f"Sessions in {self.store.path.name} · none yet: press n to set up a new session"
+        elif not rows:
+            title = f"Sessions in {self.store.path.name} · none of {len(self.rows)} match the filter"
+        else:
+            title = f"Sessions in {self.store.path.name} · {len(rows)} shown · sorted by {label} {direction}"
+        self.query_one("#sessions-title", Static).update(title)
 
     @on(Input.Changed, "#sessions-filter")
     def _filter(self, event: Input.Changed) -> None:

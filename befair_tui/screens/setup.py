@@ -47,7 +47,7 @@ class SetupScreen(Screen):
         c = self.choices
         with VerticalScroll(id="setup"):
             yield Static("befair · new session", classes="setup-title")
-            with Horizontal(classes="row"):
+            with Horizontal(classes="row stack"):
                 with Vertical(classes="col-narrow"):
                     yield Label("Instruction level")
                     with RadioSet(id="level"):
@@ -56,7 +56,7 @@ class SetupScreen(Screen):
                 with Vertical(classes="col-wide"):
                     yield Static("", id="level-text")
                     yield TextArea(c.custom_text, id="custom-text", classes="hidden")
-            with Horizontal(classes="row"):
+            with Horizontal(classes="row stack"):
                 with Vertical(classes="col-narrow"):
                     yield Label("Data")
                     with RadioSet(id="data"):
@@ -72,7 +72,7 @@ class SetupScreen(Screen):
                         yield Input(str(c.synth_size), id="synth-size", type="integer")
                     yield Input(c.workspace, placeholder="path to a prepared workspace folder",
                                 id="workspace", classes="hidden")
-            with Horizontal(classes="row"):
+            with Horizontal(classes="row stack"):
                 with Vertical(classes="col-narrow"):
                     yield Label("Coder")
                     with RadioSet(id="coder"):
@@ -87,7 +87,7 @@ class SetupScreen(Screen):
                 yield Input(str(c.steps), id="steps", type="integer")
                 yield Label("Time limit per step (s)")
                 yield Input(f"{c.step_timeout:g}", id="step-timeout", type="number")
-            with Horizontal(classes="row inline"):
+            with Horizontal(classes="row inline stack"):
                 yield Label('"Best" means')
                 yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
                              allow_blank=False, id="best")
@@ -104,6 +104,10 @@ class SetupScreen(Screen):
         self._update_coder()
         self.query_one("#level", RadioSet).focus()
 
+    def on_resize(self, event) -> None:
+        # 80 columns: the option lists go above their details instead of beside them
+        self.set_class(event.size.width < 100, "-narrow")
+
     # -- reactions ------------------------------------------------------------------------
     def _pressed_id(self, radio_id: str) -> str | None:
         button = self.query_one(f"#{radio_id}", RadioSet).pressed_button
@@ -119,7 +123,8 @@ class SetupScreen(Screen):
         if level == CUSTOM:
             text.update("Custom instruction (recorded verbatim):")
         else:
-            text.update(f"“{LEVELS[level]}”\n[dim]Metric: {METRIC_LINE}[/dim]")
+            text.update(f"[b]{level}[/b] — the instruction the agent gets:\n“{LEVELS[level]}”\n"
+                        f"[dim]Metric: {METRIC_LINE}[/dim]")
 
     @on(RadioSet.Changed, "#data")
     def _update_data(self) -> None:

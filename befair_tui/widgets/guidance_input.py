@@ -18,8 +18,10 @@ class GuidanceInput(Input):
             self.text = text
             self.node_scope = node_scope
 
+    PLACEHOLDER = "guidance for the agent…  (g, then Enter: global · Ctrl+N: the selected node)"
+
     def __init__(self, **kwargs) -> None:
-        super().__init__(placeholder="guidance for the agent…  (Enter: global, Ctrl+N: selected node)", **kwargs)
+        super().__init__(placeholder=self.PLACEHOLDER, **kwargs)
 
     def _send(self, node_scope: bool) -> None:
         text = self.value.strip()

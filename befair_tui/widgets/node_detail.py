@@ -37,6 +37,10 @@ class NodeDetail(Vertical):
         self.node_id: int | None = None
         self._output_node: int | None = None
         self.border_title = "Node"
+        self.border_subtitle = "keys 1–6: tabs"
+
+    def show_tab(self, tab: str) -> None:
+        self.query_one("#node-tabs", TabbedContent).active = f"tab-{tab}"
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="node-tabs"):

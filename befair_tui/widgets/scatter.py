@@ -13,7 +13,9 @@ class Scatter(PlotextPlot):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.border_title = "AUC vs gap (validation)"
+        self.border_title = "AUC ↑ vs skin-tone gap →"
+        # the legend lives in the border: drawn inside the plot it hides points in the top-left
+        self.border_subtitle = "● node (val) ★ best ◆ reference (test)"
         self.references: list[dict] = []  # {name, auc, gap, kind}
         self._last_key: tuple | None = None
 
@@ -33,16 +35,12 @@ class Scatter(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.xlabel("gap")
-        plt.ylabel("AUC")
-        if points:
-            plt.scatter([p[1] for p in points], [p[2] for p in points], marker="●", color="green",
-                        label="nodes (here)")
-        best_points = [p for p in points if p[0] == best]
-        if best_points:
-            plt.scatter([best_points[0][1]], [best_points[0][2]], marker="★", color="yellow", label="best")
         refs = [r for r in self.references if r.get("auc") is not None and r.get("gap") is not None]
         if refs:
-            plt.scatter([r["gap"] for r in refs], [r["auc"] for r in refs], marker="◆", color="cyan",
-                        label="baselines / published")
+            plt.scatter([r["gap"] for r in refs], [r["auc"] for r in refs], marker="◆", color="cyan")
+        if points:
+            plt.scatter([p[1] for p in points], [p[2] for p in points], marker="●", color="green")
+        best_points = [p for p in points if p[0] == best]
+        if best_points:
+            plt.scatter([best_points[0][1]], [best_points[0][2]], marker="★", color="yellow")
         self.refresh()
