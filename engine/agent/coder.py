@@ -47,6 +47,7 @@ class NodeView:
     exc_type: str | None = None
     components: dict[str, Any] | None = None
     measured: dict[str, Any] | None = None  # validation summary (auc, auc_gap, group_auc ...)
+    tried: list[dict[str, Any]] = field(default_factory=list)  # components of its existing children
 
 
 @dataclass

@@ -120,6 +120,15 @@ class OfflineCoder:
         if change is None:
             c, change = g.mutate_one(rng, c, profile)
         c = g.normalise(c)
+        tried = [_without_bug(t) for t in parent.tried or []]
+        for _ in range(12):  # an improvement a sibling already made teaches nothing new
+            if _without_bug(c) not in tried:
+                break
+            repeated = change
+            c, change = g.mutate_one(rng, json.loads(json.dumps(base)), profile)
+            c = g.normalise(c)
+            applied = []
+            change += f" (\"{repeated}\" was already tried on node {parent.node_id})"
         self._maybe_bug(rng, c, self.failure_rate)
         measured = ""
         if parent.measured and parent.measured.get("auc") is not None:
@@ -194,3 +203,7 @@ def _last_error_line(output: str) -> str | None:
         if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", s):
             return s[:200]
     return None
+
+
+def _without_bug(components: dict[str, Any]) -> dict[str, Any]:
+    return {**g.normalise(components), "bug": None}

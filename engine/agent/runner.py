@@ -389,13 +389,13 @@ class Runner:
                 self._preview = "input/skin_lesions.csv (first rows):\n" + "\n".join(head) + "\ninput/images/*.jpg"
         return self._preview
 
-    @staticmethod
-    def node_view(node: NodeState, output: str | None = None) -> NodeView:
+    def node_view(self, node: NodeState, output: str | None = None) -> NodeView:
         out = output if output is not None else (
             node.output_head + ("\n…\n" if node.truncated else "") + node.output_tail)
+        tried = [child.components for child in self.state.children(node.node_id) if child.components]
         return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
                         status=node.status, output=out[-8000:], exc_type=node.exc_type,
-                        components=node.components, measured=node.validation)
+                        components=node.components, measured=node.validation, tried=tried)
 
     def step(self, decision: Decision) -> None:
         t0 = time.perf_counter()

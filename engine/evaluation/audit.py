@@ -12,8 +12,8 @@ reweighting        sample_weight= / class_weight= (not None) / pos_weight= / wei
 upsampling         sklearn resample, .sample(replace=True or frac > 1), over-samplers (SMOTE,
                    RandomOverSampler), concat of a repeated/duplicated frame ([minority] * k).
 filtering          rows selected by a condition on the label being "non-neoplastic" (or kept to
-                   benign + malignant) or on a skin-tone column (df[df.skin_tone != -1], .isin,
-                   .query, .drop(...index)).
+                   benign + malignant) or on a skin-tone column (.isin, .query, .drop(...index));
+                   dropping only unknown tone (!= -1, notna) is preprocessing, not filtering.
 pareto_selection   selection on the worst group: min()/np.min/.min() over group AUCs, or names
                    that say pareto / minimax / worst-group in a comparison or max().
 
@@ -113,6 +113,30 @@ def _number(node: ast.AST) -> float | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return float(node.value)
     return None
+
+
+_MISSING_CHECKS = frozenset({"notna", "notnull", "isna", "isnull", "dropna"})
+
+
+def _only_unknown_tone(cond: ast.AST) -> bool:
+    """A skin-tone condition that only separates unknown tone (-1 / missing) from the rest:
+    data hygiene (MEDFAIR's preprocessing does it), not a fairness filter."""
+    numbers = set()
+    for sub in ast.walk(cond):
+        if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.USub) and _number(sub.operand) is not None:
+            numbers.add(-_number(sub.operand))
+        elif _number(sub) is not None and not any(
+            isinstance(p, ast.UnaryOp) and p.operand is sub for p in ast.walk(cond)
+        ):
+            numbers.add(_number(sub))
+    words = {w.strip().lower() for w in _strings(cond) if not _is_skin_key(w)}
+    checks_missing = any(isinstance(sub, ast.Call) and _name(sub.func) in _MISSING_CHECKS for sub in ast.walk(cond))
+    return (numbers == {-1.0} or (not numbers and checks_missing)) and words <= {"unknown", ""}
+
+
+def _query_only_unknown_tone(text: str) -> bool:
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", text)
+    return bool(numbers) and all(float(n) == -1.0 for n in numbers) and NON_NEOPLASTIC not in text
 
 
 class _Auditor(ast.NodeVisitor):
@@ -224,9 +248,8 @@ class _Auditor(ast.NodeVisitor):
         if isinstance(cond, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call, ast.BinOp)):
             consts = {s.strip().lower() for s in _strings(cond)}
             keeps_two_classes = {"benign", "malignant"} <= consts  # isin(["benign", "malignant"])
-            if NON_NEOPLASTIC in consts or keeps_two_classes or _mentions_skin(cond) or any(
-                i in self.skin_vars for i in _idents(cond)
-            ):
+            on_skin = _mentions_skin(cond) or any(i in self.skin_vars for i in _idents(cond))
+            if NON_NEOPLASTIC in consts or keeps_two_classes or (on_skin and not _only_unknown_tone(cond)):
                 self.flag("filtering", node)
         self.generic_visit(node)
 
@@ -282,7 +305,7 @@ class _Auditor(ast.NodeVisitor):
         # filtering via query / isin on a skin key or the non-neoplastic label
         if fname == "query" and node.args:
             text = " ".join(_strings(node.args[0])).lower()
-            if NON_NEOPLASTIC in text or any(k in text for k in SKIN_KEYS):
+            if NON_NEOPLASTIC in text or (any(k in text for k in SKIN_KEYS) and not _query_only_unknown_tone(text)):
                 self.flag("filtering", node)
         if fname == "drop" and node.args and (
             _mentions_skin(node.args[0]) or NON_NEOPLASTIC in {s.lower() for s in _strings(node.args[0])}

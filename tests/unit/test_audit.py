@@ -57,9 +57,9 @@ CASES = {
     ],
     "filtering": [
         'df = df[df["label"] != "non-neoplastic"]\n',
-        'df = df.loc[df.skin_tone != -1]\n',
+        'df = df.loc[df.skin_tone <= 4]\n',
         'df = df.query("label != \'non-neoplastic\'")\n',
-        'df = df[~df["fitzpatrick_scale"].isin([-1])]\n',
+        'df = df[~df["fitzpatrick_scale"].isin([1, 2])]\n',
         'df = df[df["label"].isin(["benign", "malignant"])].reset_index(drop=True)\n',
     ],
     "pareto_selection": [
@@ -169,3 +169,15 @@ def test_aide_journal_example(shared_data):
         if metric is not None and node.get("is_buggy"):
             assert claim["unsupported"]
     assert parsed >= 10
+
+
+@pytest.mark.parametrize("code", [
+    'df = df.loc[df.skin_tone != -1]\n',
+    'df = df[~df["fitzpatrick_scale"].isin([-1])]\n',
+    'df = df.query("skin_tone != -1")\n',
+    'df = df[df["skin_tone"].notna()]\n',
+])
+def test_dropping_unknown_skin_tone_is_preprocessing_not_filtering(code):
+    result = audit_code(code)
+    assert not result.flags["filtering"]
+    assert result.flags["reads_skin_tone"] or "query" in code  # a query string names no column key

@@ -130,6 +130,22 @@ def test_improve_changes_one_component_and_follows_node_guidance():
         assert "upsampl" in guided.plan and "guidance" in guided.plan
 
 
+def test_improve_does_not_repeat_what_a_sibling_already_tried():
+    coder = OfflineCoder(failure_rate=0)
+    parent = coder.draft(ctx("base", step=1, seed=5))
+    guidance = ["please reweight the groups"]
+    first = coder.improve(ctx("base", step=2, glob=guidance), view(parent))
+    assert first.components["fairness"] == "reweight"
+    parent_view = view(parent)
+    parent_view.tried = [first.components]
+    second = coder.improve(ctx("base", step=3, glob=guidance), parent_view)
+    strip = lambda c: {**c, "bug": None}  # noqa: E731
+    assert strip(second.components) != strip(first.components)
+    assert "already tried on node 1" in second.plan
+    changed = [k for k in parent.components if k not in ("bug", "hp") and parent.components[k] != second.components[k]]
+    assert len(changed) <= 2  # still one change of the parent (a model switch also resets its settings)
+
+
 def test_base_improvements_never_touch_skin_tone():
     coder = OfflineCoder(failure_rate=0)
     parent = coder.draft(ctx("base", step=1))
