@@ -31,12 +31,9 @@ def read_predictions(path: str | Path) -> dict[str, float]:
     """DDI_file -> predicted_probability, with clear errors for malformed files."""
     import pandas as pd
 
-    try:
-        df = pd.read_csv(path)
-    except FileNotFoundError:
-        raise DataError(f"predictions file not found: {path}") from None
-    except Exception as exc:
-        raise DataError(f"cannot read predictions file {path}: {exc}") from None
+    from engine.data.common import read_csv
+
+    df = read_csv(path, "predictions")
     missing = [c for c in ("DDI_file", "predicted_probability") if c not in df.columns]
     if missing:
         raise DataError(

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from engine.data.common import read_csv
 from engine.errors import DataError
 from engine.evaluation.harness_worker import normalise
 from engine.evaluation.metrics import MetricSet, compute_metrics
@@ -81,12 +82,7 @@ def load_labels(labels: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
         df, where = labels, "labels"
     else:
         where = str(labels)
-        try:
-            df = pd.read_csv(labels)
-        except FileNotFoundError:
-            raise DataError(f"labels file not found: {where}") from None
-        except Exception as exc:
-            raise DataError(f"cannot read labels file {where}: {exc}") from None
+        df = read_csv(labels, "labels")
     cols = set(df.columns)
     if {"file", "label", "group"} <= cols:
         out = pd.DataFrame({"file": df["file"].astype(str), "label": df["label"], "group": df["group"].astype(str)})
