@@ -238,11 +238,10 @@ def validate_run_args(args) -> SessionConfig:
 
 def cmd_run(args) -> int:
     """The headless run (befair_tui's command line sends `run` without --headless to the console)."""
-    validate_run_args(args)
+    config = validate_run_args(args)
     from engine.agent.runner import install_sigterm_handler, run, start_session
     from engine.session.store import SessionStore
 
-    config = config_from_args(args)
     coder = _coder(config, args)
     store = SessionStore(db_from_args(args))
     progress = Progress(quiet=args.quiet)

@@ -78,6 +78,12 @@ class OfflineCoder:
     def _reply(self, plan: str, c: dict[str, Any]) -> CoderReply:
         return CoderReply(plan=plan, code=g.render(c, plan), components=c)
 
+    def _fresh(self, ctx: CoderContext, why: str) -> CoderReply:
+        """A new draft for a parent the grammar cannot read (foreign code), saying why."""
+        reply = self.draft(ctx)
+        reply.plan = why + "\n" + reply.plan
+        return reply
+
     # -- the Coder interface ------------------------------------------------------------
     def draft(self, ctx: CoderContext) -> CoderReply:
         rng = self._rng(ctx, "draft", None)
@@ -100,12 +106,10 @@ class OfflineCoder:
     def improve(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
         rng = self._rng(ctx, "improve", parent.node_id)
         profile = g.level_profile(ctx.level, ctx.instruction)
-        base = parent.components and g.normalise(parent.components) or g.components_from_code(parent.code)
+        base = _parent_components(parent)
         if base is None:
-            reply = self.draft(ctx)
-            reply.plan = (f"Node {parent.node_id} was not written from my component grammar; "
-                          "I start a fresh pipeline instead.\n" + reply.plan)
-            return reply
+            return self._fresh(ctx, f"Node {parent.node_id} was not written from my component grammar; "
+                                    "I start a fresh pipeline instead.")
         c = json.loads(json.dumps(base))
         c["bug"] = None
         directives = self._directives(ctx)
@@ -147,12 +151,10 @@ class OfflineCoder:
 
     def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
         rng = self._rng(ctx, "debug", parent.node_id)
-        base = parent.components and g.normalise(parent.components) or g.components_from_code(parent.code)
+        base = _parent_components(parent)
         if base is None:
-            reply = self.draft(ctx)
-            reply.plan = (f"Node {parent.node_id} failed ({parent.exc_type or parent.status}) and was not written "
-                          "from my component grammar; I rewrite it from scratch.\n" + reply.plan)
-            return reply
+            return self._fresh(ctx, f"Node {parent.node_id} failed ({parent.exc_type or parent.status}) and was "
+                                    "not written from my component grammar; I rewrite it from scratch.")
         c = json.loads(json.dumps(base))
         bug = c.get("bug")
         if bug:
@@ -207,3 +209,8 @@ def _last_error_line(output: str) -> str | None:
 
 def _without_bug(components: dict[str, Any]) -> dict[str, Any]:
     return {**g.normalise(components), "bug": None}
+
+
+def _parent_components(parent: NodeView) -> dict[str, Any] | None:
+    """The parent's grammar choice: recorded on the node, else read from its code's header."""
+    return g.normalise(parent.components) if parent.components else g.components_from_code(parent.code)
