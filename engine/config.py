@@ -7,6 +7,7 @@ from typing import Any
 from engine.task import instruction_text
 
 BEST_CRITERIA = ("claimed", "validation", "minimax")
+SANDBOX_MODES = ("bwrap", "none")
 
 
 @dataclass
@@ -27,6 +28,8 @@ class SessionConfig:
     max_debug_depth: int = 3
     failure_rate: float = 0.15          # offline coder: share of pipelines written with a bug
     data: str = "synth"                 # synth | a prepared workspace directory
+    sandbox: str = "none"               # bwrap | none: how agent code ran (see engine.execution.sandbox);
+                                        # sessions recorded before the sandbox existed read as "none"
     participant_id: str | None = None
     study_id: str | None = None
     repeat_index: int | None = None
@@ -37,6 +40,8 @@ class SessionConfig:
             raise ValueError(f"best must be one of {BEST_CRITERIA}, not {self.best!r}")
         if self.steps < 0:
             raise ValueError("the step budget cannot be negative")
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(f"sandbox must be one of {SANDBOX_MODES}, not {self.sandbox!r}")
         instruction_text(self.level, self.custom_text)  # validates the level
 
     @property

@@ -139,6 +139,14 @@ class SessionState:
         return self.config.get("level", "")
 
     @property
+    def unsandboxed(self) -> bool:
+        """True when this session ran agent code here without the sandbox (`--sandbox none`, or a
+        session recorded before the sandbox existed). Imported sessions ran elsewhere: False."""
+        if "import" in str(self.coder.get("name", "")) or not self.config:
+            return False
+        return self.config.get("sandbox", "none") != "bwrap"
+
+    @property
     def agent_steps(self) -> int:
         """Steps used: nodes an agent created (live or imported); human-written nodes do not count."""
         return sum(1 for n in self.nodes.values() if n.origin != "human")
