@@ -4,12 +4,13 @@ The pipeline contract: a node's ``solution.py`` trains when run as a script and 
 ``predict(folder) -> {filename: probability}`` (a DataFrame with a filename and a probability
 column is accepted too).
 
-`evaluate` stages the held-out images (hard links, no labels) in a temporary folder, starts
-``python -m engine.evaluation.harness_worker`` with cwd = the node's directory in its own process
-group (killed as a group on timeout), reads the predictions the worker wrote, and scores them
-against the labels, which stay in this process. Every failure becomes a verdict, never an
-exception: ok, no_predict, import_error, exception, timeout, missing_files, extra_files, nan,
-out_of_range, wrong_type.
+`evaluate` runs ``harness_worker.py`` through the executor inside the sandbox (engine.execution):
+cwd = the node's directory (read-only), the held-out images read-only (staged as hard links when
+their folder holds anything but images), one writable folder for the results; time, memory and
+every process it starts are bounded as for a node's run. It then reads the predictions the worker
+wrote (no symlink, no FIFO, bounded size) and scores them against the labels, which stay in this
+process. Every failure becomes a verdict, never an exception: ok, no_predict, import_error,
+exception, timeout, out_of_memory, missing_files, extra_files, nan, out_of_range, wrong_type.
 """
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ import json
 import math
 import os
 import shutil
-import signal
-import subprocess
+import stat
 import sys
 import tempfile
 import time
@@ -31,14 +31,16 @@ import pandas as pd
 from engine.data.common import read_csv
 from engine.errors import DataError
 from engine.evaluation.harness_worker import normalise
+from engine.execution.base import ExecResult, Job, out_of_memory_reason
+from engine.execution.local import LocalExecutor
+from engine.execution.sandbox import Sandbox
 from engine.evaluation.metrics import MetricSet, compute_metrics
 from engine.task import DDI_SKIN_TONE_TO_GROUP
 
 VERDICTS = (
-    "ok", "no_predict", "import_error", "exception", "timeout", "missing_files", "extra_files",
+    "ok", "no_predict", "import_error", "exception", "timeout", "out_of_memory", "missing_files", "extra_files",
     "nan", "out_of_range", "wrong_type",
 )
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 _LOG_TAIL = 2000
 
 
@@ -151,6 +153,16 @@ def score_predictions(
 
 # --------------------------------------------------------------------------- the process
 
+_WORKER = Path(__file__).resolve().parent / "harness_worker.py"
+_WORKER_INSIDE = "/opt/befair/harness_worker.py"
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+_MAX_PREDICTIONS_BYTES = 64 * 1024 * 1024
+
+
+def _only_images(folder: Path) -> bool:
+    return all(e.is_file() and not e.name.startswith(".") and e.name.lower().endswith(_IMAGE_SUFFIXES)
+               for e in os.scandir(folder))
+
 
 def _stage_images(src: Path, dst: Path) -> int:
     """Hard-link (or copy) the image files of src into dst: a folder holding nothing else."""
@@ -159,7 +171,7 @@ def _stage_images(src: Path, dst: Path) -> int:
     for entry in os.scandir(src):
         if not entry.is_file() or entry.name.startswith("."):
             continue
-        if entry.name.lower().endswith((".csv", ".json", ".txt")):
+        if not entry.name.lower().endswith(_IMAGE_SUFFIXES):
             continue  # never let anything label-like through
         target = dst / entry.name
         try:
@@ -170,43 +182,28 @@ def _stage_images(src: Path, dst: Path) -> int:
     return n
 
 
-def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - _LOG_TAIL))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _read_result(path: Path) -> dict[str, Any] | None:
+    """The worker's JSON result, read without trusting it: no symlink, no FIFO, bounded size."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        proc.kill()
-
-
-def _env(device: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    if device:
-        env["BEFAIR_DEVICE"] = device
-        if device == "cpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_PREDICTIONS_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            result = json.loads(fh.read().decode("utf-8"))
+        return result if isinstance(result, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def evaluate(
@@ -214,15 +211,11 @@ def evaluate(
     solution_file: str | os.PathLike,
     images_dir: str | os.PathLike,
     labels_csv: str | os.PathLike | pd.DataFrame,
-    *,
-    timeout: float = 600,
-    device: str | None = None,
-    python: str = sys.executable,
+    **kw: Any,
 ) -> EvalOutcome:
-    """Import the node's solution in a separate process, call predict on the held-out images and
-    score the result. GPUs stay visible unless device == "cpu"."""
-    return evaluate_splits(node_dir, solution_file, {"split": (images_dir, labels_csv)},
-                           timeout=timeout, device=device, python=python)["split"]
+    """Import the node's solution in a separate, sandboxed process, call predict on the held-out
+    images and score the result here. GPUs stay visible unless device == "cpu"."""
+    return evaluate_splits(node_dir, solution_file, {"split": (images_dir, labels_csv)}, **kw)["split"]
 
 
 def evaluate_splits(
@@ -233,10 +226,17 @@ def evaluate_splits(
     timeout: float = 600,
     device: str | None = None,
     python: str = sys.executable,
+    sandbox: Sandbox | None = None,
+    memory_limit_mb: int = 0,
+    threads: int = 2,
 ) -> dict[str, EvalOutcome]:
     """`evaluate` for several held-out sets ({name: (images_dir, labels)}) with ONE import of the
     solution: the process start, imports and model load are paid once. `timeout` covers them all;
-    the splits predicted before it ran out keep their results."""
+    the splits predicted before it ran out keep their results.
+
+    The worker runs through the executor, inside `sandbox` (default: bubblewrap, refused where it
+    is unavailable): it sees the node folder read-only, the held-out images read-only, a folder
+    for its results and nothing else; labels stay in this process."""
     started = time.perf_counter()
     node_dir = Path(node_dir).resolve()
     solution = Path(solution_file)
@@ -246,63 +246,64 @@ def evaluate_splits(
 
     def done(verdict: str, reason: str | None, *, preds=None, metrics=None, log="") -> EvalOutcome:
         return EvalOutcome(
-            ok=verdict == "ok",
-            verdict=verdict,
-            reason=reason,
-            summary=metrics.summary() if metrics else {},
-            medfair=metrics.medfair() if metrics else {},
-            predictions=preds or {},
-            elapsed=time.perf_counter() - started,
-            metrics=metrics,
-            log_tail=log,
+            ok=verdict == "ok", verdict=verdict, reason=reason,
+            summary=metrics.summary() if metrics else {}, medfair=metrics.medfair() if metrics else {},
+            predictions=preds or {}, elapsed=time.perf_counter() - started, metrics=metrics, log_tail=log,
         )
 
-    if not solution.is_file():
+    if not solution.is_file() or solution.is_symlink():
         return {name: done("import_error", f"no solution file at {solution.name}") for name in splits}
     for images_dir, _ in splits.values():
         if not Path(images_dir).is_dir():
             raise DataError(f"held-out images folder not found: {images_dir}")
 
+    sandbox = sandbox if sandbox is not None else Sandbox.create("auto")
     tmp = Path(tempfile.mkdtemp(prefix="befair-eval-"))
     try:
-        cmd = [python, "-m", "engine.evaluation.harness_worker", "--solution", str(solution)]
+        out_dir = tmp / "out"
+        out_dir.mkdir()
+        worker = _WORKER_INSIDE if sandbox.isolated else str(_WORKER)
+        cmd = [python, worker, "--solution", str(solution)]
         outputs: dict[str, Path] = {}
+        read_only: list[Path] = []
         for i, (name, (images_dir, _)) in enumerate(splits.items()):
-            staged, outputs[name] = tmp / f"images_{i}", tmp / f"predictions_{i}.json"
-            _stage_images(Path(images_dir), staged)
-            cmd += ["--task", str(staged), str(outputs[name])]
-        log_file = tmp / "worker.log"
-        timed_out, code = False, None
-        with open(log_file, "wb") as log:
-            proc = subprocess.Popen(cmd, cwd=node_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, env=_env(device), start_new_session=True)
-            try:
-                code = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                timed_out = True
-            except BaseException:
-                _kill_group(proc)
-                raise
-        log_text = _tail(log_file)
-        return {name: _outcome(outputs[name], labels[name], done, log_text, code, timed_out, timeout)
+            folder = Path(images_dir).resolve()
+            if not _only_images(folder):
+                folder = tmp / f"images_{i}"
+                _stage_images(Path(images_dir), folder)
+            read_only.append(folder)
+            outputs[name] = out_dir / f"predictions_{i}.json"
+            cmd += ["--task", str(folder), str(outputs[name])]
+        job = Job(node_id=0, workdir=node_dir, command=cmd, timeout=float(timeout), memory_limit_mb=memory_limit_mb,
+                  output_cap=2 * _LOG_TAIL, threads=threads, read_only=read_only, writable=[out_dir],
+                  files=[(_WORKER, _WORKER_INSIDE)] if sandbox.isolated else [], workdir_writable=False,
+                  device=device)
+        executor = LocalExecutor(sandbox=sandbox, heartbeat=0.1, flush_interval=0.5)
+        result = executor.result(executor.submit(job))
+        log_text = (result.output_head + result.output_tail)[-_LOG_TAIL:]
+        return {name: _outcome(outputs[name], labels[name], done, log_text, result, timeout, memory_limit_mb)
                 for name in splits}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _outcome(out_file: Path, labels: pd.DataFrame, done, log_text: str, code: int | None,
-             timed_out: bool, timeout: float) -> EvalOutcome:
-    try:
-        result = json.loads(out_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        if timed_out:
+def _outcome(out_file: Path, labels: pd.DataFrame, done, log_text: str, run: ExecResult,
+             timeout: float, memory_limit_mb: int) -> EvalOutcome:
+    result = _read_result(out_file)
+    if result is None:
+        if run.out_of_memory:
+            return done("out_of_memory", out_of_memory_reason(memory_limit_mb), log=log_text)
+        if run.status == "timeout":
             return done("timeout", f"predict did not finish within {timeout:g} s", log=log_text)
         why = _last_line(log_text) or "no output"
-        return done("exception", f"the evaluation process ended (exit code {code}) without predictions: {why}",
-                    log=log_text)
+        return done("exception", f"the evaluation process ended (exit code {run.exit_code}) without predictions: "
+                    f"{why}", log=log_text)
     if result.get("verdict") != "ok":
-        return done(result.get("verdict", "exception"), result.get("reason"), log=log_text)
-    preds = {str(k): float(v) for k, v in result["predictions"].items()}
+        return done(str(result.get("verdict", "exception")), str(result.get("reason") or "")[:500] or None,
+                    log=log_text)
+    try:
+        preds = {str(k): float(v) for k, v in dict(result["predictions"]).items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        return done("wrong_type", f"the predictions could not be read ({type(exc).__name__})", log=log_text)
     verdict, reason, metrics = score_predictions(preds, labels)
     return done(verdict, reason, preds=preds, metrics=metrics, log=log_text)

@@ -23,15 +23,27 @@ DEFAULT_OUTPUT_CAP = 200_000      # characters of output kept (head and tail)
 
 @dataclass
 class Job:
-    """One node execution: `python <script>` inside `workdir` (which holds input/ and working/)."""
+    """One run of agent code: `python <script>` (or `command`) inside `workdir`.
+
+    Inside the sandbox the run sees `workdir` (read-write unless `workdir_writable` is False),
+    `read_only` and `writable` (same paths inside), `files` ((host file, path inside), read-only)
+    and the Python runtime; nothing else of the host. The caller names every path: nothing is
+    mounted because the workdir links to it.
+    """
     node_id: int
     workdir: Path
     script: str = "solution.py"
     timeout: float = 600.0
     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB   # 0: no limit
     output_cap: int = DEFAULT_OUTPUT_CAP
-    env: dict[str, str] = field(default_factory=dict)  # extra environment variables
+    env: dict[str, str] = field(default_factory=dict)  # extra environment variables (allow-listed base)
     threads: int = 2                                  # OMP/MKL/torch threads
+    command: list[str] | None = None                  # default: [python, script]
+    read_only: list[Path] = field(default_factory=list)
+    writable: list[Path] = field(default_factory=list)
+    files: list[tuple[Path, str]] = field(default_factory=list)
+    workdir_writable: bool = True
+    device: str | None = None                         # "cuda..." binds the GPU devices; "cpu" hides them
 
 
 @dataclass
@@ -50,12 +62,18 @@ class ExecResult:
     output_tail: str
     truncated: bool
     output_chars: int = 0          # characters the process wrote in all
-    peak_rss_mb: float | None = None
+    peak_rss_mb: float | None = None   # peak memory of the run's processes (PSS, sampled)
+    out_of_memory: bool = False        # killed for passing the memory limit
+    sandboxed: bool = False
+
+    @property
+    def cut_chars(self) -> int:
+        return max(0, self.output_chars - len(self.output_head) - len(self.output_tail))
 
     @property
     def output(self) -> str:
         if self.truncated:
-            return f"{self.output_head}\n… output truncated …\n{self.output_tail}"
+            return f"{self.output_head}\n{cut_marker(self.cut_chars)}\n{self.output_tail}"
         return self.output_head + self.output_tail
 
     def to_payload(self, node_id: int) -> dict[str, Any]:
@@ -64,7 +82,9 @@ class ExecResult:
             "node_id": node_id, "status": self.status, "exit_code": self.exit_code,
             "exec_time": round(self.exec_time, 4), "exc_type": self.exc_type,
             "output_head": self.output_head, "output_tail": self.output_tail,
-            "truncated": self.truncated,
+            "truncated": self.truncated, "cut_chars": self.cut_chars, "output_chars": self.output_chars,
+            "peak_mem_mb": None if self.peak_rss_mb is None else round(self.peak_rss_mb, 1),
+            "out_of_memory": self.out_of_memory, "sandboxed": self.sandboxed,
         }
 
 
@@ -76,6 +96,14 @@ class Executor(Protocol):
     def cancel(self, handle: Any) -> None: ...
 
     def result(self, handle: Any) -> ExecResult: ...
+
+
+def cut_marker(n: int) -> str:
+    return f"[… {n:,} characters cut …]"
+
+
+def out_of_memory_reason(limit_mb: int) -> str:
+    return f"out of memory (limit {int(limit_mb)} MiB)"
 
 
 class OutputKeeper:

@@ -33,10 +33,14 @@ def _make_read_only(root: Path) -> None:
 
 
 def _make_writable(root: Path) -> None:
+    """chmod a tree writable; never through a symlink (a node may have planted one to a label file)."""
     for dirpath, dirnames, filenames in os.walk(root):
-        os.chmod(dirpath, stat.S_IRWXU)
+        if not os.path.islink(dirpath):
+            os.chmod(dirpath, stat.S_IRWXU)
         for name in filenames:
-            os.chmod(os.path.join(dirpath, name), stat.S_IRUSR | stat.S_IWUSR)
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
 
 
 def prepare_session_input(runs_root: Path, session_id: str, agent_input: Path) -> Path:
@@ -76,6 +80,16 @@ def prepare_node_dir(runs_root: Path, session_id: str, node_id: int, code: str) 
     os.symlink(os.path.join("..", INPUT_DIR), node_dir / INPUT_DIR, target_is_directory=True)
     (node_dir / SOLUTION).write_text(code, encoding="utf-8")
     return node_dir
+
+
+def session_input_of(node_dir: Path) -> Path | None:
+    """The session's read-only input a node folder's `input -> ../input` link is meant to reach,
+    found from the trusted layout (runs/<session>/.copied), never by following the node's link."""
+    run_dir = Path(node_dir).resolve().parent
+    target = run_dir / INPUT_DIR
+    if (run_dir / _COMPLETE).is_file() and target.is_dir() and not target.is_symlink():
+        return target
+    return None
 
 
 def check_isolated(node_dir: Path, heldout_dirs: list[Path]) -> list[str]:
