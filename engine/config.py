@@ -16,6 +16,7 @@ class SessionConfig:
     custom_text: str | None = None      # the instruction when level == "custom"
     steps: int = 20                     # step budget (nodes the search may create)
     step_timeout: float = 600.0         # seconds per node execution
+    eval_timeout: float | None = None   # seconds per node evaluation (None: the step timeout)
     memory_limit_mb: int = 8192         # address-space limit for a node's process
     output_cap: int = 200_000           # bytes of output kept per node (head and tail)
     best: str = "validation"            # what "best" means: claimed | validation | minimax
@@ -28,7 +29,7 @@ class SessionConfig:
     max_debug_depth: int = 3
     failure_rate: float = 0.15          # offline coder: share of pipelines written with a bug
     data: str = "synth"                 # synth | a prepared workspace directory
-    sandbox: str = "none"               # bwrap | none: how agent code ran (see engine.execution.sandbox);
+    sandbox: str = "bwrap"              # bwrap | none: how agent code runs (see engine.execution.sandbox);
                                         # sessions recorded before the sandbox existed read as "none"
     participant_id: str | None = None
     study_id: str | None = None
@@ -40,6 +41,8 @@ class SessionConfig:
             raise ValueError(f"best must be one of {BEST_CRITERIA}, not {self.best!r}")
         if self.steps < 0:
             raise ValueError("the step budget cannot be negative")
+        if self.eval_timeout is not None and self.eval_timeout <= 0:
+            raise ValueError("the evaluation timeout must be positive")
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(f"sandbox must be one of {SANDBOX_MODES}, not {self.sandbox!r}")
         instruction_text(self.level, self.custom_text)  # validates the level
@@ -54,4 +57,5 @@ class SessionConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SessionConfig":
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known.setdefault("sandbox", "none")  # recorded before the sandbox existed: it ran without one
         return cls(**known)

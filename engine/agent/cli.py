@@ -47,7 +47,13 @@ def register(subparsers) -> None:
                    help="what 'best node' means for the search (default: validation)")
     p.add_argument("--blind-test", action="store_true", help="mark test metrics blinded (studies)")
     p.add_argument("--step-timeout", type=float, default=None, help="seconds per node execution (default 600)")
-    p.add_argument("--memory-limit", type=int, default=None, help="MiB of address space per node (0: no limit)")
+    p.add_argument("--memory-limit", type=int, default=None,
+                   help="MiB per node, for its run and its evaluation (default 8192; 0: no limit)")
+    p.add_argument("--eval-timeout", type=float, default=None,
+                   help="seconds per node evaluation (default: the step timeout)")
+    p.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
+                   help="run agent code in a bubblewrap sandbox (auto/bwrap: refuse where namespaces are "
+                        "unavailable); none: run it unsandboxed, and mark the session UNSANDBOXED")
     p.add_argument("--failure-rate", type=float, default=None,
                    help="offline coder: share of pipelines written with a bug (default 0.15)")
     p.add_argument("--num-drafts", type=int, default=None, help="initial drafts (default 5)")
@@ -198,7 +204,11 @@ def config_from_args(args) -> SessionConfig:
         blind_test=args.blind_test, coder=args.coder, model=args.model, seed=args.seed, data=args.data,
         participant_id=args.participant, study_id=args.study, repeat_index=args.repeat, extra=extra,
     )
+    from engine.execution.sandbox import resolve_mode
+
+    kw["sandbox"] = resolve_mode(getattr(args, "sandbox", "auto") or "auto")
     for name, value in (("step_timeout", args.step_timeout), ("memory_limit_mb", args.memory_limit),
+                        ("eval_timeout", getattr(args, "eval_timeout", None)),
                         ("failure_rate", args.failure_rate), ("num_drafts", args.num_drafts),
                         ("debug_prob", args.debug_prob), ("max_debug_depth", args.max_debug_depth)):
         if value is not None:

@@ -24,15 +24,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.agent.coder import CoderContext, CoderReply, MemoryItem, NodeView, Review
+from engine.agent.commands import apply_command
 from engine.agent.policy import Decision, decide, policy_rng
 from engine.config import SessionConfig
 from engine.errors import BefairError
+from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, label_digests
 from engine.execution import (
-    ExecResult, Job, LocalExecutor, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
+    ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
 )
 from engine.execution.workspace import PGID_FILE, session_run_dir
 from engine.paths import runs_dir
 from engine.session import events as ev
+from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState, best_node
 from engine.session.store import SessionStore, SessionWriter
 from engine.task import METRIC_LINE
@@ -121,12 +124,13 @@ def start_session(
             pass
         else:
             raise BefairError(f"session {session_id!r} already exists in {store.path}; use `befair resume`")
+    Sandbox.create(config.sandbox)  # refuse before anything is recorded when bwrap cannot run here
     ws = workspace if workspace is not None else resolve_workspace(config)
     coder = coder if coder is not None else make_coder(config)
     runs_root = runs_dir(store.path)
     guard_runs_root(runs_root, getattr(ws, "root", None))
     data = {"kind": "synth" if config.data == "synth" else "workspace", "path": str(Path(ws.root).resolve()),
-            "summary": _data_summary(ws)}
+            "summary": _data_summary(ws), "label_sha256": label_digests(ws)}
     writer = store.create_session(config.to_dict(), instruction=config.instruction, coder=coder_info(coder),
                                   data=data, session_id=session_id)
     prepare_session_input(runs_root, writer.session_id, Path(ws.agent_input))
@@ -182,9 +186,12 @@ class Runner:
             raise BefairError(f"session {session_id} has no session_started event")
         self.config = SessionConfig.from_dict(self.writer.state.config)
         self.coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
-        self.executor = executor if executor is not None else LocalExecutor()
+        self.sandbox = Sandbox.create(self.config.sandbox)
+        self.executor = executor if executor is not None else LocalExecutor(sandbox=self.sandbox)
         self.on_event = on_event
         self.workspace = workspace if workspace is not None else _open_session_workspace(self.state, self.config)
+        self.evaluator = self._evaluator()
+        self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
         self.runs_root = runs_dir(store.path)
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
@@ -195,6 +202,13 @@ class Runner:
         self._preview: str | None = None
         self._cost_paused = False
         self._last_poll = 0.0
+
+    def _evaluator(self) -> NodeEvaluator:
+        extra = self.config.extra if isinstance(self.config.extra, dict) else {}
+        timeout = self.config.eval_timeout or extra.get("eval_timeout") or self.config.step_timeout
+        return NodeEvaluator(self.workspace, sandbox=self.sandbox, digests=(self.state.data or {}).get("label_sha256"),
+                             timeout=float(timeout), memory_limit_mb=int(self.config.memory_limit_mb),
+                             device=extra.get("device"), threads=int(extra.get("threads", 2)))
 
     def _llm_settings(self) -> dict[str, Any]:
         llm = self.config.extra.get("llm") if isinstance(self.config.extra, dict) else None
@@ -207,7 +221,7 @@ class Runner:
     # -- events ---------------------------------------------------------------------------
     def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict | None = None,
              result: str = "applied") -> ev.Event:
-        event = self.writer.emit(kind, payload, consumes=consumes, result=result)
+        event = self.writer.emit(kind, self.redactor.payload(payload), consumes=consumes, result=result)
         if self.on_event is not None:
             try:
                 self.on_event(event, self.state)
@@ -222,73 +236,10 @@ class Runner:
             return
         self._last_poll = now
         for cmd in self.store.pending_commands(self.session_id):
-            self._apply_command(cmd)
+            apply_command(self, cmd)
 
-    def _reject(self, cmd: dict[str, Any], why: str, node_id: int | None = None) -> None:
-        self.emit(ev.ERROR, {"message": f"{cmd['kind']} command {cmd['id']} rejected: {why}", "node_id": node_id,
-                             "where": "command"}, consumes=cmd, result=f"rejected: {why}")
-
-    def _apply_command(self, cmd: dict[str, Any]) -> None:
-        kind, p, by, cid = cmd["kind"], cmd.get("payload") or {}, cmd.get("issued_by") or "user", cmd["id"]
-        st = self.state
-        if kind == "pause":
-            if st.status == "paused":
-                self.writer.consume_command(cmd, "ignored: already paused")
-            else:
-                self.emit(ev.PAUSED, {"by": by, "command_id": cid, "reason": p.get("reason")}, consumes=cmd)
-        elif kind == "resume":
-            if st.status != "paused":
-                self.writer.consume_command(cmd, "ignored: not paused")
-            else:
-                self.emit(ev.RESUMED, {"by": by, "command_id": cid}, consumes=cmd)
-        elif kind == "stop":
-            interrupt = bool(p.get("interrupt", True))
-            self.emit(ev.STOP_REQUESTED, {"by": by, "command_id": cid, "interrupt": interrupt}, consumes=cmd)
-            self.stop = True
-            self.interrupt = self.interrupt or interrupt
-        elif kind == "guide":
-            text = str(p.get("text") or "").strip()
-            scope = p.get("scope") or ("node" if p.get("node_id") is not None else "global")
-            node_id = p.get("node_id")
-            if not text:
-                return self._reject(cmd, "empty guidance")
-            if scope not in ("global", "node"):
-                return self._reject(cmd, f"unknown scope {scope!r}")
-            if scope == "node":
-                try:
-                    node_id = int(node_id)
-                except (TypeError, ValueError):
-                    return self._reject(cmd, "node guidance needs a node id")
-                if node_id not in st.nodes:
-                    return self._reject(cmd, f"no node {node_id}", node_id)
-            else:
-                node_id = None
-            gid = max(st.guidance, default=0) + 1
-            self.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text, "scope": scope, "node_id": node_id,
-                                    "by": by, "command_id": cid}, consumes=cmd)
-        elif kind in ("expand", "prune"):
-            try:
-                node_id = int(p.get("node_id"))
-            except (TypeError, ValueError):
-                return self._reject(cmd, f"{kind} needs a node id")
-            if node_id not in st.nodes:
-                return self._reject(cmd, f"no node {node_id}", node_id)
-            if kind == "prune":
-                self.emit(ev.PRUNED, {"node_id": node_id, "by": by, "command_id": cid}, consumes=cmd)
-            elif st.is_pruned(node_id):
-                return self._reject(cmd, f"node {node_id} is in a pruned subtree", node_id)
-            else:
-                self.emit(ev.EXPAND_REQUESTED, {"node_id": node_id, "by": by, "command_id": cid}, consumes=cmd)
-        elif kind == "set_budget":
-            try:
-                steps = int(p.get("steps"))
-            except (TypeError, ValueError):
-                return self._reject(cmd, "set_budget needs a number of steps")
-            if steps < 0:
-                return self._reject(cmd, "the step budget cannot be negative")
-            self.emit(ev.BUDGET_SET, {"steps": steps, "by": by, "command_id": cid}, consumes=cmd)
-        else:
-            self._reject(cmd, f"unknown command {kind!r}")
+    def consume(self, cmd: dict[str, Any], result: str) -> None:
+        self.writer.consume_command(cmd, result)
 
     def _wait_while_paused(self) -> None:
         while self.state.status == "paused" and not self.stop:
@@ -318,6 +269,10 @@ class Runner:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> SessionState:
+        from engine.session.liveness import Heartbeat
+
+        heartbeat = Heartbeat(self.store.path, self.session_id)  # sessions.heartbeat_at: this process lives
+        heartbeat.start()
         try:
             while True:
                 self.poll_commands(force=True)
@@ -340,6 +295,8 @@ class Runner:
             self.emit(ev.ERROR, {"message": f"{type(exc).__name__}: {exc}", "node_id": None, "where": "runner"})
             self._finish("failed", f"{type(exc).__name__}: {exc}")
             raise
+        finally:
+            heartbeat.stop()
 
     def _reload(self) -> None:
         """Re-fold the state from the database: an exception inside a write (rolled back) may
@@ -398,58 +355,76 @@ class Runner:
                         components=node.components, measured=node.validation, tried=tried)
 
     def step(self, decision: Decision) -> None:
+        """One node: ask the coder, run its code, review it, evaluate it, audit it."""
         t0 = time.perf_counter()
         timing = {"coder": 0.0, "exec": 0.0, "review": 0.0, "eval": 0.0}
-        st = self.state
-        parent = st.nodes.get(decision.node_id) if decision.node_id is not None else None
+        parent = self.state.nodes.get(decision.node_id) if decision.node_id is not None else None
         ctx, guidance_ids = self._context(decision.node_id)
-        node_id = max(st.nodes, default=0) + 1
-        t = time.perf_counter()
-        reply = self._background(lambda: self._ask_coder(decision.action, ctx, parent))
-        timing["coder"] = time.perf_counter() - t
+        reply = self._timed(timing, "coder", lambda: self._background(
+            lambda: self._ask_coder(decision.action, ctx, parent)))
         if self.stop:  # stopped while the coder was thinking: record its calls, create nothing
-            for call in reply.llm_calls:
-                self.emit(ev.LLM_CALL, _call_payload(call, None))
+            self._record_calls(reply.llm_calls, None)
             return
+        node_id = self._create_node(decision, parent, reply, guidance_ids)
+        if not reply.code:
+            self._no_code(node_id, reply)
+        else:
+            result = self._timed(timing, "exec", lambda: self._run_node(node_id, reply.code))
+            review = self._timed(timing, "review", lambda: self._review_node(ctx, node_id, result))
+            if result.status == "ok":
+                self._timed(timing, "eval", lambda: self._evaluate(node_id, self._node_dir(node_id)))
+            self._audit(node_id, reply.code, review, result)
+        self.timings.append({"total": time.perf_counter() - t0, **timing})
+
+    @staticmethod
+    def _timed(timing: dict[str, float], stage: str, fn: Callable[[], Any]) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            timing[stage] = time.perf_counter() - t
+
+    def _record_calls(self, calls: list[Any], node_id: int | None) -> None:
+        for call in calls:
+            self.emit(ev.LLM_CALL, _call_payload(call, node_id))
+
+    def _create_node(self, decision: Decision, parent: NodeState | None, reply: CoderReply,
+                     guidance_ids: list[int]) -> int:
+        node_id = max(self.state.nodes, default=0) + 1
         self.emit(ev.NODE_CREATED, {
-            "node_id": node_id, "parent_id": parent.node_id if parent else None, "step": st.agent_steps + 1,
+            "node_id": node_id, "parent_id": parent.node_id if parent else None, "step": self.state.agent_steps + 1,
             "stage": decision.action, "plan": reply.plan or "", "guidance_ids": guidance_ids,
             "components": reply.components, "origin": "agent",
         })
-        for call in reply.llm_calls:
-            self.emit(ev.LLM_CALL, _call_payload(call, node_id))
-        if not reply.code:
-            why = reply.error or "the coder returned no code"
-            self.emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": None, "exec_time": 0.0,
-                                         "exc_type": "CoderError", "output_head": f"No code to run: {why}\n",
-                                         "output_tail": "", "truncated": False})
-            self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": f"No code: {why}",
-                                  "claimed_metric": None})
-            self.timings.append({"total": time.perf_counter() - t0, **timing})
-            return
-        self.emit(ev.CODE, {"node_id": node_id, "code": reply.code})
-        node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, reply.code)
-        self.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": str(node_dir)})
-        t = time.perf_counter()
-        result = self._execute(node_id, node_dir)
-        timing["exec"] = time.perf_counter() - t
-        self.emit(ev.EXEC_FINISHED, result.to_payload(node_id))
+        self._record_calls(reply.llm_calls, node_id)
+        return node_id
 
+    def _no_code(self, node_id: int, reply: CoderReply) -> None:
+        why = reply.error or "the coder returned no code"
+        self.emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": None, "exec_time": 0.0,
+                                     "exc_type": "CoderError", "output_head": f"No code to run: {why}\n",
+                                     "output_tail": "", "truncated": False})
+        self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": f"No code: {why}",
+                              "claimed_metric": None})
+
+    def _node_dir(self, node_id: int) -> Path:
+        return session_run_dir(self.runs_root, self.session_id) / f"node_{node_id}"
+
+    def _run_node(self, node_id: int, code: str) -> ExecResult:
+        self.emit(ev.CODE, {"node_id": node_id, "code": code})
+        node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, code)
+        self.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": str(node_dir), "sandbox": self.sandbox.mode})
+        result = self._execute(node_id, node_dir)
+        self.emit(ev.EXEC_FINISHED, result.to_payload(node_id))
+        return result
+
+    def _review_node(self, ctx: CoderContext, node_id: int, result: ExecResult) -> Review:
         node = self.state.nodes[node_id]
-        t = time.perf_counter()
         review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
-        timing["review"] = time.perf_counter() - t
-        for call in review.llm_calls:
-            self.emit(ev.LLM_CALL, _call_payload(call, node_id))
+        self._record_calls(review.llm_calls, node_id)
         self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": bool(review.is_bug), "summary": review.summary,
                               "claimed_metric": review.claimed_metric})
-
-        if result.status == "ok":
-            t = time.perf_counter()
-            self._evaluate(node_id, node_dir)
-            timing["eval"] = time.perf_counter() - t
-        self._audit(node_id, reply.code, review, result)
-        self.timings.append({"total": time.perf_counter() - t0, **timing})
+        return review
 
     def _ask_coder(self, action: str, ctx: CoderContext, parent: NodeState | None) -> CoderReply:
         try:
@@ -485,7 +460,7 @@ class Runner:
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
         job = Job(node_id=node_id, workdir=node_dir, timeout=float(self.config.step_timeout),
                   memory_limit_mb=int(self.config.memory_limit_mb), output_cap=int(self.config.output_cap),
-                  threads=int(extra.get("threads", 2)))
+                  threads=int(extra.get("threads", 2)), device=extra.get("device"))
         handle = self.executor.submit(job)
         cancelled = False
         try:
@@ -503,18 +478,11 @@ class Runner:
         return self.executor.result(handle)
 
     def _evaluate(self, node_id: int, node_dir: Path) -> None:
-        from engine.evaluation.harness import evaluate_splits
-
-        extra = self.config.extra if isinstance(self.config.extra, dict) else {}
-        timeout = float(extra.get("eval_timeout") or max(60.0, min(float(self.config.step_timeout), 600.0)))
-        device = extra.get("device")
-        ws = self.workspace
-        splits = {"validation": (ws.validation_images, ws.validation_labels)}
-        if getattr(ws, "test_images", None) is not None:
-            splits["test"] = (ws.test_images, ws.test_labels)
+        """Validation and test scores, measured here; LabelsChanged propagates and stops the session."""
         try:
-            outcomes = self._background(lambda: evaluate_splits(node_dir, node_dir / "solution.py", splits,
-                                                                timeout=timeout, device=device))
+            outcomes = self._background(lambda: self.evaluator.evaluate(node_dir))
+        except LabelsChanged:
+            raise
         except BefairError as exc:
             self.emit(ev.ERROR, {"message": f"evaluation failed: {exc}", "node_id": node_id, "where": "evaluation"})
             return

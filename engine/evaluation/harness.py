@@ -299,8 +299,10 @@ def _outcome(out_file: Path, labels: pd.DataFrame, done, log_text: str, run: Exe
         return done("exception", f"the evaluation process ended (exit code {run.exit_code}) without predictions: "
                     f"{why}", log=log_text)
     if result.get("verdict") != "ok":
-        return done(str(result.get("verdict", "exception")), str(result.get("reason") or "")[:500] or None,
-                    log=log_text)
+        reason = str(result.get("reason") or "")[:500] or None
+        if memory_limit_mb and reason and ("MemoryError" in reason or "can't allocate memory" in reason):
+            return done("out_of_memory", out_of_memory_reason(memory_limit_mb), log=log_text)
+        return done(str(result.get("verdict", "exception")), reason, log=log_text)
     try:
         preds = {str(k): float(v) for k, v in dict(result["predictions"]).items()}
     except (KeyError, TypeError, ValueError) as exc:

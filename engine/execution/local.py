@@ -49,7 +49,10 @@ def node_env(job: Job) -> dict[str, str]:
 
 
 def _uses_gpu(job: Job) -> bool:
-    return bool(job.device) and str(job.device).startswith("cuda")
+    """A job sees the GPU when it asks for cuda, or names no device on a machine that has one."""
+    if job.device:
+        return str(job.device).startswith("cuda")
+    return os.path.exists("/dev/nvidiactl")
 
 
 def _preexec(memory_limit_mb: int):

@@ -1,0 +1,121 @@
+"""Steering commands, as the runner consumes them: one small handler per command kind.
+
+Each handler reads the command row (kind, payload, issued_by, id) and the folded state, and
+either records what the command did as an event (consuming the command in the same
+transaction) or rejects it with an `error` event that says why.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+from engine.session import events as ev
+from engine.session.state import SessionState
+
+
+class CommandSink(Protocol):
+    """What a handler needs of the runner."""
+    stop: bool
+    interrupt: bool
+
+    @property
+    def state(self) -> SessionState: ...
+
+    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict | None = None,
+             result: str = "applied") -> ev.Event: ...
+
+    def consume(self, cmd: dict[str, Any], result: str) -> None: ...
+
+
+class Rejected(Exception):
+    def __init__(self, why: str, node_id: int | None = None):
+        super().__init__(why)
+        self.why, self.node_id = why, node_id
+
+
+def _node_id(cmd: dict[str, Any], st: SessionState) -> int:
+    try:
+        node_id = int((cmd.get("payload") or {}).get("node_id"))
+    except (TypeError, ValueError):
+        raise Rejected(f"{cmd['kind']} needs a node id") from None
+    if node_id not in st.nodes:
+        raise Rejected(f"no node {node_id}", node_id)
+    return node_id
+
+
+def _who(cmd: dict[str, Any]) -> dict[str, Any]:
+    return {"by": cmd.get("issued_by") or "user", "command_id": cmd["id"]}
+
+
+def pause(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    if sink.state.status == "paused":
+        return sink.consume(cmd, "ignored: already paused")
+    sink.emit(ev.PAUSED, {**_who(cmd), "reason": (cmd.get("payload") or {}).get("reason")}, consumes=cmd)
+
+
+def resume(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    if sink.state.status != "paused":
+        return sink.consume(cmd, "ignored: not paused")
+    sink.emit(ev.RESUMED, _who(cmd), consumes=cmd)
+
+
+def stop(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    interrupt = bool((cmd.get("payload") or {}).get("interrupt", True))
+    sink.emit(ev.STOP_REQUESTED, {**_who(cmd), "interrupt": interrupt}, consumes=cmd)
+    sink.stop = True
+    sink.interrupt = sink.interrupt or interrupt
+
+
+def guide(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    p, st = cmd.get("payload") or {}, sink.state
+    text = str(p.get("text") or "").strip()
+    scope = p.get("scope") or ("node" if p.get("node_id") is not None else "global")
+    if not text:
+        raise Rejected("empty guidance")
+    if scope not in ("global", "node"):
+        raise Rejected(f"unknown scope {scope!r}")
+    if scope == "node" and p.get("node_id") is None:
+        raise Rejected("node guidance needs a node id")
+    node_id = _node_id(cmd, st) if scope == "node" else None
+    gid = max(st.guidance, default=0) + 1
+    sink.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text, "scope": scope, "node_id": node_id, **_who(cmd)},
+              consumes=cmd)
+
+
+def prune(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    node_id = _node_id(cmd, sink.state)
+    sink.emit(ev.PRUNED, {"node_id": node_id, **_who(cmd)}, consumes=cmd)
+
+
+def expand(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    node_id = _node_id(cmd, sink.state)
+    if sink.state.is_pruned(node_id):
+        raise Rejected(f"node {node_id} is in a pruned subtree", node_id)
+    sink.emit(ev.EXPAND_REQUESTED, {"node_id": node_id, **_who(cmd)}, consumes=cmd)
+
+
+def set_budget(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    try:
+        steps = int((cmd.get("payload") or {}).get("steps"))
+    except (TypeError, ValueError):
+        raise Rejected("set_budget needs a number of steps") from None
+    if steps < 0:
+        raise Rejected("the step budget cannot be negative")
+    sink.emit(ev.BUDGET_SET, {"steps": steps, **_who(cmd)}, consumes=cmd)
+
+
+HANDLERS: dict[str, Callable[[CommandSink, dict[str, Any]], None]] = {
+    "pause": pause, "resume": resume, "stop": stop, "guide": guide, "prune": prune, "expand": expand,
+    "set_budget": set_budget,
+}
+
+
+def apply_command(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    """Apply one pending command; a bad one is consumed with an error event saying why."""
+    handler = HANDLERS.get(cmd["kind"])
+    try:
+        if handler is None:
+            raise Rejected(f"unknown command {cmd['kind']!r}")
+        handler(sink, cmd)
+    except Rejected as exc:
+        sink.emit(ev.ERROR, {"message": f"{cmd['kind']} command {cmd['id']} rejected: {exc.why}",
+                             "node_id": exc.node_id, "where": "command"}, consumes=cmd, result=f"rejected: {exc.why}")

@@ -1,0 +1,79 @@
+"""A session's evaluation of its nodes: held-out sets, the label files' fingerprints, the sandbox.
+
+    digests = label_digests(workspace)                  # recorded at session start
+    evaluator = NodeEvaluator(workspace, sandbox=..., digests=digests, timeout=..., memory_limit_mb=...)
+    outcomes = evaluator.evaluate(node_dir)             # {"validation": EvalOutcome, "test": ...}
+
+Before every evaluation the label files are hashed again: a file that changed since the session
+started (a pipeline that reached it, a user who edited the cache) raises LabelsChanged, naming the
+file, and the session stops instead of scoring against different labels.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import BefairError
+from engine.evaluation.harness import EvalOutcome, evaluate_splits
+from engine.execution.sandbox import Sandbox
+
+
+class LabelsChanged(BefairError):
+    """A held-out label file's SHA-256 differs from the one recorded when the session started."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def heldout_splits(workspace: Any) -> dict[str, tuple[Path, Path]]:
+    """{split: (images folder, labels file)} of a workspace: validation, and test when present."""
+    splits = {"validation": (Path(workspace.validation_images), Path(workspace.validation_labels))}
+    if getattr(workspace, "test_images", None) is not None and getattr(workspace, "test_labels", None) is not None:
+        splits["test"] = (Path(workspace.test_images), Path(workspace.test_labels))
+    return splits
+
+
+def label_digests(workspace: Any) -> dict[str, dict[str, str]]:
+    """{split: {"path", "sha256"}} of the workspace's held-out label files."""
+    return {split: {"path": str(labels.resolve()), "sha256": sha256_file(labels)}
+            for split, (_, labels) in heldout_splits(workspace).items()}
+
+
+def verify_digests(recorded: dict[str, dict[str, str]]) -> None:
+    for split, entry in recorded.items():
+        path = Path(entry["path"])
+        try:
+            now = sha256_file(path)
+        except OSError as exc:
+            raise LabelsChanged(f"the {split} label file {path} cannot be read any more ({exc.strerror}); "
+                                "its scores could not be trusted, so the session stops") from None
+        if now != entry["sha256"]:
+            raise LabelsChanged(f"the {split} label file {path} changed since the session started "
+                                f"(SHA-256 {entry['sha256'][:12]}… now {now[:12]}…); the session stops rather "
+                                "than score against different labels")
+
+
+@dataclass
+class NodeEvaluator:
+    """Evaluates nodes of one session: labels verified, the worker sandboxed, limits applied."""
+    workspace: Any
+    sandbox: Sandbox
+    digests: dict[str, dict[str, str]] | None = None
+    timeout: float = 600.0
+    memory_limit_mb: int = 0
+    device: str | None = None
+    threads: int = 2
+
+    def evaluate(self, node_dir: Path) -> dict[str, EvalOutcome]:
+        if self.digests:
+            verify_digests(self.digests)
+        return evaluate_splits(node_dir, Path(node_dir) / "solution.py", heldout_splits(self.workspace),
+                               timeout=self.timeout, device=self.device, sandbox=self.sandbox,
+                               memory_limit_mb=self.memory_limit_mb, threads=self.threads)
