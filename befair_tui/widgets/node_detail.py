@@ -86,10 +86,7 @@ class NodeDetail(Vertical):
         log.clear()
         self._output_node = node.node_id
         if node.finished:
-            text = node.output_head
-            if node.truncated:
-                text += "\n… output truncated …\n"
-            text += node.output_tail
+            text = node.stored_output
             if not text.strip():
                 text = node.live_output
         else:

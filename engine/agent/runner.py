@@ -347,8 +347,7 @@ class Runner:
         return self._preview
 
     def node_view(self, node: NodeState, output: str | None = None) -> NodeView:
-        out = output if output is not None else (
-            node.output_head + ("\n…\n" if node.truncated else "") + node.output_tail)
+        out = output if output is not None else node.stored_output
         tried = [child.components for child in self.state.children(node.node_id) if child.components]
         return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
                         status=node.status, output=out[-8000:], exc_type=node.exc_type,

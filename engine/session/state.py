@@ -36,6 +36,8 @@ class NodeState:
     output_head: str = ""
     output_tail: str = ""
     truncated: bool = False
+    cut_chars: int = 0                   # characters of output cut between head and tail
+    peak_mem_mb: float | None = None
     live_head: str = ""
     live_tail: str = ""
     live_dropped: int = 0
@@ -63,6 +65,14 @@ class NodeState:
         if not self.live_dropped:
             return self.live_head + self.live_tail
         return f"{self.live_head}\n… {self.live_dropped} characters omitted …\n{self.live_tail}"
+
+    @property
+    def stored_output(self) -> str:
+        """Head and tail of the run's output, with the cut between them said in characters."""
+        if not self.truncated:
+            return self.output_head + self.output_tail
+        cut = f"[… {self.cut_chars:,} characters cut …]" if self.cut_chars else "[… output cut …]"
+        return f"{self.output_head}\n{cut}\n{self.output_tail}"
 
     @property
     def val_auc(self) -> float | None:
@@ -302,6 +312,8 @@ def _exec_finished(s: SessionState, p: dict, e: ev.Event) -> None:
     node.output_head = p.get("output_head", "") or ""
     node.output_tail = p.get("output_tail", "") or ""
     node.truncated = bool(p.get("truncated"))
+    node.cut_chars = int(p.get("cut_chars") or 0)
+    node.peak_mem_mb = p.get("peak_mem_mb")
     if s.running_node == node.node_id:
         s.running_node = None
 
