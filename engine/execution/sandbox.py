@@ -177,6 +177,12 @@ def _python_mounts() -> list[str]:
     return args
 
 
+def _cpu_topology() -> list[str]:
+    """/sys/devices/system/cpu read-only: OpenMP and torch size their thread pools from it."""
+    path = "/sys/devices/system/cpu"
+    return ["--ro-bind", path, path] if os.path.isdir(path) else []
+
+
 def _gpu_mounts() -> list[str]:
     args: list[str] = []
     devices = [str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*"))] + list(_GPU_DEVICES)
@@ -258,7 +264,7 @@ class Sandbox:
         args = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
                 "--hostname", "befair-sandbox", "--die-with-parent", "--new-session",
-                *_system_mounts(), *_python_mounts(),
+                *_system_mounts(), *_python_mounts(), *_cpu_topology(),
                 "--proc", "/proc", "--dev", "/dev",
                 "--size", str(TMP_SIZE_MB * 1024 * 1024), "--tmpfs", "/tmp"]
         if spec.gpu:
