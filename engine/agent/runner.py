@@ -16,6 +16,7 @@ new nodes from being created (the running one finishes), stop interrupts the run
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -25,6 +26,7 @@ from typing import Any, Callable
 
 from engine.agent.coder import CoderContext, CoderReply, MemoryItem, NodeView, Review
 from engine.agent.commands import apply_command
+from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
 from engine.config import SessionConfig
 from engine.errors import BefairError
@@ -414,12 +416,18 @@ class Runner:
         node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, code)
         self.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": str(node_dir), "sandbox": self.sandbox.mode})
         result = self._execute(node_id, node_dir)
+        problem = contract_problem(code, result)
+        if problem:
+            result = dataclasses.replace(result, status="buggy", exc_type=problem)
         self.emit(ev.EXEC_FINISHED, result.to_payload(node_id))
         return result
 
     def _review_node(self, ctx: CoderContext, node_id: int, result: ExecResult) -> Review:
         node = self.state.nodes[node_id]
-        review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
+        if result.exc_type in (NO_PREDICT, NO_METRIC):  # the contract failed: no review call needed
+            review = Review(is_bug=True, summary=result.exc_type, claimed_metric=None)
+        else:
+            review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
         self._record_calls(review.llm_calls, node_id)
         self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": bool(review.is_bug), "summary": review.summary,
                               "claimed_metric": review.claimed_metric})
