@@ -157,8 +157,9 @@ def default_workspace(data_dir: Path, log: Log = print):
     ddi_csv = data_dir / "test" / "ddi_metadata.csv"
     ddi = (ddi_csv, data_dir / "test" / "images") if ddi_csv.is_file() else (None, None)
     key = hashlib.sha1(str(data_dir).encode()).hexdigest()[:12]
-    targets = [data_dir.parent / f"{data_dir.name}-workspace", cache_dir() / "workspaces" / f"{data_dir.name}-{key}"]
-    for target in targets:
+    sibling = data_dir.parent / f"{data_dir.name}-workspace"   # SynthDerm's, made by the sessions: reuse it
+    targets = [cache_dir() / "workspaces" / f"{data_dir.name}-{key}"]  # create only here, never beside user data
+    for target in [sibling, *targets]:
         try:
             ws = Workspace.open(target)
             if Path(ws.manifest.get("fitzpatrick_csv", "")).resolve() == csv.resolve():

@@ -3,9 +3,8 @@
 `load_store(paths, resize)` returns an N x 3 x resize x resize uint8 tensor in the order of
 `paths`. The store is saved as a ``.pt`` file keyed by the images' *content* (a BLAKE2 digest of
 every file's bytes, in order) and the resolution, so renamed copies of the same images share a
-store and an edited image never reuses a stale one. It lives next to the data
-(``<image folder>/../.befair/tensors/``) when that folder is writable, else under the befair cache
-(``$BEFAIR_HOME/tensors``).
+store and an edited image never reuses a stale one. It lives in the befair cache
+(``engine.paths.cache_dir()/tensors``), never in the user's data folder.
 
 Decoding uses a pool of processes for large sets (PIL releases little of the GIL on JPEG).
 """
@@ -38,11 +37,7 @@ def content_key(paths: Sequence[str | os.PathLike], resize: int) -> str:
 
 
 def _store_dirs(paths: Sequence[str | os.PathLike]) -> list[Path]:
-    dirs = []
-    if paths:
-        dirs.append(Path(paths[0]).resolve().parent.parent / ".befair" / "tensors")
-    dirs.append(cache_dir() / "tensors")
-    return dirs
+    return [cache_dir() / "tensors"]  # never the user's data folder
 
 
 def _decode_chunk(args) -> np.ndarray:

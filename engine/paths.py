@@ -19,8 +19,20 @@ def runs_dir(db_path: Path) -> Path:
 
 
 def cache_dir() -> Path:
-    """Generated data (SynthDerm, prepared workspaces) and remembered settings."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".cache" / "befair")
+    """Generated data (SynthDerm, prepared workspaces, tensor caches): $BEFAIR_HOME, else the
+    platform's user cache folder ($XDG_CACHE_HOME/befair, ~/.cache/befair on Linux)."""
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("befair", appauthor=False))
+
+
+def config_dir() -> Path:
+    """Settings a user writes or the console remembers: $XDG_CONFIG_HOME/befair on Linux."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("befair", appauthor=False))
 
 
 def add_db_arg(parser) -> None:

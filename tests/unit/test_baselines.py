@@ -79,7 +79,8 @@ def test_tensor_store_equals_pil_decode_and_is_keyed_by_content(synth_dir, tmp_p
     info: dict = {}
     t = load_store(paths, 37, info=info)
     assert not info["hit"] and Path(info["path"]).is_file()
-    assert Path(info["path"]).parent == tmp_path / "data" / ".befair" / "tensors"  # next to the data
+    assert Path(info["path"]).parent == tmp_path / "home" / "tensors"  # in the cache, not the data folder
+    assert not (tmp_path / "data" / ".befair").exists()
     assert t.dtype == torch.uint8 and tuple(t.shape) == (12, 3, 37, 37)
     for i, p in enumerate(paths):
         assert np.array_equal(t[i].permute(1, 2, 0).numpy(), _pil_reference(p, 37))
@@ -292,11 +293,13 @@ def test_exported_solution_trains_and_passes_the_harness(workspace, tmp_path, mo
     assert out.summary["auc"] is not None and set(out.summary["group_auc"]) >= {"group_0", "group_2"}
 
 
-def test_default_workspace_is_the_sessions_sibling_workspace(synth_dir):
+def test_default_workspace_is_made_in_the_cache_not_beside_the_data(synth_dir, tmp_path, monkeypatch):
     from baselines.pipeline import default_workspace
 
+    monkeypatch.setenv("BEFAIR_HOME", str(tmp_path / "home"))
     ws = default_workspace(synth_dir, log=lambda s: None)
-    assert Path(ws.root) == synth_dir.resolve().parent / f"{synth_dir.name}-workspace"
+    assert (tmp_path / "home" / "workspaces") in Path(ws.root).parents
+    assert not (synth_dir.resolve().parent / f"{synth_dir.name}-workspace").exists()
     assert Path(ws.manifest["fitzpatrick_csv"]) == (synth_dir / "train" / "fitzpatrick17k.csv").resolve()
     assert ws.test_labels is not None
     assert Path(default_workspace(synth_dir, log=lambda s: None).root) == Path(ws.root)  # reused
