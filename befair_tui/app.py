@@ -29,7 +29,8 @@ class BefairApp(App):
     def __init__(self, db: Path | str | None = None, *, start: str = "setup", session_id: str | None = None,
                  proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
                  clock: Callable[[], float] | None = None, settings_file: Path | None = None,
-                 autoplay: bool = False, replay_speed: str = "10x") -> None:
+                 autoplay: bool = False, replay_speed: str = "10x",
+                 child_env: dict[str, str] | None = None) -> None:
         super().__init__()
         self.db_path = Path(db) if db else default_db()
         self.start = start
@@ -41,6 +42,9 @@ class BefairApp(App):
         self.autoplay = autoplay
         self.replay_speed = replay_speed
         self.procs: dict[str, subprocess.Popen] = {}
+        # extra environment for the runners this console starts (resume): the API key given as
+        # `befair run --api-key`, passed on in the environment, never on a command line
+        self.child_env: dict[str, str] = dict(child_env or {})
         self._store: SessionStore | None = None
 
     @property
@@ -109,7 +113,7 @@ class BefairApp(App):
         from befair_tui import launch
 
         try:
-            session_id, proc = launch.start_session(choices, self.db_path)
+            session_id, proc = launch.start_session(choices, self.db_path, env=self.child_env)
         except OSError as exc:
             self.show_error("Cannot start the session", str(exc))
             return
@@ -123,29 +127,17 @@ class BefairApp(App):
 
         try:
             row = self.store.session(session_id)
-            if row.get("status") in ("running", "paused") and not self._stale(row):
+            if row.get("status") in ("running", "paused") and \
+                    launch.runner_state(row, self.procs.get(session_id)) == "alive":
                 self.notify("That session is already running; opening it.")
             else:
-                proc = launch.spawn(launch.resume_argv(self.db_path, session_id), self.db_path, session_id)
+                proc = launch.spawn(launch.resume_argv(self.db_path, session_id), self.db_path, session_id,
+                                    env=self.child_env)
                 self.procs[session_id] = proc
         except (OSError, BefairError) as exc:
             self.show_error("Cannot resume", str(exc))
             return
         self.open_console(session_id)
-
-    @staticmethod
-    def _stale(row: dict) -> bool:
-        """A running/paused row whose process is gone (crashed): resuming it is allowed."""
-        import os
-
-        pid = row.get("pid")
-        if not pid:
-            return True
-        try:
-            os.kill(int(pid), 0)
-        except (OSError, ValueError):
-            return True
-        return False
 
     # -- quitting -------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -201,10 +193,13 @@ class BefairApp(App):
 def create_app(db: Path | str | None = None, *, start: str = "setup", session_id: str | None = None,
                proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
                clock: Callable[[], float] | None = None, settings_file: Path | None = None,
-               autoplay: bool = False, replay_speed: str = "10x") -> BefairApp:
-    """The one app factory. start: setup | console | replay | sessions."""
+               autoplay: bool = False, replay_speed: str = "10x",
+               child_env: dict[str, str] | None = None) -> BefairApp:
+    """The one app factory. start: setup | console | replay | sessions. `child_env`: extra
+    environment for the runners the console starts (secrets stay off command lines)."""
     return BefairApp(db, start=start, session_id=session_id, proc=proc, poll_interval=poll_interval,
-                     clock=clock, settings_file=settings_file, autoplay=autoplay, replay_speed=replay_speed)
+                     clock=clock, settings_file=settings_file, autoplay=autoplay, replay_speed=replay_speed,
+                     child_env=child_env)
 
 
 def frozen_clock(ts: float) -> Callable[[], float]:

@@ -70,7 +70,18 @@ def open_console_from_args(args) -> int:
 
     db = db_from_args(args)
     session_id = getattr(args, "session_id", None) or new_session_id()
-    argv = list(sys.argv[1:])
+    argv, env = child_run_argv(list(sys.argv[1:]), session_id, db)
+    proc = launch.spawn([sys.executable, "-m", "befair_tui.cli", *argv], db, session_id, env=env)
+    return _run(create_app(db, start="console", session_id=session_id, proc=proc, child_env=env))
+
+
+def child_run_argv(argv: list[str], session_id: str, db: Path) -> tuple[list[str], dict[str, str]]:
+    """The detached child's `run --headless --quiet ...` arguments from this process's own, and
+    the environment it needs besides ours. `--api-key K` never reaches the child's command line
+    (readable by anyone in /proc/<pid>/cmdline): it travels as OPENAI_API_KEY."""
+    from befair_tui import launch
+
+    argv, env = launch.split_secrets(list(argv))
     if argv and argv[0] != "run":
         argv = argv[argv.index("run"):] if "run" in argv else ["run"]
     if not argv:
@@ -83,5 +94,4 @@ def open_console_from_args(args) -> int:
         argv += ["--session-id", session_id]
     if "--db" not in argv:
         argv += ["--db", str(db)]
-    proc = launch.spawn([sys.executable, "-m", "befair_tui.cli", *argv], db, session_id)
-    return _run(create_app(db, start="console", session_id=session_id, proc=proc))
+    return argv, env

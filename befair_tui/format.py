@@ -1,7 +1,9 @@
 """Text for the console: node labels, badges, numbers, times. Pure functions, no widgets."""
 from __future__ import annotations
 
+import json
 import time
+from typing import Any, Mapping
 
 from rich.text import Text
 
@@ -148,3 +150,31 @@ def elapsed(state: SessionState, *, read_only: bool, now: float | None = None) -
     if read_only or now is None:
         return (state.last_ts or state.started_ts) - state.started_ts
     return now - state.started_ts
+
+
+# -- trust markers -------------------------------------------------------------------------------
+UNSANDBOXED = "UNSANDBOXED"
+UNSANDBOXED_MEANING = "agent code ran on this machine without the sandbox (--sandbox none)"
+RUNNER_STOPPED = "RUNNER STOPPED"
+WARNING = "#FEA62B"  # the default theme's $warning; warning_style() follows the current theme
+
+
+def warning_style(theme: Mapping[str, str] | None = None) -> str:
+    """Black on the theme's warning colour: the UNSANDBOXED badge everywhere."""
+    colour = (theme or {}).get("warning") or WARNING
+    return f"bold black on {colour}"
+
+
+def unsandboxed_badge(theme: Mapping[str, str] | None = None) -> Text:
+    return Text(f" {UNSANDBOXED} ", style=warning_style(theme))
+
+
+def row_unsandboxed(row: Mapping[str, Any]) -> bool:
+    """SessionState.unsandboxed for a row of the sessions table (its config JSON, coder name)."""
+    try:
+        config = json.loads(row.get("config") or "{}")
+    except (TypeError, ValueError):
+        config = {}
+    state = SessionState(config=config if isinstance(config, dict) else {},
+                         coder={"name": row.get("coder") or ""})
+    return state.unsandboxed

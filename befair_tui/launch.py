@@ -2,6 +2,9 @@
 
 The child gets its own process group (start_new_session) so closing the console can leave it
 running; its output goes to a log file next to the database.
+
+Secrets never go on a child's command line (anyone on the machine can read /proc/<pid>/cmdline):
+`split_secrets` takes `--api-key K` out of an argv and returns it as environment for `spawn`.
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Mapping
 
 from engine.session.store import new_session_id
 
@@ -39,18 +43,69 @@ def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
     return argv
 
 
+# option -> the environment variable the child reads it from (engine.agent.llm_config)
+SECRET_OPTIONS = {"--api-key": "OPENAI_API_KEY"}
+
+
+def _secret_option(name: str) -> str | None:
+    """The secret option `name` stands for: itself, or an abbreviation argparse accepts
+    (a parsed argv can only hold a prefix of --api-key if it meant --api-key)."""
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    for option in SECRET_OPTIONS:
+        if option.startswith(name):
+            return option
+    return None
+
+
+def split_secrets(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(argv without its secret options, the environment that carries them instead).
+    `--api-key K` and `--api-key=K` (or an abbreviation) become OPENAI_API_KEY=K."""
+    out: list[str] = []
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            out.extend(argv[i:])
+            break
+        name, eq, value = token.partition("=")
+        option = _secret_option(name)
+        if option is None:
+            out.append(token)
+            i += 1
+            continue
+        if eq:
+            env[SECRET_OPTIONS[option]] = value
+            i += 1
+        else:
+            if i + 1 < len(argv):
+                env[SECRET_OPTIONS[option]] = argv[i + 1]
+            i += 2
+    return out, env
+
+
 def log_path(db: Path, session_id: str) -> Path:
     folder = Path(db).resolve().parent / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{session_id}.log"
 
 
-def spawn(argv: list[str], db: Path, session_id: str) -> subprocess.Popen:
-    """Start a detached child; its stdout/stderr go to logs/<session>.log next to the DB."""
-    log = log_path(db, session_id)
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: ours, plus `extra` (secrets), plus this checkout on PYTHONPATH."""
     env = dict(os.environ)
+    env.update({k: str(v) for k, v in (extra or {}).items()})
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def spawn(argv: list[str], db: Path, session_id: str, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start a detached child; its stdout/stderr go to logs/<session>.log next to the DB.
+    `env`: extra environment (a secret such as OPENAI_API_KEY goes here, never into argv)."""
+    argv, secrets = split_secrets(list(argv))  # a key that slipped into argv moves to the environment
+    log = log_path(db, session_id)
+    env = child_env({**(env or {}), **secrets})
     with open(log, "ab") as out:
         return subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -58,9 +113,27 @@ def spawn(argv: list[str], db: Path, session_id: str) -> subprocess.Popen:
         )
 
 
-def start_session(choices: SetupChoices, db: Path) -> tuple[str, subprocess.Popen]:
+def start_session(choices: SetupChoices, db: Path,
+                  env: Mapping[str, str] | None = None) -> tuple[str, subprocess.Popen]:
     session_id = new_session_id()
-    return session_id, spawn(run_argv(choices, db, session_id), db, session_id)
+    return session_id, spawn(run_argv(choices, db, session_id), db, session_id, env=env)
+
+
+def runner_state(row: Mapping, proc: subprocess.Popen | None = None) -> str:
+    """engine.session.liveness.runner_status of a session row, sharpened by what this process
+    knows about the child it started for it (`proc`): while that child lives, the session is
+    alive (the runner, or a resume about to take over); once it has exited and it was the
+    session's runner, it is stopped at once, without waiting for its heartbeat to go stale."""
+    from engine.session.liveness import runner_status
+
+    status = runner_status(row)
+    if proc is None or status == "finished":
+        return status
+    if proc.poll() is None:
+        return "alive"
+    if status == "alive" and row.get("pid") == proc.pid:
+        return "stopped"
+    return status
 
 
 def resume_argv(db: Path, session_id: str) -> list[str]:

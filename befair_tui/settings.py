@@ -1,4 +1,8 @@
-"""The setup screen's remembered choices: engine.paths.cache_dir()/settings.json."""
+"""The setup screen's remembered choices: engine.paths.cache_dir()/settings.json.
+
+No secret is ever remembered: the LLM key comes from the environment (OPENAI_API_KEY) or the
+LLM config file, and `save_choices` drops any field that looks like one, should a key field be
+added to SetupChoices later."""
 from __future__ import annotations
 
 import json
@@ -52,10 +56,18 @@ def load_choices(path: Path | None = None) -> SetupChoices:
         return SetupChoices()
 
 
+SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def public_choices(choices: SetupChoices) -> dict:
+    """What may be written to disk: every choice but secrets."""
+    return {k: v for k, v in asdict(choices).items() if not any(w in k.lower() for w in SECRET_WORDS)}
+
+
 def save_choices(choices: SetupChoices, path: Path | None = None) -> None:
     path = path or settings_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(choices), indent=2))
+        path.write_text(json.dumps(public_choices(choices), indent=2))
     except OSError:
         pass  # remembering is a convenience; never fail a session start over it

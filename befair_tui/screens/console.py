@@ -22,7 +22,7 @@ from engine.session import events as ev
 from engine.session.state import SessionState, apply, best_node, fold, new_state
 from engine.session.store import SessionStore
 
-from befair_tui.launch import log_tail
+from befair_tui.launch import log_tail, runner_state
 from befair_tui.messages import EventsArrived, FollowProblem
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.node_detail import NodeDetail
@@ -32,6 +32,8 @@ from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
 
 STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
+NEEDS_RUNNER = {"pause", "resume", "stop"}  # steering that only a live runner can carry out
+RUNNER_CHECK = 0.9  # seconds between two reads of the session row's heartbeat (every other tick)
 ADD_STEPS = 5
 DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff")
 BATCH = 5_000
@@ -49,6 +51,7 @@ class ConsoleScreen(Screen):
         Binding("e", "expand", "Expand", id="expand"),
         Binding("x", "prune", "Prune", id="prune"),
         Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
+        Binding("u", "resume_runner", "Resume run", id="resume-runner"),
         Binding("l", "sessions", "Sessions", id="sessions"),
         Binding("q", "app.quit", "Quit", id="quit"),
         *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
@@ -73,6 +76,8 @@ class ConsoleScreen(Screen):
         self._auto_select = True
         self._auto_target: int | None = None
         self.renders = 0  # how many times the widgets were synced (benchmarks, tests)
+        self.runner: str | None = None  # runner_status of a followed session: alive | stopped | finished
+        self._runner_checked = float("-inf")
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -252,7 +257,8 @@ class ConsoleScreen(Screen):
     def _sync_status(self) -> None:
         self._sync_guidance_input()
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
-                                       now=self.clock(), replay=self.replay_label())
+                                       now=self.clock(), replay=self.replay_label(), runner=self.runner)
+        self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
         self.refresh_bindings()
 
     def replay_label(self) -> str | None:
@@ -272,10 +278,40 @@ class ConsoleScreen(Screen):
 
     def _tick(self) -> None:
         self._frame = int(self.clock() * 2)
-        if self.state.running_node is not None:
+        if self.state.status in ("running", "paused"):
+            self.check_runner()
+        if self.state.running_node is not None and self.runner != "stopped":
             self.query_one(SearchTree).spin(self.state, self._frame)
         if self.state.status in ("running", "paused"):
             self._sync_status()
+
+    # -- is anything still running this session? ------------------------------------------
+    def check_runner(self, *, force: bool = False) -> str | None:
+        """Read the session's heartbeat (one row, at most once a second) and, when the runner is
+        gone (kill -9, crash, a closed machine), say so instead of a ticking clock."""
+        if not self.follow_enabled:
+            return None
+        mono = time.monotonic()
+        if not force and mono - self._runner_checked < RUNNER_CHECK:
+            return self.runner
+        self._runner_checked = mono
+        if self.proc is not None and self.proc.poll() is None:
+            status = "alive"  # our own child (the runner, or one about to become it) still runs
+        else:
+            try:
+                status = runner_state(self.store.session(self.session_id), self.proc)
+            except Exception:  # noqa: BLE001 - not created yet, or unreadable: keep what we knew
+                return self.runner
+        if status != self.runner:
+            previous, self.runner = self.runner, status
+            if status == "stopped" and self.state.status in ("running", "paused"):
+                self.notify("Nothing is running this session any more: its runner process was killed or "
+                            "crashed. Everything recorded is kept; press u to resume it.",
+                            title="Runner stopped", severity="error", timeout=20)
+            elif status == "alive" and previous == "stopped":
+                self.notify("The session's runner is running again.", title="Runner", timeout=6)
+            self._sync_status()
+        return status
 
     # -- selection ------------------------------------------------------------------------
     def _select(self, node_id: int | None, move_cursor: bool = False) -> None:
@@ -316,6 +352,12 @@ class ConsoleScreen(Screen):
 
     # -- steering -------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "resume_runner":  # offered only when the session's process is gone
+            return (not self.read_only and self.runner == "stopped"
+                    and self.state.status in ("running", "paused"))
+        if action in NEEDS_RUNNER and self.runner == "stopped" and not self.read_only \
+                and self.state.status in ("running", "paused"):
+            return None if action != "resume" else False  # nothing would carry them out: dimmed
         if action in STEERING:
             if self.read_only:
                 return False
@@ -338,6 +380,8 @@ class ConsoleScreen(Screen):
         except Exception as exc:  # noqa: BLE001 - every failure reaches the user as a notification
             self.notify(f"could not send {kind}: {exc}", severity="error", title="Steering")
             return False
+        if self.runner == "stopped":
+            note += " (Queued: the runner is stopped; it applies when you resume with u.)"
         self.notify(note, title="Steering", timeout=4)
         return True
 
@@ -404,6 +448,13 @@ class ConsoleScreen(Screen):
     def action_add_steps(self) -> None:
         steps = max(self.state.budget, self.state.agent_steps) + ADD_STEPS
         self._command("set_budget", {"steps": steps}, note=f"Step budget raised to {steps}.")
+
+    def action_resume_runner(self) -> None:
+        """Start `befair resume SESSION --headless` detached (launch.resume_argv) and follow it."""
+        if self.check_action("resume_runner", ()) is not True:
+            self.notify("This session's runner is not stopped; nothing to resume.", severity="warning")
+            return
+        self.app.resume_session(self.session_id)
 
     def action_sessions(self) -> None:
         self.app.action_open_sessions()

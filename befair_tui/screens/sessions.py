@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,13 +13,29 @@ from textual.widgets import Button, DataTable, Footer, Input, Static
 
 from engine.session.store import SessionStore
 
-from befair_tui.format import date, num
+from befair_tui.format import UNSANDBOXED, date, num, row_unsandboxed, warning_style
+from befair_tui.launch import runner_state
 
 COLUMNS = [
     ("date", "created_at"), ("session", "id"), ("level", "level"), ("coder", "coder"),
     ("participant", "participant_id"), ("status", "status"), ("steps", "steps"),
     ("val AUC", "best_auc"), ("gap", "best_gap"),
 ]
+RUNNER_STOPPED = "runner stopped"  # the status cell of a running/paused session whose process is gone
+
+
+def annotate(row: dict, proc=None) -> dict:
+    """The status column's trust markers: `trust` (UNSANDBOXED or blank; shown beside the status,
+    so a list of sandboxed sessions spends no width on it) and a dead runner named in `status`."""
+    out = dict(row)
+    out["trust"] = UNSANDBOXED if row_unsandboxed(row) else ""
+    if row.get("status") in ("running", "paused"):
+        try:
+            if runner_state(row, proc) == "stopped":
+                out["status"] = RUNNER_STOPPED  # said running/paused; nothing runs it
+        except Exception:  # noqa: BLE001 - a listing never fails over a liveness guess
+            pass
+    return out
 
 
 def _coder(row: dict) -> str:
@@ -30,8 +47,26 @@ def _coder(row: dict) -> str:
 def row_cells(row: dict) -> tuple[str, ...]:
     steps = f"{row.get('steps') or 0}/{row.get('budget') or 0}"
     return (date(row.get("created_at")), row["id"], row.get("level") or "?", _coder(row),
-            row.get("participant_id") or "", row.get("status") or "?", steps,
+            row.get("participant_id") or "", _status(row), steps,
             num(row.get("best_auc")), num(row.get("best_gap")))
+
+
+def _status(row: dict) -> str:
+    status = row.get("status") or "?"
+    return f"{status}  {row['trust']}" if row.get("trust") else status
+
+
+def styled_cells(row: dict, theme: dict | None = None) -> tuple[str | Text, ...]:
+    """row_cells with the trust markers coloured: UNSANDBOXED in the warning colour, a dead
+    runner in red."""
+    cells: list[str | Text] = list(row_cells(row))
+    status = row.get("status") or "?"
+    text = Text(status, style="bold red" if RUNNER_STOPPED in status else "")
+    if row.get("trust"):
+        text.append(" ")
+        text.append(f" {row['trust']} ", style=warning_style(theme))
+    cells[[k for _, k in COLUMNS].index("status")] = text
+    return tuple(cells)
 
 
 class ExportModal(ModalScreen[Path | None]):
@@ -99,7 +134,8 @@ class SessionsScreen(Screen):
 
     def reload(self) -> None:
         try:
-            self.rows = self.store.sessions()
+            procs = getattr(self.app, "procs", {})
+            self.rows = [annotate(r, procs.get(r["id"])) for r in self.store.sessions()]
         except Exception as exc:  # noqa: BLE001
             self.notify(f"cannot read the sessions: {exc}", severity="error")
             self.rows = []
@@ -118,8 +154,9 @@ class SessionsScreen(Screen):
         rows.sort(key=key, reverse=self.sort_reverse)
         if self.sort_reverse:  # keep missing values last either way
             rows.sort(key=lambda r: r.get(self.sort_key) is None)
+        theme = self.app.theme_variables
         for r in rows:
-            table.add_row(*row_cells(r), key=r["id"])
+            table.add_row(*styled_cells(r, theme), key=r["id"])
         label = dict((k, l) for l, k in COLUMNS).get(self.sort_key, self.sort_key)
         direction = "↓" if self.sort_reverse else "↑"
         if not self.rows:

@@ -10,8 +10,9 @@ from textual.widgets import Static
 
 from engine.session.state import SessionState, best_node
 
-from befair_tui.format import num
+from befair_tui.format import UNSANDBOXED, num
 
+TITLE = "Scoreboard (test: DDI format)"
 SOURCE_STYLE = {"measured here": "bold green", "baseline (trained here)": "cyan", "published": "dim"}
 
 
@@ -58,10 +59,16 @@ class Scoreboard(Static):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.border_title = "Scoreboard (test: DDI format)"
+        self.border_title = TITLE
         self.baselines: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
         self._last_key: tuple | None = None
+
+    def set_unsandboxed(self, unsandboxed: bool) -> None:
+        """The trust marker on the title: the figures below come from code run without the sandbox."""
+        title = TITLE + (f" · [bold black on $warning] {UNSANDBOXED} [/]" if unsandboxed else "")
+        if self.border_title != title:
+            self.border_title = title
 
     def set_references(self, baselines: list[dict], published: list[dict]) -> None:
         self.baselines, self.published = baselines, published

@@ -1,4 +1,6 @@
-"""The status line: level, coder, step k/N, RUNNING/PAUSED/FINISHED, elapsed, tokens, cost."""
+"""The status line: level, coder, step k/N, RUNNING/PAUSED/FINISHED, elapsed, tokens, cost, and
+the trust markers: UNSANDBOXED (agent code ran without the sandbox) and RUNNER STOPPED (the
+session says running but its process is gone: no ticking clock, `u` resumes it)."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -6,12 +8,12 @@ from textual.widgets import Static
 
 from engine.session.state import SessionState
 
-from befair_tui.format import clock, coder_label, elapsed, tokens
+from befair_tui.format import RUNNER_STOPPED, clock, coder_label, elapsed, tokens, unsandboxed_badge
 
 STATUS_STYLE = {
     "RUNNING": "bold black on green", "PAUSED": "bold black on yellow", "FINISHED": "bold white on blue",
     "STOPPED": "bold white on magenta", "FAILED": "bold white on red", "WAITING": "bold black on grey70",
-    "REPLAY": "bold white on dark_cyan",
+    "REPLAY": "bold white on dark_cyan", RUNNER_STOPPED: "bold white on red",
 }
 
 
@@ -21,16 +23,25 @@ class StatusBar(Static):
     """
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
-             replay: str | None = None) -> None:
+             replay: str | None = None, runner: str | None = None) -> None:
+        """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown)."""
         word = {"new": "WAITING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
             word = "STOPPING"
+        dead = runner == "stopped" and state.status in ("running", "paused") and not read_only
+        if dead:
+            word = RUNNER_STOPPED
         compact = self.size.width and self.size.width < 110
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
             text.append("befair · ", style="bold")
         text.append(f" {word} ", style=STATUS_STYLE.get(word, "bold reverse"))
+        if state.unsandboxed:  # a trust marker: before anything a narrow terminal could clip
+            text.append(" ")
+            text.append_text(unsandboxed_badge(self._theme()))
+        if dead:
+            text.append(" (u: resume)", style="bold red")
         if replay:
             text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
         text.append(f" {state.level or '?'} · ")
@@ -38,7 +49,14 @@ class StatusBar(Static):
             else coder_label(state.coder)
         text.append(coder, style="bold magenta" if state.simulated else "")
         text.append(f" · step {state.agent_steps}/{state.budget}")
-        text.append(f" · {clock(elapsed(state, read_only=read_only, now=now))}")
+        # a dead runner: the clock stops at its last event instead of ticking on
+        text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
         total = state.tokens_in + state.tokens_out
         text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
         self.update(text)
+
+    def _theme(self) -> dict[str, str] | None:
+        try:
+            return self.app.theme_variables
+        except Exception:  # noqa: BLE001 - not mounted
+            return None

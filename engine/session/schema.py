@@ -76,7 +76,13 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS = [("001_initial", _m001_initial)]
+def _m002_heartbeat(db: sqlite_utils.Database) -> None:
+    """sessions.heartbeat_at: written every second by a live runner (engine.session.liveness)."""
+    if "heartbeat_at" not in db["sessions"].columns_dict:
+        db["sessions"].add_column("heartbeat_at", float)
+
+
+MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

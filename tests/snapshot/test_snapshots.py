@@ -88,3 +88,33 @@ def test_replay_screen(snap_compare, tmp_path):
         await _settle(pilot, lambda: 7 in screen.state.nodes)
 
     assert snap_compare(app, terminal_size=(130, 40), run_before=run_before)
+
+
+def test_console_unsandboxed_runner_stopped(snap_compare, tmp_path):
+    """Both trust markers: a session run without the sandbox whose runner was killed (its
+    heartbeat stale, its process gone): RUNNER STOPPED and UNSANDBOXED, no ticking clock."""
+    import subprocess
+    import sys
+
+    from engine.config import SessionConfig
+    from engine.session import events as ev
+    from engine.session.fixtures import DEMO_CODER
+    from engine.task import instruction_text
+
+    db = tmp_path / "befair.db"
+    store = SessionStore(db)
+    config = SessionConfig(level="fairness-hint", steps=6, sandbox="none").to_dict()
+    writer = store.create_session(config, instruction=instruction_text("fairness-hint"), coder=dict(DEMO_CODER),
+                                  data={"kind": "synth", "path": "synthderm/seed-0"}, session_id="killed",
+                                  ts=TS0)
+    writer.emit(ev.POLICY_DECISION, {"action": "draft", "forced": False, "node_id": None,
+                                     "reason": "initial drafting"}, ts=TS0 + 1)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.db.conn.execute("update sessions set pid = ?, heartbeat_at = ? where id = 'killed'", [dead.pid, TS0 + 2])
+    app = create_app(db, start="console", session_id="killed", clock=frozen_clock(NOW), poll_interval=0.02)
+
+    async def run_before(pilot):
+        await _settle(pilot, lambda: app.screen.runner == "stopped")
+
+    assert snap_compare(app, terminal_size=(120, 30), run_before=run_before)
