@@ -15,6 +15,7 @@ from engine.errors import BefairError
 def build_parser() -> argparse.ArgumentParser:
     from baselines import cli as baselines_cli
     from befair_tui import commands as tui_commands
+    from befair_tui import serve as serve_cli
     from engine.agent import cli as agent_cli
     from engine.data import cli as data_cli
     from engine.evaluation import cli as evaluation_cli
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", dest="console_db", type=Path, default=None,
                         help="session database for the console (default: $BEFAIR_DB or sessions/befair.db)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands):
+    for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands, serve_cli):
         module.register(sub)
     return parser
 
