@@ -155,6 +155,8 @@ async def test_sigkilled_runner_reads_stopped_within_5s_and_resumes(db, store, t
             await wait_for(pilot, lambda: beating() or proc.poll() is not None, timeout=240, what="runner")
             assert proc.poll() is None, launch.log_tail(db, sid, 20)
             await wait_for(pilot, lambda: "RUNNING" in _status(app), timeout=30, what="RUNNING")
+            if "--sandbox" in argv:  # a real session run with --sandbox none says so
+                assert "UNSANDBOXED" in _status(app)
             assert "Resume run" not in _palette_titles(app)
 
             os.kill(proc.pid, signal.SIGKILL)
