@@ -10,9 +10,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def imported_top_levels(package: str) -> dict[str, set[str]]:
+def imported_top_levels(package: str, root: Path = ROOT) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
-    for path in (ROOT / package).rglob("*.py"):
+    for path in (root / package).rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         names: set[str] = set()
         for node in ast.walk(tree):
@@ -20,7 +20,7 @@ def imported_top_levels(package: str) -> dict[str, set[str]]:
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module.split(".")[0])
-        found[str(path.relative_to(ROOT))] = names
+        found[str(path.relative_to(root))] = names
     return found
 
 
@@ -40,7 +40,11 @@ def test_package_does_not_import(package, forbidden):
     assert offenders == {}
 
 
-def test_the_checker_sees_imports(tmp_path, monkeypatch):
-    """Guard against a checker that can never fail: it must see befair_tui's textual imports."""
-    modules = imported_top_levels("befair_tui")
-    assert any("engine" in names for names in modules.values())
+def test_the_checker_catches_a_forbidden_import(tmp_path):
+    """Guard against a checker that can never fail: a planted violation must be reported."""
+    (tmp_path / "engine" / "sub").mkdir(parents=True)
+    (tmp_path / "engine" / "ok.py").write_text("import os\nfrom engine import x\n")
+    (tmp_path / "engine" / "sub" / "bad.py").write_text("def f():\n    from textual.app import App\n")
+    modules = imported_top_levels("engine", root=tmp_path)
+    assert modules["engine/sub/bad.py"] & {"textual"} == {"textual"}
+    assert not modules["engine/ok.py"] & {"textual", "befair_tui"}
