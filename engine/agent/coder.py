@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 @dataclass
 class LlmCall:
+    """One HTTP attempt at a Chat Completions call (a retried call gives several)."""
     role: str                 # draft | improve | debug | review
     model: str
     tokens_in: int = 0
@@ -21,6 +22,10 @@ class LlmCall:
     cost: float = 0.0
     ok: bool = True
     error: str | None = None
+    tokens_estimated: bool = False   # the server reported no usage: tokens are ~chars/4 estimates
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the request's messages
+    reply: str = ""           # the reply text as it came back ("" when nothing came back);
+                              # tool calls appended as `name(arguments)` lines
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Configuration of the LLM coder: model, server, key, sampling, retries, prices and budget.
+"""Configuration of the LLM coder: model, server, key, sampling, limits, retries, prices, budget.
 
 Sources, lowest precedence first:
 1. built-in defaults (below);
@@ -59,11 +59,14 @@ class LlmConfig:
     api_key: str | None = None
     temperature: float = 0.5                 # coding (draft/improve/debug)
     review_temperature: float = 0.0
-    timeout: float = 300.0                   # seconds per request
-    max_retries: int = 3                     # retries after the first attempt
-    retry_base_delay: float = 1.0            # backoff: base * 2**attempt, capped by retry_max_delay
-    retry_max_delay: float = 60.0            # also caps a server's Retry-After
-    max_tokens: int | None = None            # completion cap; None: the server's default
+    timeout: float = 120.0                   # the openai client's timeout per HTTP attempt (s);
+                                             # streamed, it bounds each wait for the next bytes
+    max_retries: int = 2                     # the openai client's retries (timeouts, connection
+                                             # errors, 408/409/429/5xx) after the first attempt
+    call_budget_s: float = 300.0             # wall-clock bound on one call, all retries included
+    max_tokens: int | None = 4096            # completion cap for draft/improve/debug (0/None: none)
+    review_max_tokens: int | None = 512      # completion cap for reviews (0/None: none)
+    stream: bool = True                      # stream replies (falls back when the server refuses)
     review_tools: bool | None = None         # None: try tool calling, fall back to JSON
     prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_usd: float | None = None          # pause the session when the cost reaches it
@@ -72,8 +75,7 @@ class LlmConfig:
     def __post_init__(self) -> None:
         if not self.model or not str(self.model).strip():
             raise LlmConfigError("the LLM coder needs a model name (--model)")
-        for name in ("temperature", "review_temperature", "timeout", "retry_base_delay",
-                     "retry_max_delay"):
+        for name in ("temperature", "review_temperature", "timeout", "call_budget_s"):
             value = getattr(self, name)
             try:
                 value = float(value)
@@ -84,6 +86,8 @@ class LlmConfig:
             setattr(self, name, value)
         if self.timeout <= 0:
             raise LlmConfigError("llm setting timeout must be positive")
+        if self.call_budget_s <= 0:
+            raise LlmConfigError("llm setting call_budget_s must be positive")
         try:
             self.max_retries = int(self.max_retries)
         except (TypeError, ValueError):
@@ -95,8 +99,23 @@ class LlmConfig:
                 self.budget_usd = float(self.budget_usd)
             except (TypeError, ValueError):
                 raise LlmConfigError(f"budget must be a number of USD, not {self.budget_usd!r}") from None
-        if self.max_tokens is not None:
-            self.max_tokens = int(self.max_tokens)
+        for name in ("max_tokens", "review_max_tokens"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise LlmConfigError(f"llm setting {name} must be a whole number of tokens, "
+                                     f"not {value!r}") from None
+            if value < 0:
+                raise LlmConfigError(f"llm setting {name} cannot be negative (0: no cap)")
+            setattr(self, name, value or None)
+        if not isinstance(self.stream, bool):
+            value = str(self.stream).strip().lower()
+            if value not in ("true", "false", "1", "0", "yes", "no"):
+                raise LlmConfigError(f"llm setting stream must be true or false, not {self.stream!r}")
+            self.stream = value in ("true", "1", "yes")
         self.prices = _normalise_prices(self.prices)
         if self.base_url is not None and not str(self.base_url).strip():
             self.base_url = None
@@ -186,6 +205,16 @@ class LlmConfig:
     def effective_review_model(self) -> str:
         return self.review_model or self.model
 
+    def max_tokens_for(self, role: str) -> int | None:
+        """The completion cap sent for a role (review, or draft/improve/debug); None: no cap."""
+        return self.review_max_tokens if role == "review" else self.max_tokens
+
+    @staticmethod
+    def cap_setting(role: str) -> str:
+        """Where a role's cap is set (for messages): config key / command-line flag."""
+        return ("review_max_tokens / --review-max-tokens" if role == "review"
+                else "max_tokens / --max-tokens")
+
     def price(self, model: str) -> tuple[float, float] | None:
         """(USD per 1M input tokens, per 1M output tokens) for a model, or None if unknown."""
         if model in self.prices:
@@ -238,6 +267,8 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         key = aliases.get(key, key)
+        if key in _RETIRED:
+            continue  # settings of the old hand-written retry loop: the openai client retries now
         if key not in _FIELD_NAMES or key == "source":
             raise LlmConfigError(f"unknown setting {key!r} in the LLM config file {p}")
         out[key] = value
@@ -272,6 +303,8 @@ def _normalise_prices(prices: Any) -> dict[str, tuple[float, float]]:
 
 
 _FIELD_NAMES = {f.name for f in fields(LlmConfig)}
+# Accepted (and ignored) in config files written for earlier versions.
+_RETIRED = {"retry_base_delay", "retry_max_delay"}
 
 
 # -- command line ----------------------------------------------------------------------------
@@ -285,8 +318,16 @@ CLI_FLAGS: dict[str, tuple[str, type, str]] = {
                  "(default: $OPENAI_BASE_URL, else OpenAI)"),
     "api_key": ("--api-key", str, "API key (default: $OPENAI_API_KEY; not needed for a local server)"),
     "temperature": ("--temperature", float, "sampling temperature for coding"),
-    "llm_timeout": ("--llm-timeout", float, "seconds per LLM request"),
-    "llm_retries": ("--llm-retries", int, "retries per LLM request"),
+    "llm_timeout": ("--llm-timeout", float, "seconds the LLM client waits per attempt (streamed: "
+                    "for the next bytes of the reply; default 120)"),
+    "llm_retries": ("--llm-retries", int, "retries of a failed LLM request by the openai client "
+                    "(timeouts, connection errors, 429, 5xx; default 2)"),
+    "call_budget_s": ("--llm-call-budget", float, "seconds one LLM call may take in all, retries "
+                      "included (default 300)"),
+    "max_tokens": ("--max-tokens", int, "completion cap (max_tokens) for draft/improve/debug "
+                   "replies (default 4096; 0: no cap)"),
+    "review_max_tokens": ("--review-max-tokens", int, "completion cap for reviews (default 512; "
+                          "0: no cap)"),
     "budget_usd": ("--budget", float, "pause the session when the LLM cost reaches this many USD"),
     "llm_config": ("--llm-config", str, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
                    "~/.config/befair/llm.toml)"),

@@ -11,6 +11,15 @@ helpers below) or a callable `f(request) -> Reply`. When the script is empty, `d
 sessions); with no default the server answers 500 "script exhausted", which a test notices.
 Every request is recorded (path, headers, JSON body, arrival time) in `requests`, and every
 usage reported in `usage`, so tests can assert on prompts, timing and token totals.
+
+A request with "stream": true is answered as the OpenAI API does: Server-Sent Events of
+chat.completion.chunk objects (content deltas, tool-call deltas, a finish chunk, a usage chunk when
+stream_options.include_usage asks for one, then [DONE]), sent with chunked transfer encoding.
+`Reply.chunks` sets the content deltas, `chunk_delay` the pause between them and `stall_after`
+a point where the stream stops sending (a stalled server). `FakeChatServer(streaming=...)` makes
+a server that rejects streaming ("reject") or ignores it and answers JSON ("ignore");
+`stream_usage=False` one that never reports usage in a stream; `reject_stream_options=True` one
+that rejects the stream_options parameter.
 """
 from __future__ import annotations
 
@@ -39,6 +48,11 @@ class Reply:
     finish_reason: str | None = None
     refusal: str | None = None
     usage: tuple[int, int] | None = None                 # (prompt, completion); None: estimated
+    # for a streamed reply:
+    chunks: list[str] | None = None                      # content deltas; None: content in pieces
+    chunk_delay: float = 0.0                             # seconds between events
+    stall_after: int | None = None                       # events sent before the stream stalls
+    events: list[str] | None = None                      # SSE data lines (built by the server)
 
 
 @dataclass
@@ -97,6 +111,34 @@ def rate_limited(retry_after: float | str | None = 0.2, *, ms: bool = False) -> 
         headers["retry-after-ms" if ms else "retry-after"] = (
             str(int(float(retry_after) * 1000)) if ms else str(retry_after))
     return error(429, "Rate limit reached, try again later", headers=headers, code="rate_limit_exceeded")
+
+
+def streamed(chunks: list[str], *, delay: float = 0.0, usage: tuple[int, int] | None = None,
+             finish_reason: str = "stop") -> Reply:
+    """A reply whose content arrives as these deltas (when the client streams)."""
+    return Reply(content="".join(chunks), chunks=list(chunks), chunk_delay=delay, usage=usage,
+                 finish_reason=finish_reason)
+
+
+def stalled_stream(chunks: list[str], *, stall_after: int = 2) -> Reply:
+    """A streamed reply that stops sending after `stall_after` events (and never finishes)."""
+    r = streamed(chunks)
+    r.stall_after = stall_after
+    return r
+
+
+def html_page(status: int = 200, title: str = "Welcome to nginx!") -> Reply:
+    """What a web server that is not an LLM server answers."""
+    page = (f"<!DOCTYPE html>\n<html>\n<head><title>{title}</title></head>\n<body>\n"
+            f"<h1>{title}</h1>\n<p>If you see this page, the web server is working.</p>\n"
+            "</body>\n</html>\n")
+    return Reply(status=status, body=page, content_type="text/html")
+
+
+def other_json(body: dict[str, Any] | None = None, status: int = 200) -> Reply:
+    """JSON that is not a chat.completion (e.g. Ollama's native /api/chat reply)."""
+    return Reply(status=status, body=body if body is not None else {
+        "model": "llama3", "message": {"role": "assistant", "content": "hi"}, "done": True})
 
 
 def slow(delay: float, then: Reply | None = None) -> Reply:
@@ -220,11 +262,16 @@ Script = Iterable["Reply | Callable[[Request], Reply]"]
 
 class FakeChatServer:
     def __init__(self, script: Script = (), *, default: Reply | Callable[[Request], Reply] | None = None,
-                 supports_tools: bool = True, model: str | None = None) -> None:
+                 supports_tools: bool = True, model: str | None = None, streaming: str = "yes",
+                 stream_usage: bool = True, reject_stream_options: bool = False) -> None:
         self.script: deque[Any] = deque(script)
         self.default = default
         self.supports_tools = supports_tools   # False: requests with tools get a 400
         self.model = model
+        assert streaming in ("yes", "reject", "ignore"), streaming
+        self.streaming = streaming             # reject: "stream" gets a 400; ignore: JSON replies
+        self.stream_usage = stream_usage       # False: no usage chunk, even when asked for one
+        self.reject_stream_options = reject_stream_options
         self.requests: list[Request] = []
         self.usage: list[tuple[int, int]] = []  # (prompt, completion) for every usage reported
         self._lock = threading.Lock()
@@ -272,6 +319,9 @@ class FakeChatServer:
             def _send(self, r: Reply) -> None:
                 if r.delay and server._closing.wait(r.delay):
                     return
+                if r.events is not None:
+                    self._send_events(r)
+                    return
                 if isinstance(r.body, dict):
                     data = json.dumps(r.body).encode()
                 elif isinstance(r.body, str):
@@ -289,6 +339,31 @@ class FakeChatServer:
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _send_events(self, r: Reply) -> None:
+                def chunk(data: bytes) -> None:
+                    self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+
+                try:
+                    self.send_response(r.status)
+                    self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    for k, v in r.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    for i, data in enumerate(r.events or []):
+                        if r.stall_after is not None and i >= r.stall_after:
+                            server._closing.wait(3600)   # stalled: nothing more until shutdown
+                            return
+                        if i and r.chunk_delay and server._closing.wait(r.chunk_delay):
+                            return
+                        chunk(f"data: {data}\n\n".encode())
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -341,6 +416,10 @@ class FakeChatServer:
             return error(400, "the request body is not JSON")
         if req.has_tools and not self.supports_tools:
             return error(400, "tools are not supported by this server")
+        if req.body.get("stream") and self.streaming == "reject":
+            return error(400, "Unsupported value: 'stream' does not support true with this model.")
+        if "stream_options" in req.body and self.reject_stream_options:
+            return error(400, "Unrecognized request argument supplied: stream_options")
         with self._lock:
             entry = self.script.popleft() if self.script else self.default
         if entry is None:
@@ -369,6 +448,8 @@ class FakeChatServer:
         else:  # deterministic estimate: about 4 characters per token
             prompt_tokens = 1 + len(req.text) // 4
             completion_tokens = 1 + len(json.dumps(message)) // 4
+        if req.body.get("stream") and self.streaming == "yes":
+            return self._stream(req, r, n, message, (prompt_tokens, completion_tokens))
         with self._lock:
             self.usage.append((prompt_tokens, completion_tokens))
         body = {
@@ -382,6 +463,49 @@ class FakeChatServer:
                       "total_tokens": prompt_tokens + completion_tokens},
         }
         return Reply(status=200, body=body, headers=r.headers, delay=r.delay)
+
+
+    def _stream(self, req: Request, r: Reply, n: int, message: dict[str, Any],
+                usage: tuple[int, int]) -> Reply:
+        """The reply as chat.completion.chunk events (what the OpenAI API streams)."""
+        model = self.model or req.body.get("model", "fake-model")
+        base = {"id": f"chatcmpl-fake-{n}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model}
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> str:
+            return json.dumps({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                    "finish_reason": finish}]})
+
+        events = [event({"role": "assistant", "content": ""})]
+        content = r.content or ""
+        pieces = r.chunks if r.chunks is not None else _pieces(content, 8)
+        events += [event({"content": p}) for p in pieces if p]
+        if r.refusal is not None:
+            events.append(event({"refusal": r.refusal}))
+        for i, tc in enumerate(message.get("tool_calls") or []):
+            args = tc["function"]["arguments"]
+            events.append(event({"tool_calls": [{"index": i, "id": tc["id"], "type": "function",
+                                                 "function": {"name": tc["function"]["name"],
+                                                              "arguments": ""}}]}))
+            events += [event({"tool_calls": [{"index": i, "function": {"arguments": a}}]})
+                       for a in _pieces(args, 3) if a]
+        finish = r.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
+        events.append(event({}, finish))
+        options = req.body.get("stream_options") or {}
+        if self.stream_usage and options.get("include_usage"):
+            with self._lock:
+                self.usage.append(usage)
+            events.append(json.dumps({**base, "choices": [], "usage": {
+                "prompt_tokens": usage[0], "completion_tokens": usage[1],
+                "total_tokens": usage[0] + usage[1]}}))
+        events.append("[DONE]")
+        return Reply(status=200, headers=r.headers, delay=r.delay, events=events,
+                     chunk_delay=r.chunk_delay, stall_after=r.stall_after)
+
+
+def _pieces(text: str, n: int) -> list[str]:
+    size = max(1, -(-len(text) // n))
+    return [text[i:i + size] for i in range(0, len(text), size)]
 
 
 @pytest.fixture

@@ -158,3 +158,53 @@ def test_call_payload_matches_the_event_schema():
     p = call_payload(LlmCall(role="draft", model="m", tokens_in=3, tokens_out=2), node_id=7)
     assert p == {"node_id": 7, "role": "draft", "model": "m", "tokens_in": 3, "tokens_out": 2,
                  "latency_s": 0.0, "cost": 0.0, "ok": True, "error": None}
+
+
+def test_limits_defaults():
+    cfg = LlmConfig()
+    assert (cfg.timeout, cfg.max_retries, cfg.call_budget_s) == (120.0, 2, 300.0)
+    assert (cfg.max_tokens, cfg.review_max_tokens, cfg.stream) == (4096, 512, True)
+    assert [cfg.max_tokens_for(r) for r in ("draft", "improve", "debug", "review")] == [4096] * 3 + [512]
+
+
+def test_limits_from_the_config_file_and_old_retry_keys_accepted(tmp_path):
+    f = tmp_path / "llm.toml"
+    f.write_text('max_tokens = 2048\nreview_max_tokens = 0\ncall_budget_s = 60\nstream = false\n'
+                 'timeout = 30\nmax_retries = 1\n'
+                 'retry_base_delay = 1.0\nretry_max_delay = 60.0\n')   # settings of earlier versions
+    cfg = LlmConfig.load(path=f, env={})
+    assert (cfg.max_tokens, cfg.review_max_tokens, cfg.call_budget_s, cfg.stream) == (2048, None, 60.0, False)
+    assert (cfg.timeout, cfg.max_retries) == (30.0, 1)
+    assert cfg.max_tokens_for("review") is None
+
+
+def test_limits_from_cli_flags(tmp_path, clean_env):
+    import argparse
+
+    from engine.agent.llm_config import add_cli_arguments, cli_overrides, config_from_cli
+
+    parser = argparse.ArgumentParser()
+    add_cli_arguments(parser)
+    args = parser.parse_args(["--base-url", "http://127.0.0.1:8080/v1", "--max-tokens", "1000",
+                              "--review-max-tokens", "128", "--llm-call-budget", "90",
+                              "--llm-timeout", "20", "--llm-retries", "0"])
+    cfg = config_from_cli(args)
+    assert (cfg.max_tokens, cfg.review_max_tokens, cfg.call_budget_s) == (1000, 128, 90.0)
+    assert (cfg.timeout, cfg.max_retries) == (20.0, 0)
+    # what a session records (extra["llm"]) so that a resume uses the same limits
+    assert cli_overrides(args) == {"base_url": "http://127.0.0.1:8080/v1", "max_tokens": 1000,
+                                   "review_max_tokens": 128, "call_budget_s": 90.0,
+                                   "timeout": 20.0, "max_retries": 0}
+    off = config_from_cli(parser.parse_args(["--api-key", "k", "--max-tokens", "0"]))
+    assert off.max_tokens is None and off.review_max_tokens == 512
+
+
+@pytest.mark.parametrize("kw,word", [
+    ({"max_tokens": -1}, "max_tokens"),
+    ({"review_max_tokens": "lots"}, "review_max_tokens"),
+    ({"call_budget_s": 0}, "call_budget_s"),
+    ({"stream": "sometimes"}, "stream"),
+])
+def test_invalid_limits(kw, word):
+    with pytest.raises(LlmConfigError, match=word):
+        LlmConfig(**kw)
