@@ -194,6 +194,9 @@ class Runner:
         self.workspace = workspace if workspace is not None else _open_session_workspace(self.state, self.config)
         self.evaluator = self._evaluator()
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
+        self.stream_relay = StreamRelay()
+        if hasattr(self.coder, "on_stream"):
+            self.coder.on_stream = self.stream_relay
         self.runs_root = runs_dir(store.path)
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
@@ -240,6 +243,10 @@ class Runner:
         for cmd in self.store.pending_commands(self.session_id):
             apply_command(self, cmd)
 
+    def _flush_stream(self) -> None:
+        for role, delta in self.stream_relay.take():
+            self.emit(ev.LLM_STREAM, {"role": role, "step": self.state.agent_steps + 1, "delta": delta})
+
     def consume(self, cmd: dict[str, Any], result: str) -> None:
         self.writer.consume_command(cmd, result)
 
@@ -262,6 +269,7 @@ class Runner:
         t.start()
         while True:
             t.join(self.poll_interval)
+            self._flush_stream()
             if not t.is_alive():
                 break
             self.poll_commands()
@@ -551,9 +559,40 @@ class Runner:
 
 
 def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
+    """An llm_call event: usage, and what the agent was told and answered (see events.py)."""
     return {"node_id": node_id, "role": call.role, "model": call.model, "tokens_in": int(call.tokens_in),
             "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
-            "ok": bool(call.ok), "error": call.error}
+            "ok": bool(call.ok), "error": call.error, "tokens_estimated": bool(getattr(call, "tokens_estimated", False)),
+            "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or "")}
+
+
+class StreamRelay:
+    """Carries a streamed reply from the coder's thread to the runner's (which owns the database
+    connection) as llm_stream deltas."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, str]] = []
+        self._shown: dict[str, str] = {}
+
+    def __call__(self, role: str, text_so_far: str) -> None:  # the coder's thread
+        with self._lock:
+            shown = self._shown.get(role, "")
+            if not text_so_far.startswith(shown):  # a retry started over
+                shown = ""
+                self._pending.append((role, "\n[… the reply started over …]\n"))
+            if len(text_so_far) > len(shown):
+                self._pending.append((role, text_so_far[len(shown):]))
+                self._shown[role] = text_so_far
+
+    def take(self) -> list[tuple[str, str]]:  # the runner's thread
+        with self._lock:
+            pending, self._pending = self._pending, []
+            return pending
+
+    def reset(self) -> None:
+        with self._lock:
+            self._pending, self._shown = [], {}
 
 
 # --------------------------------------------------------------------------- entry points

@@ -9,15 +9,17 @@ Payload keys per kind (all keys listed are present; values may be null where mar
 
 session_started   config: dict (SessionConfig.to_dict()), instruction: str (verbatim text),
                   coder: {name, label, simulated: bool, model?}, data: {kind: "synth"|"workspace",
-                  path, summary?}
+                  path, summary?, label_sha256?: {split: {path, sha256}}}
 node_created      node_id: int, parent_id: int?, step: int, stage: draft|improve|debug|human,
                   plan: str, guidance_ids: [int] (guidance in force for this node),
                   components: dict? (offline coder's grammar choice), origin: "agent"|"human"|"import"
 code              node_id, code: str
-exec_started      node_id, workdir: str
+exec_started      node_id, workdir: str, sandbox: "bwrap"|"none"? (absent before the sandbox)
 output            node_id, text: str (a chunk, newline-terminated lines), stream: "stdout"|"stderr"
 exec_finished     node_id, status: ok|buggy|timeout|interrupted, exit_code: int?, exec_time: float,
-                  exc_type: str?, output_head: str, output_tail: str, truncated: bool
+                  exc_type: str?, output_head: str, output_tail: str, truncated: bool, and since the
+                  sandbox: cut_chars: int, output_chars: int, peak_mem_mb: float?,
+                  out_of_memory: bool, sandboxed: bool
 review            node_id, is_bug: bool, summary: str, claimed_metric: float?
 evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" or a short code
                   like "no_predict", "exception", "timeout", "missing_files", "nan", "out_of_range",
@@ -38,7 +40,12 @@ budget_set        steps: int, by: str, command_id: int?
 expand_requested  node_id, by: str, command_id: int?
 stop_requested    by: str, command_id: int?, interrupt: bool
 llm_call          node_id?, role: draft|improve|debug|review, model: str, tokens_in: int,
-                  tokens_out: int, latency_s: float, cost: float, ok: bool, error: str?
+                  tokens_out: int, latency_s: float, cost: float, ok: bool, error: str?,
+                  tokens_estimated: bool, messages: [{role, content}] (what the agent was told),
+                  reply: str (the raw reply); the last three absent in sessions recorded earlier
+llm_stream        role: str, step: int, delta: str: reply text the model has written since the
+                  last llm_stream of this call (streamed replies, at most ~5 a second); the call's
+                  llm_call event follows with the whole reply
 node_interrupted  node_id, reason: str (e.g. "process ended while running" on resume)
 session_resumed   by: str, interrupted: [int]
 final_choice      by_claimed: int?, by_validation: int?, by_minimax: int?, reasons: {criterion: str}
@@ -69,6 +76,7 @@ BUDGET_SET = "budget_set"
 EXPAND_REQUESTED = "expand_requested"
 STOP_REQUESTED = "stop_requested"
 LLM_CALL = "llm_call"
+LLM_STREAM = "llm_stream"
 NODE_INTERRUPTED = "node_interrupted"
 SESSION_RESUMED = "session_resumed"
 FINAL_CHOICE = "final_choice"
@@ -79,7 +87,7 @@ KINDS = frozenset(
     {
         SESSION_STARTED, NODE_CREATED, CODE, EXEC_STARTED, OUTPUT, EXEC_FINISHED, REVIEW,
         EVALUATED, AUDITED, POLICY_DECISION, GUIDANCE, PAUSED, RESUMED, PRUNED, BUDGET_SET,
-        EXPAND_REQUESTED, STOP_REQUESTED, LLM_CALL, NODE_INTERRUPTED, SESSION_RESUMED,
+        EXPAND_REQUESTED, STOP_REQUESTED, LLM_CALL, LLM_STREAM, NODE_INTERRUPTED, SESSION_RESUMED,
         FINAL_CHOICE, SESSION_FINISHED, ERROR,
     }
 )

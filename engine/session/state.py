@@ -40,6 +40,7 @@ class NodeState:
     peak_mem_mb: float | None = None
     live_head: str = ""
     live_tail: str = ""
+    conversation: list[dict[str, Any]] = field(default_factory=list)   # llm_call payloads of this node
     live_dropped: int = 0
     is_bug: bool | None = None
     review_summary: str | None = None
@@ -142,6 +143,8 @@ class SessionState:
     last_ts: float | None = None
     finished_ts: float | None = None
     last_seq: int = 0
+    live_reply: dict[str, Any] | None = None   # {role, step, text}: a streamed reply being written
+    unassigned_calls: list[dict[str, Any]] = field(default_factory=list)  # llm calls with no node
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -402,11 +405,22 @@ def _llm_call(s: SessionState, p: dict, e: ev.Event) -> None:
     s.tokens_in += tin
     s.tokens_out += tout
     s.cost += cost
+    s.live_reply = None
     node = s.nodes.get(p.get("node_id")) if p.get("node_id") is not None else None
     if node is not None:
         node.tokens_in += tin
         node.tokens_out += tout
         node.cost += cost
+        node.conversation.append(dict(p, seq=e.seq))
+    else:
+        s.unassigned_calls.append(dict(p, seq=e.seq))
+
+
+def _llm_stream(s: SessionState, p: dict, e: ev.Event) -> None:
+    live = s.live_reply
+    if live is None or live.get("role") != p.get("role") or live.get("step") != p.get("step"):
+        live = s.live_reply = {"role": p.get("role"), "step": p.get("step"), "text": ""}
+    live["text"] += str(p.get("delta") or "")
 
 
 def _node_interrupted(s: SessionState, p: dict, e: ev.Event) -> None:
@@ -459,6 +473,7 @@ _HANDLERS = {
     ev.EXPAND_REQUESTED: _expand_requested,
     ev.STOP_REQUESTED: _stop_requested,
     ev.LLM_CALL: _llm_call,
+    ev.LLM_STREAM: _llm_stream,
     ev.NODE_INTERRUPTED: _node_interrupted,
     ev.SESSION_RESUMED: _session_resumed,
     ev.FINAL_CHOICE: _final_choice,

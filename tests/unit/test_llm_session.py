@@ -57,3 +57,36 @@ def test_short_llm_session_completes_with_tokens_cost_and_guidance(workspace, tm
     coding = [r for r in requests if "evaluate the output of the code execution" not in r.text]
     assert coding and all(GUIDANCE in r.text for r in coding)
     assert all("expert" in r.text.lower() for r in coding)
+
+
+def test_the_conversation_is_recorded_and_streamed(workspace, tmp_path, llm_env):
+    """Every call stores what the agent was told and its raw reply; streamed replies arrive as
+    llm_stream deltas that add up to the reply recorded with the call."""
+    db = tmp_path / "c.db"
+    with FakeChatServer(default=AutoResponder()) as srv:
+        code = main(["run", "--headless", "--quiet", "--coder", "openai", "--model", "fake-coder",
+                     "--base-url", srv.base_url, "--data", str(workspace.root), "--steps", "2",
+                     "--num-drafts", "2", "--step-timeout", "120", "--db", str(db), "--session-id", "conv",
+                     "--guidance", GUIDANCE])
+    assert code == 0
+    store = SessionStore(db)
+    events = store.events("conv")
+    state = store.state("conv")
+    calls = [e for e in events if e.kind == ev.LLM_CALL]
+    assert calls and all(c.payload["messages"] and c.payload["reply"] for c in calls if c.payload["ok"])
+    told = " ".join(m["content"] for m in calls[0].payload["messages"] if isinstance(m.get("content"), str))
+    assert state.instruction in told and GUIDANCE in told
+    streamed = ""
+    checked = 0
+    for e in events:
+        if e.kind == ev.LLM_STREAM:
+            streamed += e.payload["delta"]
+        elif e.kind == ev.LLM_CALL:
+            if streamed:
+                assert streamed == e.payload["reply"]
+                checked += 1
+            streamed = ""
+    assert checked >= 1, "no reply was streamed"
+    node = state.nodes[1]
+    assert node.conversation and node.conversation[0]["reply"]
+    store.close()
