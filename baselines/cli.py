@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.errors import BefairError
+from engine.errors import BefairError, DataError
 from engine.paths import add_db_arg, db_from_args, runs_dir
 
 from baselines.variants import VARIANT_LABELS, VARIANTS
@@ -84,7 +84,7 @@ def cmd_train(args) -> int:
     if args.data is None and args.workspace is None:
         raise BefairError("give --data (a Fitzpatrick17k-format folder, or 'synth') or --workspace")
     if args.data is not None and not args.data.is_dir():
-        raise BefairError(f"--data: no such folder: {args.data}")
+        raise DataError(f"--data: no such folder: {args.data}")
     seeds = parse_seeds(args.seeds)
     config = TrainConfig(epochs=args.epochs, patience=args.patience, size=args.size,
                          batch_size=args.batch_size, device=args.device, weights=args.weights,
@@ -93,11 +93,27 @@ def cmd_train(args) -> int:
     ensure_reference_rows(store)
     ckpt = None if args.no_checkpoints else runs_dir(db_from_args(args)) / "baselines"
     variants = list(VARIANTS) if args.variant == "all" else [args.variant]
+    from PIL import Image, UnidentifiedImageError
+
     for v in variants:
-        train_variant(v, args.data, seeds, config, store=store, workspace=args.workspace,
-                      checkpoint_dir=ckpt, log=lambda s: print(s, flush=True))
+        try:
+            train_variant(v, args.data, seeds, config, store=store, workspace=args.workspace,
+                          checkpoint_dir=ckpt, log=lambda s: print(s, flush=True))
+        except (Image.DecompressionBombError, UnidentifiedImageError) as exc:
+            raise _image_failure(exc, [p for p in (args.data, args.workspace) if p is not None]) from None
     print(f"recorded in {store.path}")
     return 0
+
+
+def _image_failure(exc: BaseException, roots: list[Path]) -> DataError:
+    """A decoder failed somewhere in a batch (PIL's error names no file): find the image."""
+    from engine.data.common import find_unreadable_image, image_error
+
+    found = find_unreadable_image(roots)
+    if found is not None:
+        return image_error(*found)
+    where = ", ".join(str(r) for r in roots) or "the training data"
+    return DataError(f"an image under {where} cannot be decoded ({type(exc).__name__}: {str(exc)[:160]})")
 
 
 def _fmt(mean, std, digits=3) -> str:

@@ -1,15 +1,21 @@
 """The `befair` command line: one entry point for the console and every headless command.
 
 Each area registers its own sub-commands (`register(subparsers)`); a handler returns an exit
-code. Errors meant for the user (BefairError) print one clear line, never a traceback.
+code. Errors meant for the user (BefairError and its kinds in engine.errors) print one clear
+line, `befair: <what is wrong>`, never a traceback, and end with the error's exit code (see
+`main`).
 """
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import sqlite3
 import sys
 from pathlib import Path
 
-from engine.errors import BefairError
+from engine.errors import (EXIT_BROKEN_PIPE, EXIT_DATA, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE,
+                           BefairError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,30 +42,76 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _say(message: str) -> None:
+    """One line on stderr: `befair: <what is wrong>`."""
+    text = " ".join(part.strip() for part in str(message).splitlines() if part.strip()) or "error"
+    print(f"befair: {text}", file=sys.stderr)
+
+
+def _quiet_stdout() -> None:
+    """stdout's reader went away (`befair sessions | head`): point stdout at /dev/null so the
+    interpreter's final flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def _dispatch(args) -> int:
     if args.command is None:
         from befair_tui.commands import open_setup
 
         args.db = args.console_db
-        return open_setup(args)
+        return int(open_setup(args) or 0)
     if getattr(args, "db", None) is None and getattr(args, "console_db", None) is not None:
         args.db = args.console_db  # `befair --db PATH COMMAND ...`
-    try:
-        if args.command == "run" and not args.headless:
-            from befair_tui.commands import open_console_from_args
-            from engine.agent.cli import validate_run_args
+    if args.command == "run" and not args.headless:
+        from befair_tui.commands import open_console_from_args
+        from engine.agent.cli import validate_run_args
 
-            validate_run_args(args)
-            return int(open_console_from_args(args) or 0)
-        return int(args.func(args) or 0)
+        validate_run_args(args)
+        return int(open_console_from_args(args) or 0)
+    return int(args.func(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit codes (engine.errors): 0 ok; 1 the work failed; 2 usage (argparse's, bad flag values,
+    an unknown session); 3 bad input data (a malformed CSV, a missing or oversized image, a
+    database that is not SQLite, corrupt, read-only or from a newer befair, an unreadable
+    journal); 130 interrupted; 141 stdout closed early (quiet, as if killed by SIGPIPE)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except BefairError as exc:
-        print(f"befair: {exc}", file=sys.stderr)
-        return 2
+        _say(str(exc))
+        return int(getattr(exc, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
-        print("befair: interrupted", file=sys.stderr)
-        return 130
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except sqlite3.DatabaseError as exc:  # met after the store opened it: name the database
+        from engine.paths import db_from_args
+        from engine.session.store import database_error
+
+        where = db_from_args(args) if hasattr(args, "db") else "the session database"
+        err = database_error(exc, where)
+        _say(str(err))
+        return err.exit_code
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        _say(f"{exc.filename}: {exc.strerror or exc}")
+        return EXIT_DATA if isinstance(exc, _INPUT_ERRORS) else EXIT_FAILED
+
+
+_INPUT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ same headless run in its own process and opens the console on it.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from typing import Any
 
 from engine.config import BEST_CRITERIA, SessionConfig
-from engine.errors import BefairError
+from engine.errors import BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.session import events as ev
@@ -100,11 +102,25 @@ class Progress:
     def write(self, text: str) -> None:
         if self.quiet:
             return
-        if self._bar_shown:
-            self.out.write("\r\033[K")
-            self._bar_shown = False
-        self.out.write(text + "\n")
-        self.out.flush()
+        try:
+            if self._bar_shown:
+                self.out.write("\r\033[K")
+                self._bar_shown = False
+            self.out.write(text + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def _closed(self) -> None:
+        """The reader of our output went away (`befair run --headless | head`): go quiet and let
+        the session run on (a closed pipe must not fail the search)."""
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.out.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def bar(self, state: SessionState, note: str = "") -> None:
         if self.quiet:
@@ -116,15 +132,19 @@ class Progress:
         line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {state.agent_steps}/{state.budget} steps"
                 f"  {_clock(elapsed)}  {note}")
         if self.tty:
-            self.out.write("\r\033[K" + line)
-            self._bar_shown = True
-            self.out.flush()
+            try:
+                self.out.write("\r\033[K" + line)
+                self._bar_shown = True
+                self.out.flush()
+            except BrokenPipeError:
+                self._closed()
 
     def __call__(self, event: ev.Event, state: SessionState) -> None:
         kind, p = event.kind, event.payload
         if kind == ev.SESSION_STARTED:
             coder = p.get("coder") or {}
-            self.write(f"session {state.session_id} · {state.level} · {coder.get('label')} · budget {state.budget}")
+            self.write(f"session {state.session_id} · {state.level} · {coder.get('label')} · budget {state.budget}"
+                       + (" · UNSANDBOXED (agent code runs without the sandbox)" if state.unsandboxed else ""))
         elif kind == ev.SESSION_RESUMED:
             ids = p.get("interrupted") or []
             self.write(f"resumed session {state.session_id} at step {state.agent_steps}/{state.budget}"
@@ -238,11 +258,27 @@ def _coder(config: SessionConfig, args) -> Any:
 
 
 def validate_run_args(args) -> SessionConfig:
-    """Check `run`'s arguments before anything starts (also used by the console's launcher)."""
-    if args.steps < 0:
-        raise BefairError("--steps cannot be negative")
+    """Check `run`'s arguments before anything starts (also used by the console's launcher).
+    A bad value is a UsageError (exit 2) naming the flag and the value."""
+    if args.steps < 1:
+        raise UsageError(f"--steps must be at least 1 (got {args.steps}): the search needs a step to run")
+    checks = (
+        ("--step-timeout", getattr(args, "step_timeout", None), lambda v: v > 0 and math.isfinite(v), "a positive number of seconds"),
+        ("--memory-limit", getattr(args, "memory_limit", None), lambda v: v >= 0, "0 (no limit) or more MiB"),
+        ("--failure-rate", getattr(args, "failure_rate", None), lambda v: 0 <= v <= 1, "between 0 and 1"),
+        ("--debug-prob", getattr(args, "debug_prob", None), lambda v: 0 <= v <= 1, "between 0 and 1"),
+        ("--num-drafts", getattr(args, "num_drafts", None), lambda v: v >= 1, "at least 1"),
+        ("--max-debug-depth", getattr(args, "max_debug_depth", None), lambda v: v >= 0, "0 or more"),
+        ("--synth-n-train", getattr(args, "synth_n_train", None), lambda v: v >= 1, "at least 1"),
+        ("--synth-n-test", getattr(args, "synth_n_test", None), lambda v: v >= 1, "at least 1"),
+        ("--synth-size", getattr(args, "synth_size", None), lambda v: v >= 1, "at least 1 pixel"),
+        ("--repeat", getattr(args, "repeat", None), lambda v: v >= 0, "0 or more"),
+    )
+    for flag, value, ok, expected in checks:
+        if value is not None and not ok(value):
+            raise UsageError(f"{flag} must be {expected} (got {value:g})")
     if args.level == CUSTOM and not (args.custom_text or "").strip():
-        raise BefairError("--level custom needs --custom-text")
+        raise UsageError("--level custom needs --custom-text")
     return config_from_args(args)
 
 
@@ -277,16 +313,24 @@ def _last_event(store, session_id: str) -> ev.Event:
 
 def cmd_resume(args) -> int:
     from engine.agent.runner import install_sigterm_handler, recover, run
-    from engine.session.store import SessionStore
+    from engine.session.cli import open_store
 
-    store = SessionStore(db_from_args(args))
+    store = open_store(db_from_args(args))  # resuming never creates a database
     sid = store.resolve(args.session)
     state = store.state(sid)
     if not state.config:
-        raise BefairError(f"session {sid} has no recorded settings; it cannot be resumed")
-    config = SessionConfig.from_dict(state.config)
-    if state.coder.get("name") == "import" or (store.session(sid).get("origin") not in (None, "live")):
-        raise BefairError(f"session {sid} was imported; only live sessions can be resumed")
+        raise DataError(f"session {sid} in {store.path} has no recorded settings; it cannot be resumed")
+    if state.coder.get("name") == "import" or "import" in str(state.coder.get("name", "")) \
+            or (store.session(sid).get("origin") not in (None, "live")):
+        raise UsageError(f"session {sid} was imported; only live sessions can be resumed")
+    if state.status == "finished" and not _budget_raised(store, sid, state):
+        reason = f": {state.finish_reason}" if state.finish_reason else ""
+        raise UsageError(f"session {sid} already finished ({state.status}{reason}); nothing to resume "
+                         f"(raise its budget first: befair steer {sid} budget N)")
+    try:
+        config = SessionConfig.from_dict(state.config)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"session {sid} in {store.path} has settings this version cannot use ({exc})") from None
     coder = _coder(config, args)
     progress = Progress(quiet=args.quiet)
     install_sigterm_handler()
@@ -294,3 +338,15 @@ def cmd_resume(args) -> int:
     progress(_last_event(store, sid), writer.state)
     state = run(store, sid, coder=coder, on_event=progress, writer=writer)
     return 0 if state.status in ("finished", "stopped") else 1
+
+
+def _budget_raised(store, session_id: str, state: SessionState) -> bool:
+    """A finished session may go on when a pending `befair steer ... budget N` gives it steps."""
+    for command in store.pending_commands(session_id):
+        if command["kind"] == "set_budget":
+            try:
+                if int(command["payload"].get("steps")) > state.agent_steps:
+                    return True
+            except (TypeError, ValueError):
+                pass
+    return False

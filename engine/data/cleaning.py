@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from engine.data.common import UNREADABLE_IMAGE, image_error
 from engine.errors import DataError
 
 VARIANTS = ("none", "filtered", "dedup")
@@ -106,8 +107,8 @@ def hash_images(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
     for i, p in enumerate(paths):
         try:
             hashes[i], thumbs[i] = dhash(p)
-        except FileNotFoundError:
-            raise DataError(f"image not found: {p}") from None
+        except UNREADABLE_IMAGE as exc:
+            raise image_error(p, exc) from None
         except OSError as exc:
             raise DataError(f"cannot read image {p}: {exc}") from None
     return hashes, thumbs

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine.errors import DataError
+from engine.errors import UsageError
 
 
 def register(subparsers) -> None:
@@ -35,13 +35,13 @@ def synth_command(args) -> int:
     from engine.data.synth import FULL, generate
 
     n_train, n_test = (FULL["n_train"], FULL["n_test"]) if args.full else (args.n_train, args.n_test)
-    if args.out.exists() and args.out.is_file():
-        raise DataError(f"--out {args.out} is a file")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder")
     started = time.perf_counter()
     try:
         paths = generate(args.out, seed=args.seed, n_train=n_train, n_test=n_test, size=args.size)
-    except ValueError as exc:
-        raise DataError(str(exc)) from None
+    except ValueError as exc:  # a bad --n-train / --n-test / --size
+        raise UsageError(str(exc)) from None
     secs = time.perf_counter() - started
     print(f"SynthDerm seed {args.seed}: {n_train} training images ({paths.train_csv}), "
           f"{n_test} test images ({paths.test_csv}), {args.size} px, {secs:.1f} s "
@@ -52,6 +52,10 @@ def synth_command(args) -> int:
 def prepare_command(args) -> int:
     from engine.data.workspace import prepare_workspace
 
+    if not 0 < args.val_fraction < 1:
+        raise UsageError(f"--val-fraction must be between 0 and 1 (got {args.val_fraction:g})")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder")
     started = time.perf_counter()
     ws = prepare_workspace(args.fitzpatrick, args.images, args.out, ddi_csv=args.ddi,
                            ddi_images=args.ddi_images, seed=args.seed, val_fraction=args.val_fraction)

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
 
@@ -19,6 +20,14 @@ def show_list(items: Sequence, total: int | None = None) -> str:
     total = len(items) if total is None else total
     shown = ", ".join(str(x) for x in items[:SHOW])
     return shown + (f" … and {total - SHOW} more" if total > SHOW else "")
+
+
+def line_numbers(mask, limit: int | None = SHOW) -> list[int]:
+    """The CSV lines (1-based, header = line 1) of the rows where `mask` is true, by position: a
+    frame's index may be a column of the file (an unnamed first column, a row with one cell more
+    than the header), so it cannot number the lines."""
+    rows = [int(i) + 2 for i in np.flatnonzero(np.asarray(mask, dtype=bool))]
+    return rows if limit is None else rows[:limit]
 
 
 def read_csv(path: Path | str, what: str, **kw) -> pd.DataFrame:
@@ -59,7 +68,7 @@ def bad_values(series: pd.Series, allowed: set, column: str, what: str, path: Pa
     mask = ~series.isin(allowed)
     if mask.any():
         vals = [v.item() if hasattr(v, "item") else v for v in pd.unique(series[mask])]
-        rows = [int(i) + 2 for i in series.index[mask][:SHOW]]  # +2: header line, 1-based
+        rows = line_numbers(mask)
         raise DataError(
             f"{what} CSV {path}: unknown {column} value{'s' if len(vals) > 1 else ''} "
             f"{show_list([repr(v) for v in vals])} on line{'s' if mask.sum() > 1 else ''} "
@@ -72,12 +81,47 @@ def as_int_column(series: pd.Series, column: str, what: str, path: Path | str) -
     bad = num.isna() | (num != num.round())
     if bad.any():
         vals = pd.unique(series[bad].astype(str))
-        rows = [int(i) + 2 for i in series.index[bad][:SHOW]]
+        rows = line_numbers(bad)
         raise DataError(
             f"{what} CSV {path}: {column} must be an integer; found {show_list([repr(v) for v in vals])} "
             f"on line{'s' if bad.sum() > 1 else ''} {show_list(rows, int(bad.sum()))}"
         )
     return num.astype("int64")
+
+
+UNREADABLE_IMAGE = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError)
+
+
+def image_error(path: Path | str, exc: BaseException) -> DataError:
+    """One clear DataError naming the image for an error met opening it."""
+    if isinstance(exc, Image.DecompressionBombError):
+        detail = str(exc).split(",")[0].strip()  # "Image size (N pixels) exceeds limit of M pixels"
+        return DataError(f"image {path} is too large to decode safely ({detail}; a possible "
+                         "decompression bomb): remove or shrink it")
+    if isinstance(exc, FileNotFoundError):
+        return DataError(f"image not found: {path}")
+    return DataError(f"image {path} cannot be read ({type(exc).__name__}: {str(exc)[:120]})")
+
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+
+
+def find_unreadable_image(roots: Iterable[Path | str]) -> tuple[Path, BaseException] | None:
+    """The first image under `roots` (recursively, links not followed) that cannot be opened and
+    verified, with its error; None when all open. Used to name the culprit after a decoder
+    failed somewhere in a batch (PIL's errors do not name the file)."""
+    for root in roots:
+        for dirpath, _dirs, files in os.walk(root, followlinks=False):
+            for name in sorted(files):
+                p = Path(dirpath) / name
+                if p.suffix.lower() not in IMAGE_SUFFIXES:
+                    continue
+                try:
+                    with Image.open(p) as im:
+                        im.verify()
+                except UNREADABLE_IMAGE as exc:
+                    return p, exc
+    return None
 
 
 def check_images(images_dir: Path | str, files: Sequence[str], what: str, verify: bool = True) -> None:
@@ -100,7 +144,9 @@ def check_images(images_dir: Path | str, files: Sequence[str], what: str, verify
         try:
             with Image.open(p) as im:
                 im.verify()
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        except Image.DecompressionBombError:
+            unreadable.append(f"{f} (too large: a possible decompression bomb)" if len(unreadable) < SHOW else f)
+        except UNREADABLE_IMAGE as exc:
             unreadable.append(f"{f} ({type(exc).__name__})" if len(unreadable) < SHOW else f)
     if unreadable:
         raise DataError(

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from engine.data.common import as_int_column, bad_values, check_images, read_csv, require_columns
+from engine.data.common import as_int_column, bad_values, check_images, line_numbers, read_csv, require_columns
 from engine.data.formats import (
     FITZ_COLUMNS,
     FITZ_REQUIRED,
@@ -44,7 +45,7 @@ def load_fitzpatrick(
             df[col] = pd.NA
     md5 = df["md5hash"]
     if md5.isna().any() or (md5.astype(str).str.strip() == "").any():
-        rows = [int(i) + 2 for i in df.index[md5.isna() | (md5.astype(str).str.strip() == "")][:5]]
+        rows = line_numbers(md5.isna() | (md5.astype(str).str.strip() == ""))
         raise DataError(f"{WHAT} CSV {csv}: empty md5hash on line(s) {rows}")
     df["md5hash"] = md5.astype(str).str.strip()
     dup = df["md5hash"].duplicated(keep=False)
@@ -59,14 +60,14 @@ def load_fitzpatrick(
     expected = df["nine_partition_label"].map(NINE_PARTITIONS)
     clash = expected != df["three_partition_label"]
     if clash.any():
-        i = df.index[clash][0]
+        pos = int(np.flatnonzero(clash.to_numpy(dtype=bool))[0])
         raise DataError(
-            f"{WHAT} CSV {csv}: nine_partition_label {df.at[i, 'nine_partition_label']!r} does not belong "
-            f"to three_partition_label {df.at[i, 'three_partition_label']!r} (line {int(i) + 2}; "
+            f"{WHAT} CSV {csv}: nine_partition_label {df['nine_partition_label'].iloc[pos]!r} does not belong "
+            f"to three_partition_label {df['three_partition_label'].iloc[pos]!r} (line {pos + 2}; "
             f"{int(clash.sum())} such rows)"
         )
     if df["label"].isna().any():
-        rows = [int(i) + 2 for i in df.index[df["label"].isna()][:5]]
+        rows = line_numbers(df["label"].isna())
         raise DataError(f"{WHAT} CSV {csv}: empty label on line(s) {rows}")
     qc = df["qc"].dropna()
     bad_values(qc, set(QC_VALUES), "qc", WHAT, csv)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from engine.data.common import UNREADABLE_IMAGE, image_error
 from engine.task import DDI_SKIN_TONE_TO_GROUP, GROUPS, fitzpatrick_to_group
 
 
@@ -50,8 +51,11 @@ def image_features(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _load(paths) -> tuple[np.ndarray, np.ndarray]:
     F, S = [], []
     for p in paths:
-        with Image.open(p) as im:
-            f, s = image_features(np.asarray(im.convert("RGB")))
+        try:
+            with Image.open(p) as im:
+                f, s = image_features(np.asarray(im.convert("RGB")))
+        except UNREADABLE_IMAGE as exc:
+            raise image_error(p, exc) from None
         F.append(f)
         S.append(s)
     return np.array(F), np.array(S)

@@ -26,8 +26,8 @@ def data_preview(agent_input_dir: Path | str, max_rows: int = 5) -> str:
 
                 with Image.open(sub / files[0]) as im:
                     lines.append(f"    e.g. {files[0]}: {im.format} {im.size[0]}x{im.size[1]} {im.mode}")
-            except OSError:
-                pass
+            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+                pass  # the preview only describes the data; the loaders report unreadable images
     for c in csvs:
         lines.append(f"  {c.name}")
     for c in csvs:

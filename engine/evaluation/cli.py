@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from engine.errors import BefairError, DataError
+from engine.errors import DataError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,7 +83,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     path = Path(args.code)
     if not path.is_file():
-        raise BefairError(f"no such file: {path}")
+        raise DataError(f"no such file: {path}")
     result = audit_code(path.read_text(encoding="utf-8", errors="replace"))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -78,43 +78,82 @@ def load_labels(labels: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     """Held-out labels as a DataFrame (file, label 0/1, group).
 
     Accepts the workspace format (file,label,group[,skin_tone]) and DDI metadata
-    (DDI_file,skin_tone,malignant).
+    (DDI_file,skin_tone,malignant). Anything else, and empty or unknown cells, are a DataError
+    naming the file and the offending lines (rows, for a DataFrame).
     """
+    import numpy as np
+
     if isinstance(labels, pd.DataFrame):
-        df, where = labels, "labels"
+        df, where, first, unit = labels, "labels", 1, "row"
     else:
-        where = str(labels)
+        where, first, unit = str(labels), 2, "line"  # line 1 is the header
         df = read_csv(labels, "labels")
+    df = df.reset_index(drop=True)
+
+    def missing(v: Any) -> bool:
+        try:
+            return v is None or bool(pd.isna(v)) or (isinstance(v, str) and not v.strip())
+        except (TypeError, ValueError):
+            return False
+
+    def text(column: str) -> pd.Series:
+        return df[column].map(lambda v: "" if missing(v) else str(v).strip())
+
+    def lines(mask: pd.Series) -> str:
+        idx = [int(i) + first for i in df.index[mask.to_numpy(dtype=bool)]]
+        shown = ", ".join(map(str, idx[:5])) + (f" and {len(idx) - 5} more" if len(idx) > 5 else "")
+        return f"{unit}{'s' if len(idx) > 1 else ''} {shown}"
+
+    def values(series: pd.Series, mask: pd.Series) -> str:
+        vals = sorted({str(v)[:40] for v in series[mask.to_numpy(dtype=bool)]})
+        return ", ".join(repr(v) for v in vals[:5]) + (" …" if len(vals) > 5 else "")
+
     cols = set(df.columns)
     if {"file", "label", "group"} <= cols:
-        out = pd.DataFrame({"file": df["file"].astype(str), "label": df["label"], "group": df["group"].astype(str)})
+        file_col, label_col = "file", "label"
+        group = text("group")
+        if (group == "").any():
+            raise DataError(f"{where}: empty group cell on {lines(group == '')}")
     elif {"DDI_file", "malignant", "skin_tone"} <= cols:
-        tones = pd.to_numeric(df["skin_tone"], errors="coerce")
-        unknown = sorted(set(df.loc[~tones.isin(list(DDI_SKIN_TONE_TO_GROUP)), "skin_tone"].astype(str)))
-        if unknown:
-            raise DataError(f"{where}: unknown skin_tone value(s) {', '.join(unknown[:5])} (expected 12, 34, 56)")
-        out = pd.DataFrame({
-            "file": df["DDI_file"].astype(str),
-            "label": df["malignant"],
-            "group": tones.astype(int).map(DDI_SKIN_TONE_TO_GROUP),
-        })
+        file_col, label_col = "DDI_file", "malignant"
+        tone_text = text("skin_tone")
+        if (tone_text == "").any():
+            raise DataError(f"{where}: empty skin_tone cell on {lines(tone_text == '')} (expected 12, 34 or 56)")
+        tones = pd.to_numeric(tone_text, errors="coerce")
+        unknown = ~tones.isin(list(DDI_SKIN_TONE_TO_GROUP))
+        if unknown.any():
+            raise DataError(f"{where}: unknown skin_tone value(s) {values(tone_text, unknown)} on "
+                            f"{lines(unknown)} (expected 12, 34, 56)")
+        group = tones.astype(int).map(DDI_SKIN_TONE_TO_GROUP).astype(str)
     else:
         raise DataError(
             f"{where}: expected columns file,label,group (workspace) or DDI_file,malignant,skin_tone "
             f"(DDI); found {', '.join(map(str, df.columns))}"
         )
-    lab = out["label"]
-    if lab.dtype == object:
-        lab = lab.astype(str).str.strip().str.lower().map(
-            {"true": 1, "false": 0, "1": 1, "0": 0, "malignant": 1, "benign": 0, "1.0": 1, "0.0": 0})
-    lab = pd.to_numeric(lab, errors="coerce")
-    if lab.isna().any() or not lab.isin([0, 1]).all():
-        bad = out.loc[lab.isna() | ~lab.isin([0, 1]), "file"].head(3).tolist()
-        raise DataError(f"{where}: labels must be 0/1 (or True/False); bad rows: {', '.join(bad)}")
-    out["label"] = lab.astype(int)
-    if out["file"].duplicated().any():
-        dup = out.loc[out["file"].duplicated(), "file"].head(3).tolist()
-        raise DataError(f"{where}: duplicate file names: {', '.join(dup)}")
+    files = text(file_col)
+    if (files == "").any():
+        raise DataError(f"{where}: empty {file_col} cell on {lines(files == '')}")
+
+    words = {"true": 1, "false": 0, "1": 1, "0": 0, "malignant": 1, "benign": 0, "1.0": 1, "0.0": 0}
+
+    def label(v: Any) -> int | None:
+        if missing(v):
+            return None
+        if isinstance(v, (bool, np.bool_)):
+            return int(v)
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return int(v) if v in (0, 1) else None
+        return words.get(str(v).strip().lower())
+
+    lab = df[label_col].map(label)
+    bad = lab.isna()
+    if bad.any():
+        raise DataError(f"{where}: {label_col} must be 0/1 (or True/False); found "
+                        f"{values(df[label_col].map(lambda v: '' if missing(v) else v), bad)} on {lines(bad)}")
+    out = pd.DataFrame({"file": files.astype(str), "label": lab.astype(int), "group": group.astype(str)})
+    dup = out["file"].duplicated()
+    if dup.any():
+        raise DataError(f"{where}: duplicate file names {values(out['file'], dup)} on {lines(dup)}")
     return out.reset_index(drop=True)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from engine.errors import BefairError
+from engine.errors import DataError, UsageError
 from engine.session import events as ev
 
 OUTPUT_KEEP = 16_000  # characters of imported terminal output kept per node (head + tail)
@@ -60,7 +60,7 @@ def find_journal(path: str | Path) -> tuple[Path, Path | None]:
     """(journal.json, config.yaml or None) for a run directory, a logs/ directory or a journal."""
     path = Path(path)
     if not path.exists():
-        raise BefairError(f"{path} does not exist")
+        raise DataError(f"{path} does not exist")
     if path.is_file():
         journal = path
     else:
@@ -71,10 +71,10 @@ def find_journal(path: str | Path) -> tuple[Path, Path | None]:
             found = sorted(path.glob("logs/*/journal.json")) or sorted(path.glob("*/journal.json")) \
                 or sorted(path.rglob("journal.json"))
             if not found:
-                raise BefairError(f"no journal.json under {path}")
+                raise DataError(f"no journal.json under {path}")
             if len(found) > 1:
                 listing = ", ".join(str(p.relative_to(path)) for p in found[:5])
-                raise BefairError(f"several AIDE runs under {path} ({listing}); give one of them")
+                raise UsageError(f"several AIDE runs under {path} ({listing}); give one of them")
             journal = found[0]
     config = None
     for candidate in (journal.parent / "config.yaml", journal.parent.parent / "config.yaml"):
@@ -136,15 +136,29 @@ def _level(goal: str | None) -> tuple[str, str | None]:
 
 def _load_nodes(journal: Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
     try:
-        data = json.loads(journal.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BefairError(f"cannot read {journal}: {exc}") from None
+        raw = journal.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {journal}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"cannot read {journal}: not UTF-8 text (byte {exc.start}), so not an AIDE journal; "
+                        "give a journal.json or the run's log folder") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"cannot read {journal}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}), "
+                        "so not an AIDE journal") from None
+    except RecursionError:
+        raise DataError(f"cannot read {journal}: its JSON is nested too deeply for an AIDE journal") from None
     if isinstance(data, list):
         nodes, n2p = data, {}
     elif isinstance(data, dict):
         nodes, n2p = data.get("nodes") or [], data.get("node2parent") or {}
     else:
-        raise BefairError(f"{journal} is not an AIDE journal")
+        raise DataError(f"{journal} is not an AIDE journal (a JSON {type(data).__name__}, not an object)")
+    if not isinstance(nodes, list):
+        raise DataError(f"{journal} is not an AIDE journal: \"nodes\" is a {type(nodes).__name__}, not a list")
     nodes = [n for n in nodes if isinstance(n, dict)]
     if not isinstance(n2p, dict):
         n2p = {}
@@ -198,13 +212,30 @@ def _audit(code: str, output: str, omitted: bool, claimed: float | None, status:
 
 
 def import_aide(store, path: str | Path, *, session_id: str | None = None, by: str = "import") -> str:
-    """Import an AIDE run into `store`; returns the new session's id."""
-    from engine.config import SessionConfig
-
+    """Import an AIDE run into `store`; returns the new session's id. A journal or config of an
+    unexpected shape is a DataError, and leaves no half-imported session behind."""
     journal, config_path = find_journal(path)
     nodes, n2p = _load_nodes(journal)
     if not nodes:
-        raise BefairError(f"{journal} holds no nodes")
+        raise DataError(f"{journal} holds no nodes")
+    created: list[str] = []
+    try:
+        return _import(store, journal, config_path, nodes, n2p, session_id, created)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError, RecursionError) as exc:
+        # a journal of an unexpected shape: leave no half-imported session behind
+        if created:
+            try:
+                store.delete_session(created[0])
+            except Exception:  # noqa: BLE001 - the error below is the one to report
+                pass
+        raise DataError(f"{journal} is not an AIDE journal this version can import "
+                        f"({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _import(store, journal: Path, config_path: Path | None, nodes: list[dict[str, Any]], n2p: dict[str, str],
+            session_id: str | None, created: list[str]) -> str:
+    from engine.config import SessionConfig
+
     cfg = load_aide_config(config_path) if config_path else {}
     agent_cfg = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
     search = agent_cfg.get("search") if isinstance(agent_cfg.get("search"), dict) else {}
@@ -277,6 +308,7 @@ def import_aide(store, path: str | Path, *, session_id: str | None = None, by: s
         ts=t0,
     )
     sid = writer.session_id
+    created.append(sid)
     state = writer.state
     clock = t0
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
+import signal
+import stat
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BefairError
-from engine.paths import add_db_arg, db_from_args
+from engine.errors import BefairError, DataError, UsageError, WorkError
+from engine.paths import add_db_arg, db_from_args, runs_dir
 from engine.session import views
 from engine.session.state import best_node
 
@@ -72,18 +76,26 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("delete", help="delete a session and everything recorded for it")
     p.add_argument("session", help="session id (or a unique prefix)")
     p.add_argument("--yes", action="store_true", help="really delete")
+    p.add_argument("--timeout", type=float, default=20.0,
+                   help="a running session is stopped first: seconds to wait for its runner (default 20)")
     add_db_arg(p)
     p.set_defaults(func=cmd_delete)
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _store(args, *, must_exist: bool = True):
+def open_store(path: Path, *, must_exist: bool = True):
+    """The SessionStore at `path`; a DataError (exit 3) naming the file when there is none (a
+    command that only reads must not create a database) or it cannot be used."""
     from engine.session.store import SessionStore
 
-    path = db_from_args(args)
+    path = Path(path)
     if must_exist and not path.exists():
-        raise BefairError(f"no session database at {path} (use --db or ${'BEFAIR_DB'})")
+        raise DataError(f"no session database at {path} (use --db or $BEFAIR_DB)")
     return SessionStore(path)
+
+
+def _store(args, *, must_exist: bool = True):
+    return open_store(db_from_args(args), must_exist=must_exist)
 
 
 def _json_out(obj: Any) -> None:
@@ -103,6 +115,7 @@ def _session_rows(store) -> list[dict[str, Any]]:
             "id": s["id"], "created_at": s["created_at"], "updated_at": s["updated_at"],
             "status": s["status"], "level": s["level"], "coder": s["coder"], "coder_label": s["coder_label"],
             "simulated": bool(s["simulated"]), "origin": s["origin"],
+            **views.trust_fields(views.row_state(s)),
             "participant_id": s["participant_id"], "study_id": s["study_id"], "repeat_index": s["repeat_index"],
             "steps": s["steps"], "budget": s["budget"], "n_nodes": s["n_nodes"],
             "best_criterion": s["best_criterion"], "best_node": s["best_node"],
@@ -142,9 +155,12 @@ def cmd_sessions(args) -> int:
         c = r["counts"]
         nodes = f"{r['n_nodes']} ({c.get('ok', 0)} ok, {c.get('buggy', 0) + c.get('timeout', 0)} failed)"
         steps = f"{r['steps'] or 0}/{r['budget'] if r['budget'] is not None else '?'}"
+        trust = f"  {views.UNSANDBOXED}" if r["unsandboxed"] else ""
         print(f"{r['id']:<24} {r['status']:<9} {(r['level'] or ''):<16} {_coder_label(r)[:26]:<26} "
               f"{(r['participant_id'] or '-')[:8]:<8} {steps:>7} {views.fmt(r['best_auc']):>8} "
-              f"{views.fmt(r['best_gap']):>6}  {nodes}")
+              f"{views.fmt(r['best_gap']):>6}  {nodes}{trust}")
+    if any(r["unsandboxed"] for r in rows):
+        print(f"{views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}")
     return 0
 
 
@@ -160,7 +176,9 @@ def cmd_show(args) -> int:
         coder += " (simulated)"
     criterion = state.config.get("best", "validation")
     print(f"session {sid} · {state.level or '?'} · {coder} · step {state.agent_steps}/{state.budget} · "
-          f"{state.status.upper()}")
+          f"{state.status.upper()}" + (f" · {views.UNSANDBOXED}" if state.unsandboxed else ""))
+    if state.unsandboxed:
+        print(f"{views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}")
     if state.tokens_in or state.tokens_out:
         print(f"tokens {state.tokens_in + state.tokens_out:,} · cost ${state.cost:.2f}")
     lines = views.tree_lines(state, unblind=args.unblind)
@@ -204,10 +222,10 @@ def cmd_steer(args) -> int:
         payload = {"text": arg, "scope": "node" if args.node is not None else "global", "node_id": args.node}
     elif kind == "stop":
         payload = {"interrupt": not args.no_interrupt}
-    if state.status not in ("running", "paused", "new"):
+    command_id = store.issue_command(sid, kind, payload, by=args.by)
+    if state.status not in ("running", "paused", "new"):  # after the write: a failure says one thing
         print(f"befair: note: session {sid} is {state.status}; the command waits until it is resumed",
               file=sys.stderr)
-    command_id = store.issue_command(sid, kind, payload, by=args.by)
     print(command_id)
     if args.wait:
         row = store.wait_command(command_id, timeout=args.timeout)
@@ -226,10 +244,11 @@ NODE_CSV_COLUMNS = [
     "test_group_0", "test_group_1", "test_group_2", "test_n", "test_verdict", "test_blinded",
     "reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection",
     "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
+    "sandbox", "unsandboxed",  # the session's: how its agent code ran (bwrap | none | imported)
 ]
 
 
-def _csv_row(d: dict[str, Any]) -> dict[str, Any]:
+def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {k: d.get(k) for k in NODE_CSV_COLUMNS if k in d}
     for prefix, split in (("val", d.get("validation")), ("test", d.get("test"))):
         split = split or {}
@@ -250,6 +269,8 @@ def _csv_row(d: dict[str, Any]) -> dict[str, Any]:
     row["guidance_ids"] = " ".join(str(g) for g in d["guidance_ids"])
     row["pruned"] = int(d["pruned"])
     row["test_blinded"] = int(d["test_blinded"])
+    row["sandbox"] = trust["sandbox"]
+    row["unsandboxed"] = int(bool(trust["unsandboxed"]))
     return row
 
 
@@ -267,7 +288,8 @@ def export_session(store, session_id: str, out: Path, *, criterion: str | None =
     if best is not None and best.code:
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
                   f"# coder: {state.coder.get('label') or state.coder.get('name')}"
-                  f"{' (simulated)' if state.simulated else ''}\n")
+                  f"{' (simulated)' if state.simulated else ''}\n"
+                  + (f"# {views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}\n" if state.unsandboxed else ""))
         (out / "solution.py").write_text(header + best.code, encoding="utf-8")
         written.append("solution.py")
     tree = views.session_json(state, unblind=unblind)
@@ -277,7 +299,7 @@ def export_session(store, session_id: str, out: Path, *, criterion: str | None =
         w = csv.DictWriter(fh, fieldnames=NODE_CSV_COLUMNS)
         w.writeheader()
         for d in tree["nodes"]:
-            w.writerow(_csv_row(d))
+            w.writerow(_csv_row(d, views.trust_fields(state)))
     with (out / "events.jsonl").open("w", encoding="utf-8") as fh:
         for e in events:
             fh.write(json.dumps({"seq": e.seq, "ts": e.ts, "kind": e.kind, "payload": e.payload},
@@ -315,11 +337,119 @@ def cmd_import_aide(args) -> int:
     return 0
 
 
+def _looks_like_befair(pid: int) -> bool:
+    """Whether process `pid` is a befair runner (its command line names befair or the engine), so
+    a recycled pid is never signalled. Where /proc is missing, trust the recorded pid."""
+    try:
+        cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()
+    except OSError:
+        return False
+    return b"befair" in cmdline or b"engine." in cmdline
+
+
+def stop_runner(store, session_id: str, *, timeout: float = 20.0, poll: float = 0.1) -> str | None:
+    """Stop the session's runner if one is alive, before its rows are deleted: a stop command
+    (interrupting the running node) for a runner anywhere, and SIGTERM to its recorded process
+    when that is a befair process on this machine (a headless runner treats SIGTERM like Ctrl-C:
+    it interrupts the node and records session_finished). Waits up to `timeout` s for the runner to
+    end; WorkError (nothing deleted) when it does not. Returns what was done, or None."""
+    from engine.session.liveness import pid_alive, runner_status
+
+    row = store.session(session_id)
+    if runner_status(row) != "alive":
+        return None  # ended, or its runner is dead (a pid it recorded may belong to another process now)
+    pid = row.get("pid")
+    try:
+        pid = int(pid) if pid is not None else None
+    except (TypeError, ValueError):
+        pid = None
+    if pid == os.getpid() and not _fresh_heartbeat(row):
+        return None  # recorded by this very process, and no runner thread of ours beats for it
+    local = pid is not None and pid != os.getpid() and pid_alive(pid) is True and _looks_like_befair(pid)
+    store.issue_command(session_id, "stop", {"interrupt": True}, by="delete")
+    if local:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + timeout
+    while True:
+        row = store.session(session_id)
+        proc_gone = not local or pid_alive(pid) is not True
+        if proc_gone and runner_status(row) != "alive":
+            return f"stopped its runner{f' (process {pid})' if local else ''}"
+        if time.monotonic() >= deadline:
+            raise WorkError(
+                f"session {session_id} is still running{f' (process {pid})' if pid else ''} and did not stop "
+                f"within {timeout:g} s; nothing was deleted. Stop it (befair steer {session_id} stop"
+                f"{f', or kill {pid}' if local else ''}) and try again")
+        time.sleep(poll)
+
+
+def _fresh_heartbeat(row: dict[str, Any]) -> bool:
+    from engine.session.liveness import STALE_AFTER
+
+    try:
+        return time.time() - float(row.get("heartbeat_at")) <= STALE_AFTER
+    except (TypeError, ValueError):
+        return False
+
+
+def _safe_component(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name \
+        and "\0" not in name and (os.altsep is None or os.altsep not in name)
+
+
+def remove_run_dir(runs_root: Path, session_id: str) -> Path | None:
+    """Remove the session's run folder (runs_root/<session_id>): read-only files and folders are
+    made writable first (the input copy is read-only); symbolic links are removed, never
+    followed. Returns the folder removed, or None when there was none."""
+    if not _safe_component(session_id):
+        return None
+    target = Path(runs_root) / session_id
+    if target.is_symlink():
+        target.unlink()
+        return target
+    if not target.is_dir():
+        return None
+    _make_removable(target)
+    shutil.rmtree(target)
+    return target
+
+
+def _make_removable(top: Path) -> None:
+    def writable(p: str, extra: int) -> None:
+        try:
+            st = os.lstat(p)
+            if not stat.S_ISLNK(st.st_mode) and (st.st_mode & extra) != extra:
+                os.chmod(p, stat.S_IMODE(st.st_mode) | extra)
+        except OSError:
+            pass
+
+    writable(str(top), stat.S_IRWXU)
+    for dirpath, dirnames, filenames in os.walk(top, topdown=True, followlinks=False):
+        for name in dirnames:
+            writable(os.path.join(dirpath, name), stat.S_IRWXU)
+        for name in filenames:
+            writable(os.path.join(dirpath, name), stat.S_IWUSR)
+
+
 def cmd_delete(args) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
     if not args.yes:
-        raise BefairError(f"this deletes session {sid} and all its events; add --yes to confirm")
+        raise UsageError(f"this deletes session {sid} and all its events; add --yes to confirm")
+    note = stop_runner(store, sid, timeout=args.timeout)
+    if note:
+        print(f"{sid}: {note}", file=sys.stderr)
     store.delete_session(sid)
-    print(f"deleted {sid}")
+    try:
+        removed = remove_run_dir(runs_dir(store.path), sid)
+    except OSError as exc:
+        print(f"befair: deleted session {sid}, but could not remove its run folder "
+              f"{runs_dir(store.path) / sid}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"deleted {sid}" + (f" and its run folder {removed}" if removed else ""))
     return 0

@@ -5,6 +5,8 @@ end; never edit one that has shipped.
 """
 from __future__ import annotations
 
+import os
+import sqlite3
 import time
 
 import sqlite_utils
@@ -103,3 +105,63 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
         db.execute("ROLLBACK")
         raise
     return applied
+
+
+# -- refusing databases this version cannot use (read-only: runs before `migrate`) --------------
+
+def schema_version(name: str) -> int | None:
+    """The number a migration's name starts with ("002_heartbeat" -> 2), or None."""
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def known_schema_version() -> int:
+    """The newest schema this version of befair knows (its last migration's number)."""
+    return max((schema_version(name) or 0 for name, _ in MIGRATIONS), default=0)
+
+
+def check_schema(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+    """Raise DatabaseError when the database at `path` (open on `conn`, read-only is enough) is
+    not one this version may migrate and use: an SQLite file holding someone else's tables, or a
+    session database written by a newer befair (its `migrations` table names a migration this
+    code does not know). An empty database passes (it becomes a new session database)."""
+    from engine.errors import DatabaseError, SchemaTooNew
+
+    tables = sorted(r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")
+                    if not str(r[0]).startswith("sqlite_"))
+    if not tables:
+        return
+
+    def foreign() -> DatabaseError:
+        shown = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
+        return DatabaseError(f"{path} is an SQLite database but not a befair session database "
+                             f"(its tables: {shown}); give another --db")
+
+    if "migrations" not in tables:
+        raise foreign()
+    try:
+        names = {str(r[0]) for r in conn.execute("select name from migrations")}
+    except sqlite3.OperationalError:  # a `migrations` table of another shape
+        raise foreign() from None
+    if not names:
+        if tables == ["migrations"]:
+            return
+        raise foreign()
+    known = {name for name, _ in MIGRATIONS}
+    if MIGRATIONS[0][0] not in names:
+        raise foreign()
+    unknown = sorted(names - known)
+    if not unknown:
+        missing = [t for t in ("sessions", "events", "nodes", "commands") if t not in tables]
+        if missing:
+            raise DatabaseError(f"{path} is damaged or not a befair session database: table(s) "
+                                f"{', '.join(missing)} missing; give another --db")
+        return
+    ours = known_schema_version()
+    theirs = max((schema_version(n) or 0 for n in names), default=0)
+    if theirs > ours:
+        raise SchemaTooNew(f"{path} was written by a newer befair (schema {theirs}; this version knows up "
+                           f"to {ours}); open it with that version, or give another --db")
+    raise SchemaTooNew(f"{path} has schema migration(s) this version of befair does not know "
+                       f"({', '.join(unknown[:5])}; it knows up to schema {ours}); open it with the befair "
+                       "that wrote it, or give another --db")

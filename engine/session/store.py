@@ -20,14 +20,36 @@ from typing import Any, Iterable
 
 import sqlite_utils
 
-from engine.errors import BefairError
+from engine.errors import BefairError, DatabaseError, UsageError, WorkError
 from engine.session import events as ev
-from engine.session.schema import migrate
+from engine.session.schema import check_schema, migrate
 from engine.session.state import NodeState, SessionState, apply, best_node, fold
 
 
-class SessionNotFound(BefairError):
+class SessionNotFound(UsageError):
     pass
+
+
+def database_error(exc: BaseException, path: str | os.PathLike[str]) -> BefairError:
+    """One clear error naming the database for an sqlite3 error met opening or reading it."""
+    msg = str(exc).strip() or type(exc).__name__
+    low = msg.lower()
+    if "not a database" in low:
+        return DatabaseError(f"{path} is not a befair session database (not an SQLite file, or its "
+                             "header is damaged); give another --db")
+    if "malformed" in low or "corrupt" in low:
+        return DatabaseError(f"{path} is damaged ({msg}); restore it from a backup, or give another --db")
+    if "readonly" in low or "read-only" in low:
+        return DatabaseError(f"{path} is read-only ({msg}); befair writes to its session database: make "
+                             "the file and its folder writable, or work on a copy")
+    if "unable to open" in low:
+        return DatabaseError(f"cannot open the session database {path} ({msg}); check that its folder "
+                             "exists and is writable")
+    if "locked" in low or "busy" in low:
+        return WorkError(f"{path} is locked by another process ({msg}); try again")
+    if "disk" in low and ("full" in low or "i/o" in low):
+        return WorkError(f"cannot write {path} ({msg})")
+    return DatabaseError(f"session database {path}: {msg}")
 
 
 def new_session_id() -> str:
@@ -37,20 +59,58 @@ def new_session_id() -> str:
 class SessionStore:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise DatabaseError(f"{self.path} is a folder, not a session database; give a file for --db")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseError(f"cannot create the folder for the session database {self.path}: "
+                                f"{exc.strerror or exc}") from None
         self._local = threading.local()
-        migrate(self.db)
+        self._check()
+        try:
+            migrate(self.db)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise database_error(exc, self.path) from None
+
+    def _check(self) -> None:
+        """Refuse, before anything writes to it, a file that is not a session database this
+        version may use (not SQLite, damaged, someone else's tables, a newer schema)."""
+        try:
+            if not self.path.exists() or self.path.stat().st_size == 0:
+                return  # a new database
+        except OSError as exc:
+            raise DatabaseError(f"cannot read the session database {self.path}: {exc.strerror or exc}") from None
+        # Read-only; without a -wal file beside it, also immutable, so that probing a file that is
+        # not ours leaves no -wal/-shm files behind (with one, a writer may be live: read through it).
+        wal = self.path.with_name(self.path.name + "-wal")
+        mode = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True, timeout=30)
+            try:
+                check_schema(conn, self.path)
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise database_error(exc, self.path) from None
 
     # -- connections ----------------------------------------------------------------------
     @property
     def db(self) -> sqlite_utils.Database:
         db = getattr(self._local, "db", None)
         if db is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # durable against process death in WAL mode
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn = None
+            try:
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # durable against process death in WAL mode
+                conn.execute("PRAGMA foreign_keys=ON")
+                conn.execute("PRAGMA busy_timeout=30000")
+            except sqlite3.DatabaseError as exc:
+                if conn is not None:
+                    conn.close()
+                raise database_error(exc, self.path) from None
             db = sqlite_utils.Database(conn)
             self._local.db = db
         return db
@@ -93,15 +153,31 @@ class SessionStore:
             raise SessionNotFound(f"no session matches {ref!r} in {self.path}")
         if len(rows) > 1:
             ids = ", ".join(r["id"] for r in rows[:5])
-            raise BefairError(f"{ref!r} matches several sessions ({ids}{'…' if len(rows) > 5 else ''}); give more of the id")
+            more = "…" if len(rows) > 5 else ""
+            raise UsageError(f"{ref!r} matches several sessions ({ids}{more}); give more of the id")
         return rows[0]["id"]
 
     def delete_session(self, session_id: str) -> None:
+        """Delete a session's row and every row that refers to it (events, nodes, commands and any
+        table a later migration adds with a foreign key to sessions), in one transaction. The
+        caller stops a live runner first (engine.session.cli.cmd_delete)."""
         self.session(session_id)
+        conn = self.db.conn
         with self._write():
-            for table in ("events", "nodes", "commands"):
-                self.db.execute(f"delete from {table} where session_id = ?", [session_id])
-            self.db.execute("delete from sessions where id = ?", [session_id])
+            for table, column in self._session_references():
+                conn.execute(f'delete from "{table}" where "{column}" = ?', [session_id])
+            conn.execute("delete from sessions where id = ?", [session_id])
+
+    def _session_references(self) -> list[tuple[str, str]]:
+        """(table, column) of every foreign key to sessions.id."""
+        refs = []
+        for (table,) in self.db.conn.execute("select name from sqlite_master where type = 'table' "
+                                             "and name not like 'sqlite_%' order by name"):
+            for fk in self.db.conn.execute(f'pragma foreign_key_list("{table}")'):
+                # (id, seq, table, from, to, on_update, on_delete, match)
+                if fk[2] == "sessions" and table != "sessions":
+                    refs.append((table, fk[3]))
+        return refs
 
     # -- events ---------------------------------------------------------------------------
     def events(self, session_id: str, after_seq: int = 0, limit: int | None = None) -> list[ev.Event]:
@@ -164,7 +240,7 @@ class SessionStore:
     # -- commands (the steering queue) ----------------------------------------------------
     def issue_command(self, session_id: str, kind: str, payload: dict[str, Any] | None = None, *, by: str = "user") -> int:
         if kind not in ev.COMMAND_KINDS:
-            raise BefairError(f"unknown command {kind!r}; one of {', '.join(sorted(ev.COMMAND_KINDS))}")
+            raise UsageError(f"unknown command {kind!r}; one of {', '.join(sorted(ev.COMMAND_KINDS))}")
         self.session(session_id)
         with self._write():
             table = self.db["commands"].insert(
@@ -182,7 +258,7 @@ class SessionStore:
     def command(self, command_id: int) -> dict[str, Any]:
         rows = list(self.db.query("select * from commands where id = ?", [int(command_id)]))
         if not rows:
-            raise BefairError(f"no command {command_id} in {self.path}")
+            raise UsageError(f"no command {command_id} in {self.path}")
         return {**rows[0], "payload": json.loads(rows[0]["payload"] or "{}")}
 
     def wait_command(self, command_id: int, timeout: float = 30.0, poll: float = 0.01) -> dict[str, Any] | None:

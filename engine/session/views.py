@@ -5,6 +5,8 @@ is read from anywhere else.
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from engine.session.state import NodeState, SessionState, best_node
@@ -26,6 +28,37 @@ BADGE_HELP = {
 }
 CLAIM_DIFFERENCE_FLAG = 0.05
 STATUS_ICONS = {"queued": "○", "running": "◐", "ok": "●", "buggy": "◍", "timeout": "⧗", "interrupted": "◌"}
+
+
+# The trust marker of a session that ran agent code on this machine without the sandbox.
+UNSANDBOXED = "UNSANDBOXED"
+UNSANDBOXED_MEANING = "agent code ran on this machine without the sandbox (--sandbox none)"
+SANDBOX_VALUES = ("bwrap", "none", "imported")
+
+
+def sandbox_mode(state: SessionState) -> str:
+    """How the session's agent code ran: "bwrap" (sandboxed), "none" (unsandboxed, or recorded
+    before the sandbox existed) or "imported" (ran elsewhere; nothing ran here)."""
+    if "import" in str(state.coder.get("name", "")):
+        return "imported"
+    mode = str(state.config.get("sandbox", "none"))
+    return mode if mode in ("bwrap", "none") else "none"
+
+
+def trust_fields(state: SessionState) -> dict[str, Any]:
+    """{"sandbox": bwrap|none|imported, "unsandboxed": bool} for JSON and CSV exports."""
+    return {"sandbox": sandbox_mode(state), "unsandboxed": bool(state.unsandboxed)}
+
+
+def row_state(row: Mapping[str, Any]) -> SessionState:
+    """A SessionState carrying just a sessions-table row's config and coder (enough for
+    `unsandboxed` and `sandbox_mode` without folding the events)."""
+    try:
+        config = json.loads(row.get("config") or "{}")
+    except (TypeError, ValueError):
+        config = {}
+    return SessionState(config=config if isinstance(config, dict) else {},
+                        coder={"name": row.get("coder") or ""})
 
 
 def audit_badges(node: NodeState) -> list[str]:
@@ -137,6 +170,7 @@ def session_json(state: SessionState, *, unblind: bool = False) -> dict[str, Any
         "instruction": state.instruction,
         "coder": state.coder,
         "simulated": state.simulated,
+        **trust_fields(state),
         "participant_id": state.config.get("participant_id"),
         "study_id": state.config.get("study_id"),
         "repeat_index": state.config.get("repeat_index"),
