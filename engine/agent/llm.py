@@ -215,6 +215,9 @@ class ChatClient:
                     break
                 if on_stream is not None and call.text != shown:
                     shown = _notify(on_stream, role, call.text)
+        except BaseException:
+            call.stop("cancelled")     # e.g. KeyboardInterrupt: the worker must not go on
+            raise
         finally:
             with self._inflight_lock:
                 self._inflight.discard(call)
@@ -240,6 +243,10 @@ class ChatClient:
                 if att is not None and not att.closed:
                     self._record_locked(call, att, ok=False, error=error, reply=call.text,
                                         estimate=bool(call.text))
+                elif call.calls and call.result is None:
+                    # stopped between attempts (a backoff): the last attempt's record says so
+                    last_call = call.calls[-1]
+                    last_call.error = f"{last_call.error or 'ok'}; then {error}"
                 result = ChatResult(ok=False, error=error, kind=call.stop_reason or "budget")
             call.frozen = True
             result.calls = list(call.calls)

@@ -333,12 +333,15 @@ CLI_FLAGS: dict[str, tuple[str, type, str]] = {
                    "~/.config/befair/llm.toml)"),
 }
 _CLI_TO_FIELD = {"llm_timeout": "timeout", "llm_retries": "max_retries"}
+_METAVARS = {"llm_timeout": "SECONDS", "llm_retries": "N", "call_budget_s": "SECONDS",
+             "max_tokens": "TOKENS", "review_max_tokens": "TOKENS", "budget_usd": "USD"}
 
 
 def add_cli_arguments(parser: Any) -> None:
     """Add the LLM flags to an argparse parser (all default to None: 'not given')."""
     for dest, (flag, typ, help_) in CLI_FLAGS.items():
-        parser.add_argument(flag, dest=dest, type=typ, default=None, help=help_)
+        kw = {"metavar": _METAVARS[dest]} if dest in _METAVARS else {}
+        parser.add_argument(flag, dest=dest, type=typ, default=None, help=help_, **kw)
 
 
 def cli_overrides(args: Any) -> dict[str, Any]:

@@ -210,6 +210,7 @@ def test_budget_holds_against_a_server_that_answers_500_forever():
     assert r.code is None and "over its time budget of 2 s" in r.error
     assert "server error (500): model crashed" in r.error     # what went wrong last
     assert all(not c.ok for c in r.llm_calls) and len(r.llm_calls) == sent
+    assert "time budget" in r.llm_calls[-1].error                # the record says why it ended
 
 
 def test_budget_cuts_a_reply_that_streams_too_long():
