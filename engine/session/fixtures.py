@@ -226,6 +226,8 @@ def write_demo_session(
         gids = [g.guidance_id for g in glob] + [g.guidance_id for g in node_g]
 
         tokens_in, tokens_out = 1800 + 37 * step, 600 + 11 * step
+        emit(ev.LLM_STREAM, {"role": stage if stage != "human" else "improve", "step": step,
+                             "delta": f"(simulated) planning step {step}"}, ts=clock(0.2))
         emit(ev.LLM_CALL, {"node_id": None, "role": stage if stage != "human" else "improve",
                            "model": "offline-grammar", "tokens_in": tokens_in, "tokens_out": tokens_out,
                            "latency_s": 0.4, "cost": 0.0, "ok": True, "error": None}, ts=clock(0.4))
