@@ -39,21 +39,23 @@ CASES = {
         '''),
         'aucs = {g: roc_auc_score(d.y, d.p) for g, d in val.groupby("group")}\n',
         'res = val.groupby("skin_tone").apply(lambda d: roc_auc_score(d.y, d.p))\n',
-        'from fairlearn.metrics import MetricFrame\nmf = MetricFrame(metrics=f, y_true=y, y_pred=p, sensitive_features=s)\n',
+        'from fairlearn.metrics import MetricFrame\n'
+        'mf = MetricFrame(metrics=f, y_true=y, y_pred=p, sensitive_features=s)\n',
     ],
     "reweighting": [
-        'model.fit(X, y, sample_weight=w)\n',
-        'clf = LogisticRegression(class_weight="balanced")\n',
-        'crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n',
-        'sampler = WeightedRandomSampler(weights, num_samples=len(weights))\n',
+        'w = 1.0 / df["skin_tone"].map(df["skin_tone"].value_counts())\nmodel.fit(X, y, sample_weight=w)\n',
+        'sw = train["fitzpatrick_scale"].map({5: 3.0, 6: 3.0}).fillna(1.0)\nclf.fit(X, y, sample_weight=sw.values)\n',
+        'w = torch.tensor(1.0 / df.skin_tone.map(df.skin_tone.value_counts()).values)\n'
+        'loss = (F.binary_cross_entropy_with_logits(z, y, reduction="none") * w[idx]).mean()\n',
         'criterion = nn.CrossEntropyLoss(weight=group_w)\n',
     ],
     "upsampling": [
-        'from sklearn.utils import resample\nup = resample(minority, replace=True, n_samples=500)\n',
-        'extra = dark.sample(n=400, replace=True, random_state=0)\n',
-        'train = pd.concat([train, dark, dark, dark])\n',
-        'train = pd.concat([train] + [dark_df] * 3)\n',
-        'train = pd.concat([majority, minority_upsampled])\n',
+        'from sklearn.utils import resample\ndark = train[train.skin_tone >= 5]\n'
+        'up = resample(dark, replace=True, n_samples=500)\n',
+        'dark = df[df["fitzpatrick_scale"] >= 5]\nextra = dark.sample(n=400, replace=True, random_state=0)\n',
+        'dark = train[train.skin_tone >= 5]\ntrain = pd.concat([train, dark, dark, dark])\n',
+        'dark_df = train[train.skin_tone.isin([5, 6])]\ntrain = pd.concat([train] + [dark_df] * 3)\n',
+        'w = 1.0 / df.skin_tone.map(df.skin_tone.value_counts())\nsampler = WeightedRandomSampler(w.values, len(w))\n',
     ],
     "filtering": [
         'df = df[df["label"] != "non-neoplastic"]\n',
@@ -94,6 +96,25 @@ def test_each_case_is_flagged_with_evidence(flag, code):
 def test_interventions_are_not_confused():
     assert not audit_code(CASES["reweighting"][0]).flags["upsampling"]
     assert not audit_code(CASES["upsampling"][2]).flags["reweighting"]
+    assert not audit_code(CASES["upsampling"][4]).flags["reweighting"]  # a skin-tone sampler upsamples
+    # class balancing is not a skin-tone intervention
+    assert not audit_code('clf = LogisticRegression(class_weight="balanced")\n').flags["reweighting"]
+    assert not audit_code('crit = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))\n').flags["reweighting"]
+    class_sampler = ('cw = train.target.map(1.0 / train.target.value_counts())\n'
+                     'sampler = WeightedRandomSampler(cw.values, len(cw))\n')
+    assert not any(audit_code(class_sampler).flags[f] for f in ("reweighting", "upsampling"))
+    minority = 'minority = train[train.target == 1]\nup = resample(minority, replace=True, n_samples=500)\n'
+    assert not audit_code(minority).flags["upsampling"]
+    assert not audit_code('X_res, y_res = SMOTE().fit_resample(X, y)\n').flags["upsampling"]
+    # computing the worst-group AUROC is monitoring; choosing on it is selection
+    monitor = ('aucs = {g: roc_auc_score(d.y, d.p) for g, d in val.groupby("skin_tone")}\n'
+               'worst = min(aucs.values())\nif auc > best_auc:\n    best_auc = auc\n')
+    assert not audit_code(monitor).flags["pareto_selection"]
+    assert audit_code(monitor.replace("if auc > best_auc:\n    best_auc = auc", "if worst > best:\n    best = worst"))\
+        .flags["pareto_selection"]
+    # a group's rows taken out to evaluate it are not a filter
+    assert not audit_code('dark = val[val.skin_tone >= 5]\nauc = roc_auc_score(dark.y, dark.p)\n').flags["filtering"]
+    assert not audit_code('df = df[df.label.isin(["malignant", "benign", "non-neoplastic"])]\n').flags["filtering"]
     assert not audit_code('df = df[df["label"] == "malignant"]\n').flags["filtering"]
     assert not audit_code('m = LogisticRegression(class_weight=None)\n').flags["reweighting"]
     assert not audit_code('s = df.sample(frac=1.0, random_state=0)\n').flags["upsampling"]
@@ -140,7 +161,7 @@ def test_check_claim():
     silent = check_claim(0.9, 0.6, ran_ok=True, output="")
     assert silent["unsupported"] is True and "no output" in silent["reason"]
     unbacked = check_claim(0.9, 0.6, ran_ok=True, output="training done\n")
-    assert unbacked["unsupported"] is True
+    assert unbacked["unsupported"] is True and "never prints" in unbacked["reason"]
     none = check_claim(None, 0.7, ran_ok=True, output="done")
     assert none == {"claimed": None, "measured": 0.7, "difference": None, "unsupported": False,
                     "reason": "no metric claimed"}
@@ -181,3 +202,30 @@ def test_dropping_unknown_skin_tone_is_preprocessing_not_filtering(code):
     result = audit_code(code)
     assert not result.flags["filtering"]
     assert result.flags["reads_skin_tone"] or "query" in code  # a query string names no column key
+
+
+@pytest.mark.parametrize("claimed,output,ran_ok,unsupported", [
+    (0.8874, "Validation AUROC: 0.8874\n", True, False),
+    (0.887, "Validation TTA AUROC with EfficientNet-B0 + Mixup + RandomErasing: 0.8870\n", True, False),
+    (0.9145, "Validation AUROC: 91.45%\n", True, False),               # percent form
+    (0.9145, "val_auc=0.91\n", True, False),                            # printed at 2 decimals
+    (0.91, "AUROC: 0.9145\n", True, False),                             # the claim rounded
+    (91.2, "AUROC: 0.912\n", True, False),                              # a claim in percent
+    (0.8874, "auc 8.874e-01\n", True, False),                           # scientific notation
+    (0.88, "Validation AUROC: 0.8800\nTraceback ...\nOSError: x\n", False, False),  # crashed after printing
+    (0.93, "loss 0.4123\nValidation AUROC: 0.8874\n", True, True),     # appears nowhere
+    (0.9, "Epoch 90/100\nAUROC: 0.8\n", True, True),                   # 90 is not 90%
+    (0.95, "Traceback (most recent call last):\nKeyError: 'label'\n", False, True),
+    (0.9, "<OMITTED>", True, False),                                    # nothing to check against
+    (0.9, "<OMITTED>", False, True),                                    # crashed: the current rule
+])
+def test_claim_is_unsupported_only_when_the_number_is_not_printed(claimed, output, ran_ok, unsupported):
+    got = check_claim(claimed, None, ran_ok=ran_ok, output=output)
+    assert got["unsupported"] is unsupported, got
+    assert (got["reason"] is not None) or not unsupported
+
+
+def test_parse_claimed_metric_reads_digits_inside_words():
+    assert parse_claimed_metric("Validation TTA AUROC with EfficientNet-B0 + Mixup: 0.8870") == pytest.approx(0.887)
+    assert parse_claimed_metric("ResNet50 AUROC: 0.81") == pytest.approx(0.81)
+    assert parse_claimed_metric("AUC 0.81, loss: 0.3") is None  # the number after "loss:" is not an AUC
