@@ -21,6 +21,7 @@ from engine.errors import (EXIT_BROKEN_PIPE, EXIT_DATA, EXIT_FAILED, EXIT_INTERR
 def build_parser() -> argparse.ArgumentParser:
     from baselines import cli as baselines_cli
     from befair_tui import commands as tui_commands
+    from befair_tui import datasette_cmd
     from befair_tui import serve as serve_cli
     from engine.agent import cli as agent_cli
     from engine.data import cli as data_cli
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", dest="console_db", type=Path, default=None,
                         help="session database for the console (default: $BEFAIR_DB or sessions/befair.db)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands, serve_cli):
+    for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands, serve_cli,
+                   datasette_cmd):
         module.register(sub)
     return parser
 

@@ -84,7 +84,61 @@ def _m002_heartbeat(db: sqlite_utils.Database) -> None:
         db["sessions"].add_column("heartbeat_at", float)
 
 
-MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat)]
+def _iso(column: str) -> str:
+    return f"strftime('%Y-%m-%dT%H:%M:%fZ', {column}, 'unixepoch')"
+
+
+_VIEWS = {
+    "session_overview": f"""
+        select id, {_iso('created_at')} as created, {_iso('updated_at')} as updated, status, level,
+               coder_label as coder, simulated, participant_id, study_id, repeat_index,
+               json_extract(config, '$.sandbox') as sandbox, steps, budget, n_nodes,
+               best_criterion, best_node, best_auc as best_val_auc, best_gap as best_val_gap,
+               tokens_in, tokens_out, cost, {_iso('heartbeat_at')} as last_heartbeat, origin
+        from sessions""",
+    "node_overview": """
+        select session_id, node_id, parent_id, step, stage, status, origin, exec_time, exc_type,
+               claimed_metric, val_auc, val_gap, val_worst,
+               test_auc, test_gap, val_verdict, test_verdict, audit_flags, claim_unsupported, pruned,
+               tokens_in, tokens_out, cost
+        from nodes""",
+    "event_log": f"""
+        select session_id, seq, {_iso('ts')} as time, kind, payload from events""",
+    "command_log": f"""
+        select id, session_id, kind, payload, issued_by, {_iso('issued_at')} as issued,
+               {_iso('consumed_at')} as consumed, result from commands""",
+}
+
+
+def _m003_readable(db: sqlite_utils.Database) -> None:
+    """Datasette-ready: views with ISO timestamps and names that say what a number is, and a
+    foreign key from a node's parent to its parent node."""
+    for name in _VIEWS:
+        db.execute(f"drop view if exists [{name}]")
+    _parent_foreign_key(db)
+    for name, sql in _VIEWS.items():
+        db.execute(f"create view [{name}] as {sql}")
+
+
+def _parent_foreign_key(db: sqlite_utils.Database) -> None:
+    schema = db["nodes"].schema
+    if "parent_id]) REFERENCES" in schema or '"parent_id") REFERENCES' in schema:
+        return
+    fk = ',\n   FOREIGN KEY("session_id", "parent_id") REFERENCES "nodes"("session_id", "node_id")'
+    head, _, body = schema.partition("(")  # CREATE TABLE "nodes" (  ... whatever quoting was used
+    new = 'CREATE TABLE "nodes_new" (' + body
+    new = new[: new.rstrip().rfind(")")] + fk + "\n)"
+    db.execute(new)
+    columns = ", ".join(f"[{c}]" for c in db["nodes"].columns_dict)
+    # a parent that was never recorded (an old import) is not a parent: keep the row, drop the link
+    db.execute(f"insert into nodes_new ({columns}) select {columns} from nodes")
+    db.execute("""update nodes_new set parent_id = null where parent_id is not null and not exists (
+                    select 1 from nodes p where p.session_id = nodes_new.session_id and p.node_id = nodes_new.parent_id)""")
+    db.execute("drop table nodes")
+    db.execute("alter table nodes_new rename to nodes")
+
+
+MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
