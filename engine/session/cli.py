@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.errors import BefairError, DataError, UsageError, WorkError
 from engine.paths import add_db_arg, db_from_args, runs_dir
+from engine.session.liveness import runner_status
 from engine.session import views
 from engine.session.state import best_node
 
@@ -120,6 +121,8 @@ def _session_rows(store) -> list[dict[str, Any]]:
             "steps": s["steps"], "budget": s["budget"], "n_nodes": s["n_nodes"],
             "best_criterion": s["best_criterion"], "best_node": s["best_node"],
             "best_auc": s["best_auc"], "best_gap": s["best_gap"],
+            "best_val_auc": s["best_auc"], "best_val_gap": s["best_gap"],   # the same: validation figures
+            "runner": runner_status(s),
             "tokens_in": s["tokens_in"], "tokens_out": s["tokens_out"], "cost": s["cost"],
             "counts": counts.get(s["id"], {}), "pending_commands": pending.get(s["id"], 0),
         })
@@ -149,16 +152,20 @@ def cmd_sessions(args) -> int:
     if not rows:
         print(f"no sessions in {path}")
         return 0
-    header = f"{'session':<24} {'status':<9} {'level':<16} {'coder':<26} {'who':<8} {'steps':>7} {'best AUC':>8} {'gap':>6}  nodes"
+    header = (f"{'session':<24} {'status':<9} {'level':<16} {'coder':<26} {'who':<8} {'steps':>7} "
+              f"{'val AUC':>8} {'val gap':>7}  nodes")
     print(header)
     for r in rows:
         c = r["counts"]
         nodes = f"{r['n_nodes']} ({c.get('ok', 0)} ok, {c.get('buggy', 0) + c.get('timeout', 0)} failed)"
         steps = f"{r['steps'] or 0}/{r['budget'] if r['budget'] is not None else '?'}"
         trust = f"  {views.UNSANDBOXED}" if r["unsandboxed"] else ""
+        if r["runner"] == "stopped" and r["status"] in ("running", "paused"):
+            trust += "  RUNNER STOPPED (befair resume)"
         print(f"{r['id']:<24} {r['status']:<9} {(r['level'] or ''):<16} {_coder_label(r)[:26]:<26} "
               f"{(r['participant_id'] or '-')[:8]:<8} {steps:>7} {views.fmt(r['best_auc']):>8} "
-              f"{views.fmt(r['best_gap']):>6}  {nodes}{trust}")
+              f"{views.fmt(r['best_gap']):>7}  {nodes}{trust}")
+    print("val AUC / val gap: the best node's AUC and skin-tone AUC gap on the held-out validation split")
     if any(r["unsandboxed"] for r in rows):
         print(f"{views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}")
     return 0
