@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import sqlite3
 import sys
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     # a sub-command's own --db default cannot clobber it.
     parser.add_argument("--db", dest="console_db", type=Path, default=None,
                         help="session database for the console (default: $BEFAIR_DB or sessions/befair.db)")
+    parser.add_argument("--version", action="version", version=f"befair {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands, serve_cli,
                    datasette_cmd):
@@ -44,10 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _say(message: str) -> None:
-    """One line on stderr: `befair: <what is wrong>`."""
+_JSON_ERRORS = False   # set by main() for commands run with --json
+
+
+def _say(message: str, exit_code: int = 1) -> None:
+    """One line on stderr: `befair: <what is wrong>`; with --json, also a JSON object on stdout
+    ({"error": ..., "exit_code": ...}) so a script reading stdout gets a parseable answer."""
     text = " ".join(part.strip() for part in str(message).splitlines() if part.strip()) or "error"
     print(f"befair: {text}", file=sys.stderr)
+    if _JSON_ERRORS:
+        try:
+            print(json.dumps({"error": text, "exit_code": int(exit_code)}), flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+def package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("befair")
+    except Exception:  # running from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _quiet_stdout() -> None:
@@ -83,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     an unknown session); 3 bad input data (a malformed CSV, a missing or oversized image, a
     database that is not SQLite, corrupt, read-only or from a newer befair, an unreadable
     journal); 130 interrupted; 141 stdout closed early (quiet, as if killed by SIGPIPE)."""
+    global _JSON_ERRORS
     parser = build_parser()
     args = parser.parse_args(argv)
+    _JSON_ERRORS = bool(getattr(args, "json", False))
     try:
         code = _dispatch(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
@@ -93,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except BefairError as exc:
-        _say(str(exc))
-        return int(getattr(exc, "exit_code", EXIT_USAGE))
+        code = int(getattr(exc, "exit_code", EXIT_USAGE))
+        _say(str(exc), code)
+        return code
     except KeyboardInterrupt:
-        _say("interrupted")
+        _say("interrupted", EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except sqlite3.DatabaseError as exc:  # met after the store opened it: name the database
         from engine.paths import db_from_args
@@ -104,13 +127,14 @@ def main(argv: list[str] | None = None) -> int:
 
         where = db_from_args(args) if hasattr(args, "db") else "the session database"
         err = database_error(exc, where)
-        _say(str(err))
+        _say(str(err), err.exit_code)
         return err.exit_code
     except OSError as exc:
         if exc.filename is None:
             raise
-        _say(f"{exc.filename}: {exc.strerror or exc}")
-        return EXIT_DATA if isinstance(exc, _INPUT_ERRORS) else EXIT_FAILED
+        code = EXIT_DATA if isinstance(exc, _INPUT_ERRORS) else EXIT_FAILED
+        _say(f"{exc.filename}: {exc.strerror or exc}", code)
+        return code
 
 
 _INPUT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)

@@ -835,3 +835,22 @@ def test_fuzz_data_prepare(tmp_path, synth, capsys, fitz, ddi, which):
                 "--ddi", d, "--ddi-images", synth / "test" / "images"]
     rc, _, err = cli(capsys, "data", "prepare", *argv, "--out", folder / "ws")
     assert_clean(rc, err)
+
+
+def test_version_and_json_errors(capsys, tmp_path):
+    import json as _json
+
+    from befair_tui.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("befair ")
+    db = tmp_path / "b.db"
+    from engine.session.store import SessionStore
+
+    SessionStore(db).close()
+    code = main(["show", "no-such-session", "--json", "--db", str(db)])
+    out, err = capsys.readouterr()
+    answer = _json.loads(out)
+    assert code == answer["exit_code"] != 0 and "no-such-session" in answer["error"]
+    assert err.startswith("befair: ") and "Traceback" not in err
