@@ -9,10 +9,10 @@ same headless run in its own process and opens the console on it.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -89,19 +89,55 @@ def register(subparsers) -> None:
 
 
 class Progress:
-    """A progress bar line and one line per finished node."""
+    """A progress bar line and one line per finished node. On a terminal the bar is redrawn
+    every second by a ticker thread (elapsed time, step, the running node's last output line),
+    so a long step is never silent."""
 
-    def __init__(self, out=None, *, quiet: bool = False, width: int = 24):
+    def __init__(self, out=None, *, quiet: bool = False, width: int = 24, tick: float = 1.0):
         self.out = out or sys.stdout
         self.quiet = quiet
         self.width = width
         self.tty = hasattr(self.out, "isatty") and self.out.isatty()
         self.started = time.monotonic()
         self._bar_shown = False
+        self._lock = threading.RLock()
+        self._state: SessionState | None = None
+        self._note = ""
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.tick = tick
+
+    def start_ticker(self) -> None:
+        if self.tty and not self.quiet and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, daemon=True, name="befair-progress")
+            self._ticker.start()
+
+    def stop_ticker(self) -> None:
+        self._stop.set()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.tick):
+            state = self._state
+            if state is not None and state.status in ("running", "paused", "new"):
+                self.bar(state, self._note, live=True)
+
+    def _live_line(self, state: SessionState) -> str:
+        node = state.nodes.get(state.running_node) if state.running_node is not None else None
+        if node is not None:
+            lines = [ln for ln in node.live_output.splitlines() if ln.strip()]
+            return f" · {lines[-1].strip()[:60]}" if lines else ""
+        if state.live_reply:
+            text = state.live_reply.get("text", "").strip().splitlines()
+            return f" · the model is writing: {text[-1][:50]}" if text else " · the model is writing…"
+        return ""
 
     def write(self, text: str) -> None:
         if self.quiet:
             return
+        with self._lock:
+            self._write(text)
+
+    def _write(self, text: str) -> None:
         try:
             if self._bar_shown:
                 self.out.write("\r\033[K")
@@ -122,9 +158,12 @@ class Progress:
         except (OSError, ValueError, AttributeError):
             pass
 
-    def bar(self, state: SessionState, note: str = "") -> None:
+    def bar(self, state: SessionState, note: str = "", *, live: bool = False) -> None:
         if self.quiet:
             return
+        self._state, self._note = state, note
+        if live:
+            note = note + self._live_line(state)
         budget = max(state.budget, 1)
         done = min(state.agent_steps, budget)
         filled = int(self.width * done / budget)
@@ -132,12 +171,13 @@ class Progress:
         line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {state.agent_steps}/{state.budget} steps"
                 f"  {_clock(elapsed)}  {note}")
         if self.tty:
-            try:
-                self.out.write("\r\033[K" + line)
-                self._bar_shown = True
-                self.out.flush()
-            except BrokenPipeError:
-                self._closed()
+            with self._lock:
+                try:
+                    self.out.write("\r\033[K" + line[:200])
+                    self._bar_shown = True
+                    self.out.flush()
+                except BrokenPipeError:
+                    self._closed()
 
     def __call__(self, event: ev.Event, state: SessionState) -> None:
         kind, p = event.kind, event.payload
@@ -291,11 +331,17 @@ def cmd_run(args) -> int:
     coder = _coder(config, args)
     store = SessionStore(db_from_args(args))
     progress = Progress(quiet=args.quiet)
+    progress.start_ticker()
     install_sigterm_handler()
     if not args.quiet:
         what = "generating/loading SynthDerm" if config.data == "synth" else f"opening {config.data}"
         progress.write(f"{what} …")
-    writer = start_session(store, config, coder=coder, session_id=args.session_id)
+    from engine.agent.runner import resolve_workspace
+    from engine.progress import task_progress
+
+    with task_progress("SynthDerm", quiet=args.quiet) as generating:
+        workspace = resolve_workspace(config, progress=generating)
+    writer = start_session(store, config, coder=coder, session_id=args.session_id, workspace=workspace)
     progress(_last_event(store, writer.session_id), writer.state)
     for text in args.guidance or []:
         if text.strip():
@@ -333,6 +379,7 @@ def cmd_resume(args) -> int:
         raise DataError(f"session {sid} in {store.path} has settings this version cannot use ({exc})") from None
     coder = _coder(config, args)
     progress = Progress(quiet=args.quiet)
+    progress.start_ticker()
     install_sigterm_handler()
     writer, _ = recover(store, sid, force=args.force)
     progress(_last_event(store, sid), writer.state)

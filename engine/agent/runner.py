@@ -22,7 +22,8 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from engine.agent.coder import CoderContext, CoderReply, MemoryItem, NodeView, Review
 from engine.agent.commands import apply_command
@@ -85,12 +86,12 @@ def synth_settings(config: SessionConfig) -> dict[str, int]:
     return synth
 
 
-def resolve_workspace(config: SessionConfig):
+def resolve_workspace(config: SessionConfig, progress: Any = None):
     """The data workspace a session's settings name: the cached SynthDerm one, or a folder."""
     from engine.data.workspace import Workspace, synth_workspace
 
     if config.data == "synth":
-        return synth_workspace(**synth_settings(config))
+        return synth_workspace(**synth_settings(config), progress=progress)
     return Workspace.open(Path(config.data))
 
 

@@ -39,7 +39,11 @@ def synth_command(args) -> int:
         raise UsageError(f"--out {args.out} is a file, not a folder")
     started = time.perf_counter()
     try:
-        paths = generate(args.out, seed=args.seed, n_train=n_train, n_test=n_test, size=args.size)
+        from engine.progress import task_progress
+
+        with task_progress("generating SynthDerm") as progress:
+            paths = generate(args.out, seed=args.seed, n_train=n_train, n_test=n_test, size=args.size,
+                             progress=progress)
     except ValueError as exc:  # a bad --n-train / --n-test / --size
         raise UsageError(str(exc)) from None
     secs = time.perf_counter() - started

@@ -33,7 +33,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
@@ -603,7 +603,7 @@ def generate(
             if row["duplicate_kind"] == "":
                 blobs[i] = data
         (paths.train_images / f"{row['md5hash']}.jpg").write_bytes(data)
-        if progress and (n + 1) % 200 == 0:
+        if progress and ((n + 1) % 50 == 0 or n + 1 == len(rows)):
             progress("train", n + 1, len(rows))
     _write_csv(paths.train_csv, FITZ_COLUMNS, ([r[c] for c in FITZ_COLUMNS] for r in rows))
     _write_csv(
@@ -622,7 +622,7 @@ def generate(
         view = _view_params(None, standard=True)
         arr = render(lesion, view, row["render_type"], size, _rng(seed, 5, row["index"]))
         (paths.test_images / row["DDI_file"]).write_bytes(_encode(arr, None))
-        if progress and (n + 1) % 200 == 0:
+        if progress and ((n + 1) % 50 == 0 or n + 1 == len(trows)):
             progress("test", n + 1, len(trows))
     _write_csv(
         paths.test_csv,

@@ -18,7 +18,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +206,7 @@ def prepare_workspace(
                 "validation_malignant": int((val["three_partition_label"] == "malignant").sum()),
                 "test": n_test,
             },
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - started, 2),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -227,7 +227,7 @@ def synth_key(seed: int, n_train: int, n_test: int, size: int) -> str:
 
 
 def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
-               root: Path | str | None = None):
+               root: Path | str | None = None, progress=None):
     """The generated SynthDerm set for these parameters, generated once and reused (SynthPaths)."""
     from engine.data.synth import SynthPaths, generate, is_complete
     from engine.paths import cache_dir
@@ -242,7 +242,7 @@ def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: i
     tmp = base / f".{target.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        generate(tmp, seed=seed, n_train=n_train, n_test=n_test, size=size)
+        generate(tmp, seed=seed, n_train=n_train, n_test=n_test, size=size, progress=progress)
         try:
             os.replace(tmp, target)
         except OSError:          # another process finished first
@@ -256,9 +256,10 @@ def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: i
 
 
 def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
-                    root: Path | str | None = None) -> Workspace:
-    """A workspace on SynthDerm (the default data of `befair run`), cached by its parameters."""
-    paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root)
+                    root: Path | str | None = None, progress=None) -> Workspace:
+    """A workspace on SynthDerm (the default data of `befair run`), cached by its parameters;
+    `progress(stage, done, total)` hears about a generation in progress."""
+    paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root, progress=progress)
     wdir = paths.root.parent / f"{paths.root.name}-workspace"
     try:
         ws = Workspace.open(wdir)
