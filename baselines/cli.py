@@ -32,7 +32,8 @@ def register(subparsers) -> None:
     t = sub.add_parser("train", help="train a baseline variant once per seed and record the runs")
     t.add_argument("--variant", required=True, choices=_CHOICES)
     t.add_argument("--data", type=Path, default=None,
-                   help="'synth' (the default SynthDerm) or a Fitzpatrick17k-format data folder (train/fitzpatrick17k.csv + train/images/); "
+                   help="'synth' (the default SynthDerm) or a Fitzpatrick17k-format data folder "
+                        "(train/fitzpatrick17k.csv + train/images/); "
                         "default: the source recorded in --workspace")
     t.add_argument("--workspace", type=Path, default=None,
                    help="prepared workspace giving the held-out validation/test sets (default: the one for --data)")

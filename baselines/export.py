@@ -31,10 +31,10 @@ def _source(name: str) -> str:
 
 def _strip_docstring(src: str) -> str:
     tree = ast.parse(src)
-    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(getattr(tree.body[0], "value", None), ast.Constant) \
-            and isinstance(tree.body[0].value.value, str):
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         lines = src.splitlines(keepends=True)
-        return "".join(lines[tree.body[0].end_lineno:])
+        return "".join(lines[first.end_lineno:])
     return src
 
 

@@ -33,7 +33,8 @@ import resource
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -133,9 +134,10 @@ def _workspace_split(labels_csv: Path, images_dir: Path) -> Split:
         raise DataError(f"{labels_csv}: missing column(s) {', '.join(sorted(missing))}")
     names = df["file"].astype(str).tolist()
     paths = [str(Path(images_dir) / n) for n in names]
-    absent = [n for n, p in zip(names, paths) if not os.path.isfile(p)]
+    absent = [n for n, p in zip(names, paths, strict=True) if not os.path.isfile(p)]
     if absent:
-        raise DataError(f"{images_dir}: {len(absent)} image(s) listed in {labels_csv.name} are missing, e.g. {absent[0]}")
+        raise DataError(f"{images_dir}: {len(absent)} image(s) listed in {labels_csv.name} are missing, "
+                        f"e.g. {absent[0]}")
     lab = df["label"]
     if lab.dtype == object:
         lab = lab.astype(str).str.lower().map({"true": 1, "false": 0, "1": 1, "0": 0})
@@ -199,7 +201,8 @@ def _clean(df: pd.DataFrame, steps: Sequence[str], images_dir: Path, keep_list: 
         from engine.data.cleaning import clean
 
         df, report = clean(df, step, images_dir=images_dir, keep_list=keep_list)
-        reports.append(report if isinstance(report, dict) else dict(getattr(report, "__dict__", {"report": str(report)})))
+        reports.append(report if isinstance(report, dict)
+                       else dict(getattr(report, "__dict__", {"report": str(report)})))
     return df, reports
 
 
@@ -383,7 +386,8 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
 
     peak_gpu = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     notes = [f"train {n_train} ({int(train_labels.sum())} malignant), "
-             f"val {len(data.val)}, test {len(data.test) if data.test else 0}; size {config.size} (stored {config.resize})",
+             f"val {len(data.val)}, test {len(data.test) if data.test else 0}; "
+             f"size {config.size} (stored {config.resize})",
              f"batch {config.batch_size}, lr {config.lr:g}, wd {config.weight_decay:g}, patience {config.patience}"]
     if n_train < len(data.train):
         notes.append(f"LIMITED to {n_train} of {len(data.train)} training images")

@@ -11,7 +11,7 @@ can see: "dedup" drops rows marked wrongly labelled by the experts and keeps one
 perceptual-hash cluster (exact and near duplicates); "filtered" also drops non-neoplastic rows.
 """
 from baselines.core import *  # noqa: F401,F403  # export: drop
-from baselines.core import build_model, decode_image, decode_images, pick_device, predict_scores, prepare_model, train_epoch, worst_group_rank, resize_for  # noqa: E501  # export: drop
+from baselines.core import build_model, decode_images, pick_device, predict_scores, prepare_model, train_epoch, worst_group_rank, resize_for  # noqa: E501  # export: drop
 
 import copy
 import sys
@@ -103,7 +103,8 @@ def train(input_dir=Path("input"), working_dir=Path("working"), config=None):
 
     df = load_table(Path(input_dir), cfg["variant"])
     tr, va = split(df, cfg["val_fraction"], cfg["seed"])
-    print(f"{cfg['variant']}: train {len(tr)} ({int(tr.target.sum())} malignant), validation {len(va)}; device {device}")
+    print(f"{cfg['variant']}: train {len(tr)} ({int(tr.target.sum())} malignant), "
+          f"validation {len(va)}; device {device}")
     train_x = decode_images(list(tr["path"]), resize)
     val_x = decode_images(list(va["path"]), resize)
     if device.type == "cuda":
@@ -167,7 +168,7 @@ def predict(folder):
         chunk = files[start:start + 512]
         x = decode_images(chunk, ckpt["resize"])
         scores = predict_scores(model, x, size=ckpt["size"], batch_size=256, device=device)
-        out.update({p.name: float(s) for p, s in zip(chunk, scores)})
+        out.update({p.name: float(s) for p, s in zip(chunk, scores, strict=True)})
     return out
 
 

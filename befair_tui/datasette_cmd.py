@@ -51,7 +51,7 @@ def cmd_datasette(args) -> int:
         raise DataError(f"no session database at {db}; run a session first or give --db")
     from engine.session.store import SessionStore
 
-    SessionStore(db).db  # checks and migrates it (the views and keys Datasette shows)
+    _ = SessionStore(db).db  # checks and migrates it (the views and keys Datasette shows)
     exe = shutil.which("datasette") or (str(Path(sys.executable).parent / "datasette"))
     if not Path(exe).exists():
         raise BefairError("Datasette is not installed: pip install 'befair[datasette]' (or pipx install datasette)")

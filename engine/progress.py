@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import Callable, Iterator, TextIO
+from collections.abc import Callable, Iterator
+from typing import TextIO
 
 ProgressFn = Callable[[str, int, int], None]
 

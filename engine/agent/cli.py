@@ -40,7 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--coder", choices=["offline", "openai"], default="offline",
                    help="offline: the built-in simulated agent; openai: any OpenAI-compatible server")
     add_llm_arguments(p.add_argument_group("LLM coder (--coder openai)"))
-    p.add_argument("--data", default="synth", help="'synth' (generated SynthDerm, cached) or a prepared workspace folder")
+    p.add_argument("--data", default="synth",
+                   help="'synth' (generated SynthDerm, cached) or a prepared workspace folder")
     p.add_argument("--synth-n-train", type=int, default=None, help="SynthDerm training images (default 2000)")
     p.add_argument("--synth-n-test", type=int, default=None, help="SynthDerm test images (default 656)")
     p.add_argument("--synth-size", type=int, default=None, help="SynthDerm image size in pixels (default 96)")
@@ -293,7 +294,7 @@ def _coder(config: SessionConfig, args) -> Any:
             print("  configure it with OPENAI_API_KEY (and OPENAI_BASE_URL for vLLM / Ollama / llama.cpp), "
                   "--model M --base-url URL, or ~/.config/befair/llm.toml;", file=sys.stderr)
             print("  or run the built-in simulated agent: --coder offline", file=sys.stderr)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
         raise
 
 
@@ -303,7 +304,8 @@ def validate_run_args(args) -> SessionConfig:
     if args.steps < 1:
         raise UsageError(f"--steps must be at least 1 (got {args.steps}): the search needs a step to run")
     checks = (
-        ("--step-timeout", getattr(args, "step_timeout", None), lambda v: v > 0 and math.isfinite(v), "a positive number of seconds"),
+        ("--step-timeout", getattr(args, "step_timeout", None), lambda v: v > 0 and math.isfinite(v),
+         "a positive number of seconds"),
         ("--memory-limit", getattr(args, "memory_limit", None), lambda v: v >= 0, "0 (no limit) or more MiB"),
         ("--failure-rate", getattr(args, "failure_rate", None), lambda v: 0 <= v <= 1, "between 0 and 1"),
         ("--debug-prob", getattr(args, "debug_prob", None), lambda v: 0 <= v <= 1, "between 0 and 1"),

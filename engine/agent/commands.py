@@ -6,7 +6,8 @@ transaction) or rejects it with an `error` event that says why.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 from engine.session import events as ev
 from engine.session.state import SessionState

@@ -174,16 +174,19 @@ class Directive:
 _NEG = re.compile(r"\b(no|not|don'?t|do not|never|avoid|without|stop|instead of|rather than)\b[\w\s-]{0,20}$")
 _RULES: list[tuple[str, str, Any, Any]] = [
     # (regex, key, value, value when negated)
-    (r"re-?weight|weighting|weighted loss|weight(?:s)? (?:the )?(?:loss|samples|groups)", "fairness", "reweight", "none"),
+    (r"re-?weight|weighting|weighted loss|weight(?:s)? (?:the )?(?:loss|samples|groups)",
+     "fairness", "reweight", "none"),
     (r"up-?sampl|over-?sampl|oversample", "fairness", "upsample", "none"),
     (r"group[- ]balanced|balanced loss|balance (?:the )?loss", "fairness", "group_balanced", "none"),
-    (r"colou?r (?:normali[sz]|constan|correct|balanc)|gr[ae]y[- ]?world|white[- ]balanc", "colour", "grey_world", "none"),
+    (r"colou?r (?:normali[sz]|constan|correct|balanc)|gr[ae]y[- ]?world|white[- ]balanc",
+     "colour", "grey_world", "none"),
     (r"pareto|minimax|min-max|worst[- ]group|worst[- ]case group", "selection", "minimax", "overall"),
     (r"resnet", "model", "resnet18", None),
     (r"\bcnns?\b|convolutional", "model", "cnn", None),
     (r"gradient[- ]boost|boosting|\bgbm\b|xgboost|lightgbm|boosted trees", "model", "gbm", None),
     (r"logistic", "model", "logreg", None),
-    (r"non-?neoplastic|filter(?:ing)? (?:the )?(?:data|rows|lesions|labels)|\bfilter\b", "filter_non_neoplastic", True, False),
+    (r"non-?neoplastic|filter(?:ing)? (?:the )?(?:data|rows|lesions|labels)|\bfilter\b",
+     "filter_non_neoplastic", True, False),
     (r"unknown (?:skin[- ]?)?tone|missing (?:skin[- ]?)?tone|unknown fitzpatrick", "drop_unknown_tone", True, False),
     (r"standardi[sz]|z-?score|per[- ]image normali[sz]", "standardise", True, False),
     (r"monitor|per[- ]group|each group|every group|group auc|subgroup", "monitor_groups", True, None),
@@ -208,7 +211,8 @@ def parse_guidance(texts: list[str]) -> list[Directive]:
         for m in re.finditer(r"(\d{1,3})\s*epochs?", low):
             found.append((m.start(), Directive("hp.epochs", max(1, min(20, int(m.group(1)))), m.group(0), text)))
         if re.search(r"more epochs|train longer|longer training", low):
-            found.append((low.find("epoch") if "epoch" in low else 0, Directive("hp.epochs", "+1", "more epochs", text)))
+            at = low.find("epoch") if "epoch" in low else 0
+            found.append((at, Directive("hp.epochs", "+1", "more epochs", text)))
         for m in re.finditer(r"(\d{2,3})\s*(?:px|pixels?)|image size (?:of )?(\d{2,3})", low):
             size = int(m.group(1) or m.group(2))
             found.append((m.start(), Directive("image_size", max(24, min(128, size)), m.group(0), text)))
@@ -732,9 +736,11 @@ def _sk_train(c: dict[str, Any]) -> list[str]:
     else:
         if c["selection"] == "minimax":
             its = sorted({50, int(hp["max_iter"]), 300})
-            lines.append(f"    candidates = [dict(max_iter=n, learning_rate={float(hp['learning_rate'])!r}) for n in {its!r}]")
+            lines.append(f"    candidates = [dict(max_iter=n, learning_rate={float(hp['learning_rate'])!r})"
+                         f" for n in {its!r}]")
         else:
-            lines.append(f"    candidates = [dict(max_iter={int(hp['max_iter'])}, learning_rate={float(hp['learning_rate'])!r})]")
+            lines.append(f"    candidates = [dict(max_iter={int(hp['max_iter'])},"
+                         f" learning_rate={float(hp['learning_rate'])!r})]")
         make = "HistGradientBoostingClassifier(max_leaf_nodes=15, random_state=SEED, **params)"
     lines += ["    results = []",
               "    for params in candidates:",
@@ -759,7 +765,8 @@ def _sk_train(c: dict[str, Any]) -> list[str]:
         lines += ["    for g, a in sorted(best[\"group_aucs\"].items()):",
                   '        print(f"Group {g} validation AUROC: {a:.4f}")',
                   "    if best[\"group_aucs\"]:",
-                  '        print(f"Skin-tone AUROC gap: {max(best[\'group_aucs\'].values()) - min(best[\'group_aucs\'].values()):.4f}")']
+                  '        print(f"Skin-tone AUROC gap: '
+                  '{max(best[\'group_aucs\'].values()) - min(best[\'group_aucs\'].values()):.4f}")']
     lines += ["    with open(MODEL_PATH, \"wb\") as fh:",
               "        pickle.dump({\"model\": best[\"model\"], \"scaler\": scaler}, fh)",
               '    print(f"Validation AUROC: {best[\'auc\']:.4f}")']
@@ -796,7 +803,8 @@ def _torch_train(c: dict[str, Any]) -> list[str]:
               "                xb = torch.flip(xb, dims=[3])",
               "            logits = model(xb).squeeze(1)"]
     if weighted:
-        lines.append("            loss = F.binary_cross_entropy_with_logits(logits, yb, weight=weights_all[batch].to(device))")
+        lines.append("            loss = F.binary_cross_entropy_with_logits(logits, yb,"
+                     " weight=weights_all[batch].to(device))")
     else:
         lines.append("            loss = F.binary_cross_entropy_with_logits(logits, yb)")
     lines += ["            optimizer.zero_grad()",
@@ -808,7 +816,8 @@ def _torch_train(c: dict[str, Any]) -> list[str]:
     if groups:
         lines += ["        aucs = group_aucs(y_val, scores, groups[val_idx])",
                   "        worst_auc = min(aucs.values()) if aucs else auc"]
-        lines.append('        print(f"epoch {epoch + 1}/{epochs}: loss {total / len(order):.4f}, val auc {auc:.4f}, worst group {worst_auc:.4f}")')
+        lines.append('        print(f"epoch {epoch + 1}/{epochs}: loss {total / len(order):.4f}, val auc {auc:.4f},'
+                     ' worst group {worst_auc:.4f}")')
     else:
         lines.append('        print(f"epoch {epoch + 1}/{epochs}: loss {total / len(order):.4f}, val auc {auc:.4f}")')
     if c["selection"] == "minimax":

@@ -38,7 +38,8 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from engine.agent import prompts
 from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review

@@ -186,7 +186,8 @@ class OfflineCoder:
         if node.status != "ok":
             last = _last_error_line(output)
             what = {"timeout": "timed out", "interrupted": "was interrupted"}.get(node.status, "failed")
-            summary = f"The run {what}" + (f": {last}" if last else (f" ({node.exc_type})" if node.exc_type else "")) + "."
+            detail = f": {last}" if last else (f" ({node.exc_type})" if node.exc_type else "")
+            summary = f"The run {what}{detail}."
             return Review(is_bug=True, summary=summary, claimed_metric=claimed)
         if claimed is None:
             return Review(is_bug=True, summary="The run finished but printed no validation AUROC.",
@@ -195,7 +196,8 @@ class OfflineCoder:
         gaps = re.findall(r"Skin-tone AUROC gap: ([0-9.]+)", output)
         if gaps:
             extra = f"; the skin-tone AUROC gap on its own split was {float(gaps[-1]):.3f}"
-        return Review(is_bug=False, summary=f"The pipeline ran and reported a validation AUROC of {claimed:.4f}{extra}.",
+        return Review(is_bug=False,
+                      summary=f"The pipeline ran and reported a validation AUROC of {claimed:.4f}{extra}.",
                       claimed_metric=claimed)
 
 

@@ -563,7 +563,8 @@ def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
     """An llm_call event: usage, and what the agent was told and answered (see events.py)."""
     return {"node_id": node_id, "role": call.role, "model": call.model, "tokens_in": int(call.tokens_in),
             "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
-            "ok": bool(call.ok), "error": call.error, "tokens_estimated": bool(getattr(call, "tokens_estimated", False)),
+            "ok": bool(call.ok), "error": call.error,
+            "tokens_estimated": bool(getattr(call, "tokens_estimated", False)),
             "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or "")}
 
 

@@ -173,7 +173,7 @@ def find_duplicates(paths: list[Path], threshold: int = NEAR_THRESHOLD) -> tuple
     hashes, thumbs = hash_images([paths[i] for i in uniq])
     pairs = near_pairs(hashes, threshold, thumbs=thumbs)
     sub_root = _clusters(len(uniq), pairs)
-    uroot = {int(u): int(uniq[r]) for u, r in zip(uniq, sub_root)}
+    uroot = {int(u): int(uniq[r]) for u, r in zip(uniq, sub_root, strict=True)}
     final = np.array([uroot[int(root[i])] for i in range(len(paths))])
     return final, exact
 

@@ -52,5 +52,5 @@ def data_preview(agent_input_dir: Path | str, max_rows: int = 5) -> str:
         lines.append("  (no CSV files)")
     if (root / AGENT_CSV).exists():
         lines.append("")
-        lines.append(f"Images are <image_name>.jpg in images/.")
+        lines.append("Images are <image_name>.jpg in images/.")
     return "\n".join(lines)

@@ -219,7 +219,7 @@ def ddi_counts(n_test: int) -> dict[int, tuple[int, int]]:
     tones = list(DDI_GROUP_COUNTS)
     sizes = largest_remainder([DDI_GROUP_COUNTS[t] for t in tones], n_test)
     out = {}
-    for tone, n in zip(tones, sizes):
+    for tone, n in zip(tones, sizes, strict=True):
         share = DDI_MALIGNANT_COUNTS[tone] / DDI_GROUP_COUNTS[tone]
         k = int(round(n * share))
         lo = min(3, n // 2)
@@ -536,7 +536,7 @@ def _test_rows(seed: int, n_test: int) -> list[dict]:
     rows = []
     for idx, j in enumerate(perm):
         tone, malignant = slots[j]
-        names, w = zip(*DDI_DISEASES[malignant])
+        names, w = zip(*DDI_DISEASES[malignant], strict=True)
         w = np.array(w, float)
         disease = names[int(rng.choice(len(names), p=w / w.sum()))]
         ftype = (tone // 10) if rng.random() < 0.5 else (tone % 10)

@@ -153,7 +153,7 @@ def prepare_workspace(
         ws = Workspace.at(tmp)
         ws.agent_images.mkdir(parents=True)
         agent.to_csv(ws.agent_csv, index=False)
-        for name, md5 in zip(amap["image_name"], amap["md5hash"]):
+        for name, md5 in zip(amap["image_name"], amap["md5hash"], strict=True):
             place(fitz_images / image_file(md5), ws.agent_images / f"{name}.jpg", link)
 
         # validation: shuffled, neutral names
@@ -161,7 +161,7 @@ def prepare_workspace(
         vorder = np.random.default_rng(seed + 1).permutation(len(val))
         val = val.iloc[vorder]
         vnames = [f"val_{i + 1}.jpg" for i in range(len(val))]
-        for name, md5 in zip(vnames, val["md5hash"]):
+        for name, md5 in zip(vnames, val["md5hash"], strict=True):
             place(fitz_images / image_file(md5), ws.validation_images / name, link)
         _labels_frame(
             vnames, val["three_partition_label"] == "malignant",

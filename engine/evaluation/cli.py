@@ -46,7 +46,7 @@ def read_predictions(path: str | Path) -> dict[str, float]:
     files = df["DDI_file"].astype(str)
     if files.duplicated().any():
         raise DataError(f"{path}: duplicate DDI_file {files[files.duplicated()].iloc[0]}")
-    return dict(zip(files, probs.astype(float)))
+    return dict(zip(files, probs.astype(float), strict=True))
 
 
 def score_file(predictions: str | Path, metadata: str | Path) -> dict:

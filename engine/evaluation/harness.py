@@ -24,7 +24,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -180,10 +181,10 @@ def score_predictions(
     if missing:
         return "missing_files", f"no prediction for {len(missing)} of {len(expected)} images ({_names(missing)})", None
     scores = [preds[f] for f in labels["file"]]
-    nan = [f for f, s in zip(labels["file"], scores) if math.isnan(s)]
+    nan = [f for f, s in zip(labels["file"], scores, strict=True) if math.isnan(s)]
     if nan:
         return "nan", f"{len(nan)} prediction(s) are NaN ({_names(nan)})", None
-    bad = [f for f, s in zip(labels["file"], scores) if not 0.0 <= s <= 1.0]
+    bad = [f for f, s in zip(labels["file"], scores, strict=True) if not 0.0 <= s <= 1.0]
     if bad:
         example = preds[sorted(bad)[0]]
         return "out_of_range", f"{len(bad)} prediction(s) outside [0, 1] (e.g. {sorted(bad)[0]}: {example:.4g})", None

@@ -72,18 +72,21 @@ def normalise(result: Any) -> tuple[str, str | None, dict[str, float] | None]:
     elif pd is not None and isinstance(result, pd.DataFrame):
         cols = list(result.columns)
         if len(cols) < 2:
-            return "wrong_type", f"predict returned a DataFrame with {len(cols)} column(s); need filename and probability", None
+            return ("wrong_type", f"predict returned a DataFrame with {len(cols)} column(s); "
+                    "need filename and probability", None)
         fcol = _pick_column(cols, FILENAME_COLUMNS)
         pcol = _pick_column([c for c in cols if c != fcol], PROB_COLUMNS)
         if fcol is None or pcol is None:
             if len(cols) != 2:
-                return "wrong_type", f"predict returned a DataFrame with columns {cols}; expected filename and probability", None
+                return ("wrong_type", f"predict returned a DataFrame with columns {cols}; "
+                        "expected filename and probability", None)
             fcol, pcol = (fcol, [c for c in cols if c != fcol][0]) if fcol is not None else (cols[0], cols[1])
-        pairs = list(zip(result[fcol].tolist(), result[pcol].tolist()))
+        pairs = list(zip(result[fcol].tolist(), result[pcol].tolist(), strict=True))
     elif pd is not None and isinstance(result, pd.Series):
         pairs = list(result.items())
     else:
-        return "wrong_type", f"predict returned {type(result).__name__}; expected a dict {{filename: probability}} or a DataFrame", None
+        return ("wrong_type", f"predict returned {type(result).__name__}; "
+                "expected a dict {filename: probability} or a DataFrame", None)
 
     out: dict[str, float] = {}
     for key, value in pairs:

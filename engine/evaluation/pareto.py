@@ -15,7 +15,7 @@ comes first in the mapping's order (callers pass candidates in node order, so th
 from __future__ import annotations
 
 import math
-from typing import Hashable, Mapping
+from collections.abc import Hashable, Mapping
 
 Vector = Mapping[str, "float | None"]
 
@@ -44,7 +44,7 @@ def _vectors(candidates: Mapping[Hashable, Vector]) -> dict[Hashable, tuple[floa
 
 
 def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    return all(x >= y for x, y in zip(a, b)) and any(x > y for x, y in zip(a, b))
+    return all(x >= y for x, y in zip(a, b, strict=True)) and any(x > y for x, y in zip(a, b, strict=True))
 
 
 def pareto_front(candidates: Mapping[Hashable, Vector]) -> list[Hashable]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
+from collections.abc import Iterator
 
 DEFAULT_MEMORY_LIMIT_MB = 16384   # address space; torch/CUDA reserve a lot of virtual memory
 DEFAULT_OUTPUT_CAP = 200_000      # characters of output kept (head and tail)

@@ -25,7 +25,7 @@ def session_run_dir(runs_root: Path, session_id: str) -> Path:
 
 
 def _make_read_only(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             p = os.path.join(dirpath, name)
             os.chmod(p, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
@@ -34,7 +34,7 @@ def _make_read_only(root: Path) -> None:
 
 def _make_writable(root: Path) -> None:
     """chmod a tree writable; never through a symlink (a node may have planted one to a label file)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         if not os.path.islink(dirpath):
             os.chmod(dirpath, stat.S_IRWXU)
         for name in filenames:

@@ -205,8 +205,8 @@ def _audit(code: str, output: str, omitted: bool, claimed: float | None, status:
         claim = None
     if claim is None:
         unsupported = claimed is not None and (status != "ok" or (not omitted and not output.strip()))
-        claim = {"claimed": claimed, "measured": None, "difference": None, "unsupported": unsupported,
-                 "reason": ("the run crashed" if status != "ok" else "the run printed nothing") if unsupported else None}
+        reason = ("the run crashed" if status != "ok" else "the run printed nothing") if unsupported else None
+        claim = {"claimed": claimed, "measured": None, "difference": None, "unsupported": unsupported, "reason": reason}
     claim.update(printed=printed, source="aide journal")
     return {"flags": flags, "evidence": evidence, "claim": claim}
 
@@ -318,7 +318,7 @@ def _import(store, journal: Path, config_path: Path | None, nodes: list[dict[str
         return clock
 
     best: tuple[float, int] | None = None
-    for i, (n, aid) in enumerate(zip(ordered, aide_ids), start=1):
+    for i, (n, aid) in enumerate(zip(ordered, aide_ids, strict=True), start=1):
         parent = parent_of(n, aid)
         status = status_of(n)
         if parent is None:

@@ -254,9 +254,11 @@ def write_demo_session(
             return session_id
 
         quality = 0.62 + 0.01 * step + rng.uniform(-0.02, 0.02)
-        gap = max(0.03, 0.16 - (0.05 if components.get("intervention") else 0.0) - 0.004 * step + rng.uniform(-0.02, 0.02))
+        gap = max(0.03, 0.16 - (0.05 if components.get("intervention") else 0.0) - 0.004 * step
+                  + rng.uniform(-0.02, 0.02))
         if bug == "KeyError":
-            err = "Traceback (most recent call last):\n  File \"solution.py\", line 8, in <module>\nKeyError: 'malignant'\n"
+            err = ("Traceback (most recent call last):\n  File \"solution.py\", line 8, in <module>\n"
+                   "KeyError: 'malignant'\n")
             emit(ev.OUTPUT, {"node_id": node_id, "text": err, "stream": "stderr"}, ts=clock(0.3))
             emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": 1, "exec_time": 3.2,
                                     "exc_type": "KeyError", "output_head": "".join(lines) + err,
@@ -305,7 +307,8 @@ def write_demo_session(
         claim = {"claimed": claimed, "measured": measured,
                  "difference": None if claimed is None or measured is None else round(claimed - measured, 4),
                  "unsupported": claimed is not None and status != "ok",
-                 "reason": "the run crashed before printing a metric" if claimed is not None and status != "ok" else None}
+                 "reason": ("the run crashed before printing a metric"
+                            if claimed is not None and status != "ok" else None)}
         emit(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}, ts=clock(0.1))
         if bug == "KeyError":
             emit(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"},

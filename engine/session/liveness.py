@@ -20,7 +20,8 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
+from collections.abc import Mapping
 
 RunnerStatus = Literal["alive", "stopped", "finished"]
 
@@ -195,7 +196,7 @@ def _row(store: Any, session_id: str) -> Mapping[str, Any]:
         from engine.session.store import SessionNotFound
 
         raise SessionNotFound(f"no session {session_id!r} in {store.path}")
-    return dict(zip([d[0] for d in cursor.description], found))
+    return dict(zip([d[0] for d in cursor.description], found, strict=True))
 
 
 def _float(value: Any) -> float | None:

@@ -18,7 +18,8 @@ import copy
 import threading
 import time
 from bisect import bisect_right
-from typing import Callable, Iterable, Sequence
+from itertools import pairwise
+from collections.abc import Callable, Iterable, Sequence
 
 from engine.session import events as ev
 from engine.session.state import SessionState, apply, new_state
@@ -32,7 +33,7 @@ def scaled_gaps(events: Sequence[ev.Event], speed: float | None, max_gap: float 
     if not events:
         return []
     gaps = [0.0]
-    for prev, cur in zip(events, events[1:]):
+    for prev, cur in pairwise(events):
         if not speed or speed <= 0 or speed == float("inf"):
             gaps.append(0.0)
             continue
@@ -69,7 +70,7 @@ def replay(
         else:
             sleep(delay)
 
-    for event, gap in zip(events, gaps):
+    for event, gap in zip(events, gaps, strict=True):
         if stop is not None and stop.is_set():
             break
         due += gap

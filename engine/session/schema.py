@@ -133,7 +133,8 @@ def _parent_foreign_key(db: sqlite_utils.Database) -> None:
     # a parent that was never recorded (an old import) is not a parent: keep the row, drop the link
     db.execute(f"insert into nodes_new ({columns}) select {columns} from nodes")
     db.execute("""update nodes_new set parent_id = null where parent_id is not null and not exists (
-                    select 1 from nodes p where p.session_id = nodes_new.session_id and p.node_id = nodes_new.parent_id)""")
+                    select 1 from nodes p
+                    where p.session_id = nodes_new.session_id and p.node_id = nodes_new.parent_id)""")
     db.execute("drop table nodes")
     db.execute("alter table nodes_new rename to nodes")
 

@@ -7,7 +7,8 @@ state, so folding the same events always gives the same state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from engine.session import events as ev
 

@@ -16,7 +16,8 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import sqlite_utils
 
@@ -238,7 +239,8 @@ class SessionStore:
         return writer
 
     # -- commands (the steering queue) ----------------------------------------------------
-    def issue_command(self, session_id: str, kind: str, payload: dict[str, Any] | None = None, *, by: str = "user") -> int:
+    def issue_command(self, session_id: str, kind: str, payload: dict[str, Any] | None = None, *,
+                      by: str = "user") -> int:
         if kind not in ev.COMMAND_KINDS:
             raise UsageError(f"unknown command {kind!r}; one of {', '.join(sorted(ev.COMMAND_KINDS))}")
         self.session(session_id)

@@ -21,9 +21,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import resource
-import tempfile
 import time
-from pathlib import Path
 
 N_CPU_IMAGES = int(os.environ.get("BEFAIR_BENCH_TRAIN_N", "256"))
 CPU_SIZE = 56
@@ -109,8 +107,8 @@ def _reference(paths, labels, size, device_name, threads, out):
     ])
 
     workers = min(8, max(0, (os.cpu_count() or 1) - 1))
-    loader = torch.utils.data.DataLoader(_PILDataset(paths, labels, tf), batch_size=BATCH, shuffle=True, num_workers=workers,
-                                         pin_memory=device.type == "cuda", drop_last=False,
+    loader = torch.utils.data.DataLoader(_PILDataset(paths, labels, tf), batch_size=BATCH, shuffle=True,
+                                         num_workers=workers, pin_memory=device.type == "cuda", drop_last=False,
                                          persistent_workers=False)
     model, opt = _model(device)
     model.train()

@@ -76,7 +76,9 @@ def write_home():
 
 def write_tmp():
     open(os.path.join("/tmp", MARK), "w").write("x")
-    return "wrote /tmp (private tmp if this is not seen by the host)" if os.path.exists(TARGETS["host_tmp_probe"]) else None
+    if os.path.exists(TARGETS["host_tmp_probe"]):
+        return "wrote /tmp (private tmp if this is not seen by the host)"
+    return None
 
 def write_other_node():
     if os.environ.get("BEFAIR_NODE_ID") == "1":

@@ -63,8 +63,8 @@ def _pil_reference(path: Path, resize: int) -> np.ndarray:
     s = resize / min(w, h)
     nw, nh = max(resize, round(w * s)), max(resize, round(h * s))
     im = im.resize((nw, nh), Image.BILINEAR)
-    l, t = (nw - resize) // 2, (nh - resize) // 2
-    return np.asarray(im.crop((l, t, l + resize, t + resize)))
+    left, top = (nw - resize) // 2, (nh - resize) // 2
+    return np.asarray(im.crop((left, top, left + resize, top + resize)))
 
 
 def test_tensor_store_equals_pil_decode_and_is_keyed_by_content(synth_dir, tmp_path, monkeypatch):
@@ -139,7 +139,8 @@ def test_variants_clean_the_training_rows(synth_dir, workspace):
     held_out = set(mapping.loc[mapping["split"] == "validation", "md5hash"])
     assert held_out and not held_out & set(plain.train.names)
     assert len(plain.val) == len(held_out)
-    assert plain.train.labels.tolist() == (fitz.loc[plain.train.names, "three_partition_label"] == "malignant").astype(int).tolist()
+    malignant = fitz.loc[plain.train.names, "three_partition_label"] == "malignant"
+    assert plain.train.labels.tolist() == malignant.astype(int).tolist()
 
 
 def test_a_run_completes_and_keeps_the_best_worst_group_checkpoint(trained, store):

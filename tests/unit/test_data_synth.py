@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 
-import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
@@ -104,9 +103,9 @@ def test_planted_duplicates_and_label_noise(synth_dir):
     near = truth[truth.duplicate_kind == "near"]
     assert len(exact) >= 5 and len(near) >= 5
     img = synth_dir / "train" / "images"
-    for h, src in zip(exact.md5hash, exact.duplicate_of):
+    for h, src in zip(exact.md5hash, exact.duplicate_of, strict=True):
         assert (img / f"{h}.jpg").read_bytes() == (img / f"{src}.jpg").read_bytes()
-    for h, src in zip(near.md5hash, near.duplicate_of):
+    for h, src in zip(near.md5hash, near.duplicate_of, strict=True):
         assert (img / f"{h}.jpg").read_bytes() != (img / f"{src}.jpg").read_bytes()
     flipped = truth[truth.label_flipped.astype(str) == "True"]
     assert 0 < len(flipped) < 0.1 * len(truth)

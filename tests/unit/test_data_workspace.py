@@ -110,7 +110,11 @@ def test_split_stratified_and_disjoint(fitz):
     assert not set(train.md5hash) & set(val.md5hash)
     assert (val.fitzpatrick_scale != -1).all()
     known = fitz[fitz.fitzpatrick_scale != -1]
-    key = lambda d: d.fitzpatrick_scale.map(fitzpatrick_to_group) + "/" + (d.three_partition_label == "malignant").astype(str)
+
+    def key(d):
+        malignant = (d.three_partition_label == "malignant").astype(str)
+        return d.fitzpatrick_scale.map(fitzpatrick_to_group) + "/" + malignant
+
     share = key(val).value_counts() / key(known).value_counts()
     assert share.between(0.1, 0.35).all(), share
     assert len(val) == pytest.approx(0.2 * len(known), abs=4)

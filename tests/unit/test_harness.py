@@ -95,7 +95,8 @@ BAD = {
     "import_error": "import json\nraise RuntimeError('boom at import')\n",
     "exception": "def predict(folder):\n    raise ValueError('cannot read images')\n",
     "missing_files": "import os\ndef predict(folder):\n    return {f: 0.5 for f in sorted(os.listdir(folder))[1:]}\n",
-    "extra_files": "import os\ndef predict(folder):\n    d = {f: 0.5 for f in os.listdir(folder)}\n    d['ghost.png'] = 0.1\n    return d\n",
+    "extra_files": ("import os\ndef predict(folder):\n    d = {f: 0.5 for f in os.listdir(folder)}\n"
+                    "    d['ghost.png'] = 0.1\n    return d\n"),
     "nan": "import os\ndef predict(folder):\n    return {f: float('nan') for f in os.listdir(folder)}\n",
     "out_of_range": "import os\ndef predict(folder):\n    return {f: 1.5 for f in os.listdir(folder)}\n",
     "wrong_type": "import os\ndef predict(folder):\n    return [0.5 for f in os.listdir(folder)]\n",
@@ -183,7 +184,7 @@ def test_solution_prints_do_not_break_the_channel(tmp_path, heldout):
 def test_score_predictions_directly(heldout):
     _, labels = heldout
     df = pd.read_csv(labels)
-    preds = dict(zip(df["file"], np.where(df["label"] == 1, 0.8, 0.3)))
+    preds = dict(zip(df["file"], np.where(df["label"] == 1, 0.8, 0.3), strict=True))
     verdict, reason, metrics = score_predictions(preds, labels)
     assert verdict == "ok" and reason is None and metrics.auc == 1.0
     frame = pd.DataFrame({"file": list(preds), "prob": list(preds.values())})

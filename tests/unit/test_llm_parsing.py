@@ -13,7 +13,8 @@ from engine.agent.response_parsing import (
     to_metric,
 )
 
-PIPE = "import os\n\n\ndef predict(folder):\n    return {}\n\n\nif __name__ == '__main__':\n    print('Validation AUROC: 0.7')\n"
+PIPE = ("import os\n\n\ndef predict(folder):\n    return {}\n\n\n"
+        "if __name__ == '__main__':\n    print('Validation AUROC: 0.7')\n")
 
 
 @pytest.mark.parametrize("lang", ["python", "py", "Python", "python3", ""])

@@ -87,7 +87,7 @@ def scripted_sequence() -> dict[str, str]:
         reqs = srv.chat_requests
     names = ["draft", "improve", "debug", "review", "review_json"]
     assert len(reqs) == len(names)
-    return {n: render(r) for n, r in zip(names, reqs)}
+    return {n: render(r) for n, r in zip(names, reqs, strict=True)}
 
 
 def test_prompts_match_recorded_fixtures():

@@ -7,6 +7,7 @@ import threading
 import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from itertools import pairwise
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_streamed_deltas_reach_on_stream_in_order_and_the_reply_is_their_concate
     texts = [t for _, t, _ in seen]
     assert len(texts) >= 3, "the reply should show while it streams"
     assert all(role == "draft" for role, _, _ in seen)
-    assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(texts, texts[1:]))  # in order
+    assert all(b.startswith(a) and len(b) > len(a) for a, b in pairwise(texts))  # in order
     assert texts[-1] == full
     assert texts[0] != full                                 # something came before the end
     assert threads == {caller}                              # on the caller's thread

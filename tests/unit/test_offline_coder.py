@@ -123,7 +123,7 @@ def test_improve_changes_one_component_and_follows_node_guidance():
         if changed == ["selection", "monitor_groups"]:
             changed = ["selection"]
         assert len(changed) == 1, (changed, child.plan)
-        assert child.plan.startswith(f"Improve node 1")
+        assert child.plan.startswith("Improve node 1")
     guided = coder.improve(ctx("fairness-metric", step=40, node=["use upsampling for this one"]), view(parent))
     if parent.components["fairness"] != "upsample":
         assert guided.components["fairness"] == "upsample"
@@ -200,7 +200,8 @@ def test_review_reads_the_output():
                   output="epoch 1\nGroup 0 validation AUROC: 0.9\nValidation AUROC: 0.8123\n")
     r = coder.review(ctx(), nv)
     assert not r.is_bug and r.claimed_metric == pytest.approx(0.8123)
-    nv.status, nv.output, nv.exc_type = "buggy", "Traceback (most recent call last):\nKeyError: 'diagnosis'\n", "KeyError"
+    nv.status, nv.exc_type = "buggy", "KeyError"
+    nv.output = "Traceback (most recent call last):\nKeyError: 'diagnosis'\n"
     r = coder.review(ctx(), nv)
     assert r.is_bug and "KeyError" in r.summary
     nv.status, nv.output = "ok", "done\n"

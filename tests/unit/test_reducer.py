@@ -212,7 +212,8 @@ def test_failed_evaluation_and_blinded_test():
 
 def test_unknown_kinds_and_unknown_nodes_are_ignored():
     log = Log().start().add("from_the_future", x=1).add(ev.CODE, node_id=99, code="x")
-    log.add(ev.OUTPUT, node_id=99, text="x", stream="stdout").finish(99).add(ev.ERROR, message="m", node_id=None, where=None)
+    log.add(ev.OUTPUT, node_id=99, text="x", stream="stdout").finish(99)
+    log.add(ev.ERROR, message="m", node_id=None, where=None)
     s = fold(log.events)
     assert s.nodes == {} and s.last_seq == 6 and s.errors[0]["message"] == "m"
 

@@ -41,7 +41,8 @@ class StubCoder:
 
     def _reply(self, ctx, stage):
         self.contexts.append((stage, ctx))
-        calls = [LlmCall(role=stage, model="fake", tokens_in=100, tokens_out=20, latency_s=0.01, cost=0.001)] if self.llm else []
+        calls = ([LlmCall(role=stage, model="fake", tokens_in=100, tokens_out=20, latency_s=0.01, cost=0.001)]
+                 if self.llm else [])
         if ctx.step in self.none_steps:
             return CoderReply(plan="nothing", code=None, error="the model replied without code", llm_calls=calls)
         code = STUB.format(sleep=self.sleep, lines=self.lines)
@@ -120,7 +121,8 @@ def test_offline_session_end_to_end(store, workspace):
     assert seen[-2:] == [ev.FINAL_CHOICE, ev.SESSION_FINISHED] and seen.count(ev.POLICY_DECISION) == 4
     _assert_nodes_table_is_fold(store, sid)
     # every node ran in its own workspace with the shared read-only input
-    node_dir = store.db.execute("select payload from events where session_id=? and kind='exec_started'", [sid]).fetchone()
+    node_dir = store.db.execute("select payload from events where session_id=? and kind='exec_started'",
+                                [sid]).fetchone()
     workdir = json.loads(node_dir[0])["workdir"]
     assert workdir.endswith(f"{sid}/node_1")
     # the held-out sets are neither inside nor linked from any node's directory

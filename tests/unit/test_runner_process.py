@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from engine.session import events as ev
 from engine.session.state import fold
 from engine.session.store import SessionStore, node_row

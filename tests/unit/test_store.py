@@ -164,7 +164,8 @@ def test_reader_in_another_process_reads_while_writer_appends(store):
 
         assert ask() == 1
         store.db.execute("BEGIN IMMEDIATE")  # a writer mid-transaction (holds the write lock)
-        store.db.conn.execute("insert into events (session_id, seq, ts, kind, payload) values ('rw', 2, 0, 'error', '{}')")
+        store.db.conn.execute("insert into events (session_id, seq, ts, kind, payload) "
+                              "values ('rw', 2, 0, 'error', '{}')")
         t = time.perf_counter()
         assert ask() == 1  # not blocked, sees the last committed state
         assert time.perf_counter() - t < 5
