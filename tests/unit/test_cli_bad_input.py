@@ -488,7 +488,7 @@ def test_deleting_a_running_session_stops_it_first(tmp_path, capsys):
     env = dict(os.environ, BEFAIR_HOME=str(tmp_path / "home"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet", "--steps", "50", "--db", str(db),
-         "--sandbox", "none", "--synth-n-train", "300", "--synth-n-test", "120", "--synth-size", "32",
+         "--synth-n-train", "300", "--synth-n-test", "120", "--synth-size", "32",
          "--session-id", "live-one"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     run_dir = runs_dir(db) / "live-one"
