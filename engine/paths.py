@@ -1,6 +1,8 @@
 """Where things live by default."""
 from __future__ import annotations
 
+import argparse
+
 import os
 from pathlib import Path
 
@@ -35,7 +37,7 @@ def config_dir() -> Path:
     return Path(platformdirs.user_config_dir("befair", appauthor=False))
 
 
-def add_db_arg(parser) -> None:
+def add_db_arg(parser: argparse._ActionsContainer) -> None:
     """Every command takes --db (default: $BEFAIR_DB or sessions/befair.db)."""
     parser.add_argument(
         "--db", type=Path, default=None,
@@ -43,5 +45,5 @@ def add_db_arg(parser) -> None:
     )
 
 
-def db_from_args(args) -> Path:
+def db_from_args(args: argparse.Namespace) -> Path:
     return Path(args.db) if getattr(args, "db", None) else default_db()

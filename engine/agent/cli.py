@@ -9,26 +9,32 @@ same headless run in its own process and opens the console on it.
 """
 from __future__ import annotations
 
+import argparse
+
 import math
 import os
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.config import BEST_CRITERIA, SessionConfig
 from engine.errors import BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.session import events as ev
-from engine.session.state import SessionState
+from engine.session.state import NodeState, SessionState
 from engine.task import CUSTOM, LEVELS
+
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
 
 BADGES = (("reads_skin_tone", "ST"), ("per_group_metric", "PG"), ("reweighting", "RW"), ("upsampling", "UP"),
           ("filtering", "FL"), ("pareto_selection", "PA"))
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "run", help="run a search session (headless with --headless)",
         description="Run an agent's search over ML pipelines on the skin-lesion task and record it as a session.",
@@ -94,7 +100,7 @@ class Progress:
     every second by a ticker thread (elapsed time, step, the running node's last output line),
     so a long step is never silent."""
 
-    def __init__(self, out=None, *, quiet: bool = False, width: int = 24, tick: float = 1.0):
+    def __init__(self, out: TextIO | None = None, *, quiet: bool = False, width: int = 24, tick: float = 1.0) -> None:
         self.out = out or sys.stdout
         self.quiet = quiet
         self.width = width
@@ -226,7 +232,7 @@ def _f(x: float | None) -> str:
     return "  —  " if x is None else f"{x:.3f}"
 
 
-def node_line(state: SessionState, node) -> str:
+def node_line(state: SessionState, node: NodeState) -> str:
     stage = node.stage if node.parent_id is None else f"{node.stage} of {node.parent_id}"
     status = node.status
     if node.status == "ok" and node.eval_verdicts.get("validation") not in (None, "ok"):
@@ -249,7 +255,7 @@ def node_line(state: SessionState, node) -> str:
 # --------------------------------------------------------------------------- commands
 
 
-def config_from_args(args) -> SessionConfig:
+def config_from_args(args: argparse.Namespace) -> SessionConfig:
     extra: dict[str, Any] = {}
     synth = {k: v for k, v in (("n_train", args.synth_n_train), ("n_test", args.synth_n_test),
                                ("size", args.synth_size)) if v is not None}
@@ -280,7 +286,7 @@ def config_from_args(args) -> SessionConfig:
         raise BefairError(str(exc)) from None
 
 
-def _coder(config: SessionConfig, args) -> Any:
+def _coder(config: SessionConfig, args: argparse.Namespace) -> Any:
     from engine.agent.runner import make_coder
 
     try:
@@ -298,12 +304,12 @@ def _coder(config: SessionConfig, args) -> Any:
         raise
 
 
-def validate_run_args(args) -> SessionConfig:
+def validate_run_args(args: argparse.Namespace) -> SessionConfig:
     """Check `run`'s arguments before anything starts (also used by the console's launcher).
     A bad value is a UsageError (exit 2) naming the flag and the value."""
     if args.steps < 1:
         raise UsageError(f"--steps must be at least 1 (got {args.steps}): the search needs a step to run")
-    checks = (
+    checks: tuple[tuple[str, Any, Callable[[Any], bool], str], ...] = (
         ("--step-timeout", getattr(args, "step_timeout", None), lambda v: v > 0 and math.isfinite(v),
          "a positive number of seconds"),
         ("--memory-limit", getattr(args, "memory_limit", None), lambda v: v >= 0, "0 (no limit) or more MiB"),
@@ -324,7 +330,7 @@ def validate_run_args(args) -> SessionConfig:
     return config_from_args(args)
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     """The headless run (befair_tui's command line sends `run` without --headless to the console)."""
     config = validate_run_args(args)
     from engine.agent.runner import install_sigterm_handler, run, start_session
@@ -354,12 +360,12 @@ def cmd_run(args) -> int:
     return 0 if state.status in ("finished", "stopped") else 1
 
 
-def _last_event(store, session_id: str) -> ev.Event:
+def _last_event(store: SessionStore, session_id: str) -> ev.Event:
     events = store.events(session_id)
     return events[-1]
 
 
-def cmd_resume(args) -> int:
+def cmd_resume(args: argparse.Namespace) -> int:
     from engine.agent.runner import install_sigterm_handler, recover, run
     from engine.session.cli import open_store
 
@@ -389,7 +395,7 @@ def cmd_resume(args) -> int:
     return 0 if state.status in ("finished", "stopped") else 1
 
 
-def _budget_raised(store, session_id: str, state: SessionState) -> bool:
+def _budget_raised(store: SessionStore, session_id: str, state: SessionState) -> bool:
     """A finished session may go on when a pending `befair steer ... budget N` gives it steps."""
     for command in store.pending_commands(session_id):
         if command["kind"] == "set_budget":

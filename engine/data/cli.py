@@ -1,13 +1,14 @@
 """`befair data synth` and `befair data prepare`."""
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
 from engine.errors import UsageError
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data = subparsers.add_parser("data", help="generate SynthDerm or prepare an agent workspace")
     sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
@@ -31,7 +32,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=prepare_command)
 
 
-def synth_command(args) -> int:
+def synth_command(args: argparse.Namespace) -> int:
     from engine.data.synth import FULL, generate
 
     n_train, n_test = (FULL["n_train"], FULL["n_test"]) if args.full else (args.n_train, args.n_test)
@@ -53,7 +54,7 @@ def synth_command(args) -> int:
     return 0
 
 
-def prepare_command(args) -> int:
+def prepare_command(args: argparse.Namespace) -> int:
     from engine.data.workspace import prepare_workspace
 
     if not 0 < args.val_fraction < 1:

@@ -5,11 +5,12 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from engine.errors import DataError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "score",
         help="score a predictions CSV against DDI-format metadata (MEDFAIR metrics)",
@@ -49,7 +50,7 @@ def read_predictions(path: str | Path) -> dict[str, float]:
     return dict(zip(files, probs.astype(float), strict=True))
 
 
-def score_file(predictions: str | Path, metadata: str | Path) -> dict:
+def score_file(predictions: str | Path, metadata: str | Path) -> dict[str, Any]:
     from engine.evaluation.harness import score_predictions
 
     preds = read_predictions(predictions)
@@ -59,7 +60,7 @@ def score_file(predictions: str | Path, metadata: str | Path) -> dict:
     return metrics.medfair(prefix="Test ")
 
 
-def _fmt(v) -> str:
+def _fmt(v: Any) -> str:
     if v is None:
         return "—"
     if isinstance(v, float):

@@ -17,18 +17,21 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from engine.errors import DataError, UsageError
 from engine.session import events as ev
 
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
+
 OUTPUT_KEEP = 16_000  # characters of imported terminal output kept per node (head + tail)
 CODER = {"name": "aide-import", "label": "imported AIDE run", "simulated": False}
 
 
-class _TolerantLoader(yaml.SafeLoader):
+class _TolerantLoader(yaml.SafeLoader):  # type: ignore[misc]  # yaml: no stubs installed, so Any
     """A SafeLoader that reads AIDE's `!!python/...` tags (e.g. pathlib.PosixPath) as text."""
 
 
@@ -151,6 +154,7 @@ def _load_nodes(journal: Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
                         "so not an AIDE journal") from None
     except RecursionError:
         raise DataError(f"cannot read {journal}: its JSON is nested too deeply for an AIDE journal") from None
+    n2p: dict[str, str]
     if isinstance(data, list):
         nodes, n2p = data, {}
     elif isinstance(data, dict):
@@ -211,7 +215,7 @@ def _audit(code: str, output: str, omitted: bool, claimed: float | None, status:
     return {"flags": flags, "evidence": evidence, "claim": claim}
 
 
-def import_aide(store, path: str | Path, *, session_id: str | None = None, by: str = "import") -> str:
+def import_aide(store: SessionStore, path: str | Path, *, session_id: str | None = None, by: str = "import") -> str:
     """Import an AIDE run into `store`; returns the new session's id. A journal or config of an
     unexpected shape is a DataError, and leaves no half-imported session behind."""
     journal, config_path = find_journal(path)
@@ -232,18 +236,18 @@ def import_aide(store, path: str | Path, *, session_id: str | None = None, by: s
                         f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _import(store, journal: Path, config_path: Path | None, nodes: list[dict[str, Any]], n2p: dict[str, str],
+def _import(store: SessionStore, journal: Path, config_path: Path | None, nodes: list[dict[str, Any]], n2p: dict[str, str],
             session_id: str | None, created: list[str]) -> str:
     from engine.config import SessionConfig
 
     cfg = load_aide_config(config_path) if config_path else {}
-    agent_cfg = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
-    search = agent_cfg.get("search") if isinstance(agent_cfg.get("search"), dict) else {}
-    exec_cfg = cfg.get("exec") if isinstance(cfg.get("exec"), dict) else {}
-    code_cfg = agent_cfg.get("code") if isinstance(agent_cfg.get("code"), dict) else {}
+    agent_cfg = _section(cfg, "agent")
+    search = _section(agent_cfg, "search")
+    exec_cfg = _section(cfg, "exec")
+    code_cfg = _section(agent_cfg, "code")
 
     # order: step, then ctime, then position in the file
-    def key(item: tuple[int, dict[str, Any]]):
+    def key(item: tuple[int, dict[str, Any]]) -> tuple[float, float, int]:
         i, n = item
         step = _float(n.get("step"))
         return (step if step is not None else float(i), _float(n.get("ctime")) or 0.0, i)
@@ -328,8 +332,8 @@ def _import(store, journal: Path, config_path: Path | None, nodes: list[dict[str
         else:
             stage = "improve"
         ctime = times[i - 1]
-        code = n.get("code") if isinstance(n.get("code"), str) else ""
-        plan = n.get("plan") if isinstance(n.get("plan"), str) else ""
+        code = _text(n, "code")
+        plan = _text(n, "plan")
         writer.emit(ev.NODE_CREATED, {"node_id": i, "parent_id": parent, "step": i, "stage": stage,
                                       "plan": plan, "guidance_ids": [], "components": None,
                                       "origin": "import", "aide_id": aid}, ts=at(ctime))
@@ -348,7 +352,7 @@ def _import(store, journal: Path, config_path: Path | None, nodes: list[dict[str
             "truncated": truncated,
         }, ts=at(ctime, exec_time or 0.0))
         claimed, maximize = _claimed(n.get("metric"))
-        analysis = n.get("analysis") if isinstance(n.get("analysis"), str) else ""
+        analysis = _text(n, "analysis")
         writer.emit(ev.REVIEW, {"node_id": i, "is_bug": status != "ok", "summary": analysis,
                                 "claimed_metric": claimed}, ts=at(None))
         if claimed is not None and status == "ok":
@@ -367,6 +371,18 @@ def _import(store, journal: Path, config_path: Path | None, nodes: list[dict[str
     }, ts=at(None))
     writer.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": f"imported from {journal}"}, ts=at(None))
     return sid
+
+
+def _section(cfg: dict[str, Any], key: str) -> dict[str, Any]:
+    """A sub-table of AIDE's config; {} when absent or not a mapping."""
+    value = cfg.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _text(node: dict[str, Any], key: str) -> str:
+    """A journal node's text field; "" when absent or not text."""
+    value = node.get(key)
+    return value if isinstance(value, str) else ""
 
 
 def _journal_version(journal: Path) -> Any:

@@ -4,6 +4,8 @@ and everything it prints comes from the fold of the session's events.
 """
 from __future__ import annotations
 
+import argparse
+
 import csv
 import json
 import os
@@ -13,13 +15,16 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BefairError, DataError, UsageError, WorkError
 from engine.paths import add_db_arg, db_from_args, runs_dir
 from engine.session.liveness import runner_status
 from engine.session import views
 from engine.session.state import best_node
+
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
 
 # `befair steer` actions -> (command kind, what the argument is)
 STEER_ACTIONS = {
@@ -29,7 +34,7 @@ STEER_ACTIONS = {
 }
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("sessions", help="list the sessions in the database")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_db_arg(p)
@@ -84,7 +89,7 @@ def register(subparsers) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def open_store(path: Path, *, must_exist: bool = True):
+def open_store(path: Path, *, must_exist: bool = True) -> SessionStore:
     """The SessionStore at `path`; a DataError (exit 3) naming the file when there is none (a
     command that only reads must not create a database) or it cannot be used."""
     from engine.session.store import SessionStore
@@ -95,7 +100,7 @@ def open_store(path: Path, *, must_exist: bool = True):
     return SessionStore(path)
 
 
-def _store(args, *, must_exist: bool = True):
+def _store(args: argparse.Namespace, *, must_exist: bool = True) -> SessionStore:
     return open_store(db_from_args(args), must_exist=must_exist)
 
 
@@ -104,7 +109,7 @@ def _json_out(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _session_rows(store) -> list[dict[str, Any]]:
+def _session_rows(store: SessionStore) -> list[dict[str, Any]]:
     counts: dict[str, dict[str, int]] = {}
     for r in store.db.query("select session_id, status, count(*) as n from nodes group by session_id, status"):
         counts.setdefault(r["session_id"], {})[r["status"]] = r["n"]
@@ -137,7 +142,7 @@ def _coder_label(row: dict[str, Any]) -> str:
 
 
 # -- commands --------------------------------------------------------------------------------
-def cmd_sessions(args) -> int:
+def cmd_sessions(args: argparse.Namespace) -> int:
     path = db_from_args(args)
     if not path.exists():
         if args.json:
@@ -171,7 +176,7 @@ def cmd_sessions(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
+def cmd_show(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
     state = store.state(sid)
@@ -199,7 +204,7 @@ def cmd_show(args) -> int:
     return 0
 
 
-def cmd_steer(args) -> int:
+def cmd_steer(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
     kind, what = STEER_ACTIONS[args.action]
@@ -281,7 +286,7 @@ def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def export_session(store, session_id: str, out: Path, *, criterion: str | None = None,
+def export_session(store: SessionStore, session_id: str, out: Path, *, criterion: str | None = None,
                    unblind: bool = False) -> dict[str, Any]:
     """Write solution.py (best pipeline), tree.json, nodes.csv and events.jsonl into `out`."""
     events = store.events(session_id)
@@ -315,7 +320,7 @@ def export_session(store, session_id: str, out: Path, *, criterion: str | None =
     return {"best_node": best.node_id if best else None, "criterion": criterion, "files": written}
 
 
-def cmd_export(args) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
     info = export_session(store, sid, Path(args.out), criterion=args.criterion, unblind=args.unblind)
@@ -327,7 +332,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_import_aide(args) -> int:
+def cmd_import_aide(args: argparse.Namespace) -> int:
     from engine.session.aide_import import import_aide
 
     store = _store(args, must_exist=False)
@@ -356,7 +361,7 @@ def _looks_like_befair(pid: int) -> bool:
     return b"befair" in cmdline or b"engine." in cmdline
 
 
-def stop_runner(store, session_id: str, *, timeout: float = 20.0, poll: float = 0.1) -> str | None:
+def stop_runner(store: SessionStore, session_id: str, *, timeout: float = 20.0, poll: float = 0.1) -> str | None:
     """Stop the session's runner if one is alive, before its rows are deleted: a stop command
     (interrupting the running node) for a runner anywhere, and SIGTERM to its recorded process
     when that is a befair process on this machine (a headless runner treats SIGTERM like Ctrl-C:
@@ -376,7 +381,7 @@ def stop_runner(store, session_id: str, *, timeout: float = 20.0, poll: float = 
         return None  # recorded by this very process, and no runner thread of ours beats for it
     local = pid is not None and pid != os.getpid() and pid_alive(pid) is True and _looks_like_befair(pid)
     store.issue_command(session_id, "stop", {"interrupt": True}, by="delete")
-    if local:
+    if local and pid is not None:  # local implies a pid
         try:
             os.kill(pid, signal.SIGTERM)
         except OSError:
@@ -399,7 +404,8 @@ def _fresh_heartbeat(row: dict[str, Any]) -> bool:
     from engine.session.liveness import STALE_AFTER
 
     try:
-        return time.time() - float(row.get("heartbeat_at")) <= STALE_AFTER
+        beat: Any = row.get("heartbeat_at")  # None (never beat) raises TypeError below
+        return time.time() - float(beat) <= STALE_AFTER
     except (TypeError, ValueError):
         return False
 
@@ -443,7 +449,7 @@ def _make_removable(top: Path) -> None:
             writable(os.path.join(dirpath, name), stat.S_IWUSR)
 
 
-def cmd_delete(args) -> int:
+def cmd_delete(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
     if not args.yes:

@@ -14,10 +14,28 @@ with those snapshots.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Protocol
 
 from engine.session import events as ev
-from engine.session.state import best_node
+from engine.session.state import SessionState, best_node
+
+
+class _Writer(Protocol):
+    """What the fixtures write through: a SessionWriter, or _MemoryWriter below."""
+
+    session_id: str
+    state: SessionState
+
+    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None) -> ev.Event: ...
+
+
+class _Store(Protocol):
+    """A SessionStore, or _MemoryStore below."""
+
+    def create_session(self, config: dict[str, Any], *, instruction: str, coder: dict[str, Any],
+                       data: dict[str, Any], session_id: str | None = None, ts: float | None = None) -> _Writer: ...
+
+    def writer(self, session_id: str) -> _Writer: ...
 
 DEMO_LEVEL = "fairness-metric"
 DEMO_CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True, "model": None}
@@ -124,7 +142,7 @@ class _Clock:
 
 
 def write_demo_session(
-    store,
+    store: _Store,
     *,
     n_nodes: int = 12,
     seed: int = 0,
@@ -333,7 +351,7 @@ def _instruction() -> str:
     return LEVELS[DEMO_LEVEL]
 
 
-def all_event_kinds_session(store, *, session_id: str = "all-kinds", ts0: float = 1_700_000_000.0) -> str:
+def all_event_kinds_session(store: _Store, *, session_id: str = "all-kinds", ts0: float = 1_700_000_000.0) -> str:
     """The demo session plus the event kinds a normal run rarely shows (stop_requested,
     node_interrupted, session_resumed): every kind in events.KINDS appears at least once."""
     sid = write_demo_session(store, n_nodes=12, seed=1, ts0=ts0, finished=False, session_id=session_id)
@@ -375,10 +393,12 @@ class _MemoryWriter:
 
 
 class _MemoryStore:
-    def __init__(self):
+    def __init__(self) -> None:
         self.writers: dict[str, _MemoryWriter] = {}
 
-    def create_session(self, config, *, instruction, coder, data, session_id=None, ts=None, **_):
+    def create_session(self, config: dict[str, Any], *, instruction: str, coder: dict[str, Any],
+                       data: dict[str, Any], session_id: str | None = None, ts: float | None = None,
+                       **_: Any) -> _MemoryWriter:
         w = _MemoryWriter(session_id or "demo")
         self.writers[w.session_id] = w
         w.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data}, ts=ts)

@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from types import TracebackType
 
 RunnerStatus = Literal["alive", "stopped", "finished"]
 
@@ -43,7 +44,7 @@ class Heartbeat:
     """
 
     def __init__(self, db_path: str | os.PathLike[str], session_id: str, *, interval: float = INTERVAL,
-                 clock=time.time) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.db_path = Path(db_path)
         self.session_id = session_id
         self.interval = float(interval)
@@ -60,7 +61,8 @@ class Heartbeat:
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         self.stop()
         return False
 
@@ -106,7 +108,8 @@ class Heartbeat:
                 except Exception as exc:  # noqa: BLE001 - never raise out of the thread
                     self.failures += 1
                     self.last_error = f"{type(exc).__name__}: {exc}"
-                    conn = _close(conn)
+                    _close(conn)
+                    conn = None
                 finally:
                     self._first.set()
                 if self._stop.wait(self.interval):

@@ -13,7 +13,7 @@ import sqlite_utils
 
 
 def _m001_initial(db: sqlite_utils.Database) -> None:
-    db["sessions"].create(
+    db.table("sessions").create(
         {
             "id": str, "created_at": float, "updated_at": float, "status": str, "level": str,
             "instruction": str, "coder": str, "coder_label": str, "simulated": int,
@@ -25,14 +25,14 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"created_at", "status"},
     )
-    db["events"].create(
+    db.table("events").create(
         {"id": int, "session_id": str, "seq": int, "ts": float, "kind": str, "payload": str},
         pk="id",
         foreign_keys=[("session_id", "sessions", "id")],
         not_null={"session_id", "seq", "ts", "kind", "payload"},
     )
-    db["events"].create_index(["session_id", "seq"], unique=True)
-    db["nodes"].create(
+    db.table("events").create_index(["session_id", "seq"], unique=True)
+    db.table("nodes").create(
         {
             "session_id": str, "node_id": int, "parent_id": int, "step": int, "stage": str,
             "status": str, "origin": str, "plan": str, "code": str, "exec_time": float,
@@ -46,7 +46,7 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
         pk=("session_id", "node_id"),
         foreign_keys=[("session_id", "sessions", "id")],
     )
-    db["commands"].create(
+    db.table("commands").create(
         {
             "id": int, "session_id": str, "kind": str, "payload": str, "issued_by": str,
             "issued_at": float, "consumed_at": float, "consumed_seq": int, "result": str,
@@ -55,8 +55,8 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
         foreign_keys=[("session_id", "sessions", "id")],
         not_null={"session_id", "kind", "issued_at"},
     )
-    db["commands"].create_index(["session_id", "consumed_at"])
-    db["baselines"].create(
+    db.table("commands").create_index(["session_id", "consumed_at"])
+    db.table("baselines").create(
         {
             "id": int, "created_at": float, "variant": str, "seed": int, "dataset": str,
             "device": str, "epochs": int, "selected_epoch": int, "weights": str,
@@ -68,7 +68,7 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
         pk="id",
         not_null={"created_at", "variant", "seed"},
     )
-    db["reference_rows"].create(
+    db.table("reference_rows").create(
         {
             "id": str, "name": str, "agent": str, "level": str, "auc_mean": float,
             "auc_std": float, "gap_mean": float, "gap_std": float, "group_auc": str,
@@ -80,8 +80,8 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
 
 def _m002_heartbeat(db: sqlite_utils.Database) -> None:
     """sessions.heartbeat_at: written every second by a live runner (engine.session.liveness)."""
-    if "heartbeat_at" not in db["sessions"].columns_dict:
-        db["sessions"].add_column("heartbeat_at", float)
+    if "heartbeat_at" not in db.table("sessions").columns_dict:
+        db.table("sessions").add_column("heartbeat_at", float)
 
 
 def _iso(column: str) -> str:
@@ -121,7 +121,7 @@ def _m003_readable(db: sqlite_utils.Database) -> None:
 
 
 def _parent_foreign_key(db: sqlite_utils.Database) -> None:
-    schema = db["nodes"].schema
+    schema = db.table("nodes").schema
     if "parent_id]) REFERENCES" in schema or '"parent_id") REFERENCES' in schema:
         return
     fk = ',\n   FOREIGN KEY("session_id", "parent_id") REFERENCES "nodes"("session_id", "node_id")'
@@ -129,7 +129,7 @@ def _parent_foreign_key(db: sqlite_utils.Database) -> None:
     new = 'CREATE TABLE "nodes_new" (' + body
     new = new[: new.rstrip().rfind(")")] + fk + "\n)"
     db.execute(new)
-    columns = ", ".join(f"[{c}]" for c in db["nodes"].columns_dict)
+    columns = ", ".join(f"[{c}]" for c in db.table("nodes").columns_dict)
     # a parent that was never recorded (an old import) is not a parent: keep the row, drop the link
     db.execute(f"insert into nodes_new ({columns}) select {columns} from nodes")
     db.execute("""update nodes_new set parent_id = null where parent_id is not null and not exists (
@@ -148,12 +148,12 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
     db.execute("BEGIN IMMEDIATE")  # one migrating process at a time
     try:
         if "migrations" not in db.table_names():
-            db["migrations"].create({"name": str, "applied_at": float}, pk="name")
-        done = {row["name"] for row in db["migrations"].rows}
+            db.table("migrations").create({"name": str, "applied_at": float}, pk="name")
+        done = {row["name"] for row in db.table("migrations").rows}
         for name, step in MIGRATIONS:
             if name not in done:
                 step(db)
-                db["migrations"].insert({"name": name, "applied_at": time.time()})
+                db.table("migrations").insert({"name": name, "applied_at": time.time()})
                 applied.append(name)
         db.execute("COMMIT")
     except BaseException:

@@ -150,7 +150,8 @@ class SessionState:
     # -- derived views -------------------------------------------------------------------
     @property
     def level(self) -> str:
-        return self.config.get("level", "")
+        level: str = self.config.get("level", "")
+        return level
 
     @property
     def unsandboxed(self) -> bool:
@@ -158,7 +159,8 @@ class SessionState:
         session recorded before the sandbox existed). Imported sessions ran elsewhere: False."""
         if "import" in str(self.coder.get("name", "")) or not self.config:
             return False
-        return self.config.get("sandbox", "none") != "bwrap"
+        unsandboxed: bool = self.config.get("sandbox", "none") != "bwrap"
+        return unsandboxed
 
     @property
     def agent_steps(self) -> int:
@@ -238,7 +240,16 @@ def apply(state: SessionState, event: ev.Event) -> SessionState:
 
 
 # -- handlers ---------------------------------------------------------------------------
-def _session_started(s: SessionState, p: dict, e: ev.Event) -> None:
+Payload = dict[str, Any]  # an event's JSON payload (see events.py)
+
+
+def _node_of(s: SessionState, p: Payload) -> NodeState | None:
+    """The node a payload's node_id names; None when it names none or one never created."""
+    node_id = p.get("node_id")
+    return s.nodes.get(node_id) if node_id is not None else None
+
+
+def _session_started(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.config = dict(p.get("config") or {})
     s.instruction = p.get("instruction", "")
     s.coder = dict(p.get("coder") or {})
@@ -248,7 +259,7 @@ def _session_started(s: SessionState, p: dict, e: ev.Event) -> None:
     s.started_ts = e.ts
 
 
-def _node_created(s: SessionState, p: dict, e: ev.Event) -> None:
+def _node_created(s: SessionState, p: Payload, e: ev.Event) -> None:
     node = NodeState(
         node_id=int(p["node_id"]),
         parent_id=p.get("parent_id"),
@@ -274,14 +285,14 @@ def _node_created(s: SessionState, p: dict, e: ev.Event) -> None:
         s.pending_expand.remove(node.parent_id)
 
 
-def _code(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _code(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is not None:
         node.code = p.get("code", "") or ""
 
 
-def _exec_started(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _exec_started(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is not None:
         node.status = "running"
         node.workdir = p.get("workdir")
@@ -289,8 +300,8 @@ def _exec_started(s: SessionState, p: dict, e: ev.Event) -> None:
         s.running_node = node.node_id
 
 
-def _output(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _output(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is None:
         return
     text, half = p.get("text") or "", OUTPUT_KEEP // 2
@@ -305,8 +316,8 @@ def _output(s: SessionState, p: dict, e: ev.Event) -> None:
     node.live_tail = tail
 
 
-def _exec_finished(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _exec_finished(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is None:
         return
     node.status = p.get("status", "ok")
@@ -322,16 +333,16 @@ def _exec_finished(s: SessionState, p: dict, e: ev.Event) -> None:
         s.running_node = None
 
 
-def _review(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _review(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is not None:
         node.is_bug = p.get("is_bug")
         node.review_summary = p.get("summary")
         node.claimed_metric = p.get("claimed_metric")
 
 
-def _evaluated(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _evaluated(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is None:
         return
     split = p.get("split", "validation")
@@ -347,19 +358,19 @@ def _evaluated(s: SessionState, p: dict, e: ev.Event) -> None:
         node.medfair[split] = p["medfair"]
 
 
-def _audited(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _audited(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is not None:
         node.audit_flags = dict(p.get("flags") or {})
         node.audit_evidence = dict(p.get("evidence") or {})
         node.claim = p.get("claim")
 
 
-def _policy_decision(s: SessionState, p: dict, e: ev.Event) -> None:
+def _policy_decision(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.decisions.append({"seq": e.seq, **p})
 
 
-def _guidance(s: SessionState, p: dict, e: ev.Event) -> None:
+def _guidance(s: SessionState, p: Payload, e: ev.Event) -> None:
     gid = int(p["guidance_id"])
     s.guidance[gid] = GuidanceState(
         guidance_id=gid,
@@ -371,43 +382,43 @@ def _guidance(s: SessionState, p: dict, e: ev.Event) -> None:
     )
 
 
-def _paused(s: SessionState, p: dict, e: ev.Event) -> None:
+def _paused(s: SessionState, p: Payload, e: ev.Event) -> None:
     if s.status in ("running", "new"):
         s.status = "paused"
 
 
-def _resumed(s: SessionState, p: dict, e: ev.Event) -> None:
+def _resumed(s: SessionState, p: Payload, e: ev.Event) -> None:
     if s.status == "paused":
         s.status = "running"
 
 
-def _pruned(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _pruned(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is not None:
         node.pruned = True
 
 
-def _budget_set(s: SessionState, p: dict, e: ev.Event) -> None:
+def _budget_set(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.budget = int(p.get("steps", s.budget))
 
 
-def _expand_requested(s: SessionState, p: dict, e: ev.Event) -> None:
+def _expand_requested(s: SessionState, p: Payload, e: ev.Event) -> None:
     nid = p.get("node_id")
     if nid is not None and nid not in s.pending_expand:
         s.pending_expand.append(nid)
 
 
-def _stop_requested(s: SessionState, p: dict, e: ev.Event) -> None:
+def _stop_requested(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.stop_requested = True
 
 
-def _llm_call(s: SessionState, p: dict, e: ev.Event) -> None:
+def _llm_call(s: SessionState, p: Payload, e: ev.Event) -> None:
     tin, tout, cost = int(p.get("tokens_in", 0)), int(p.get("tokens_out", 0)), float(p.get("cost", 0.0))
     s.tokens_in += tin
     s.tokens_out += tout
     s.cost += cost
     s.live_reply = None
-    node = s.nodes.get(p.get("node_id")) if p.get("node_id") is not None else None
+    node = _node_of(s, p)
     if node is not None:
         node.tokens_in += tin
         node.tokens_out += tout
@@ -417,15 +428,15 @@ def _llm_call(s: SessionState, p: dict, e: ev.Event) -> None:
         s.unassigned_calls.append(dict(p, seq=e.seq))
 
 
-def _llm_stream(s: SessionState, p: dict, e: ev.Event) -> None:
+def _llm_stream(s: SessionState, p: Payload, e: ev.Event) -> None:
     live = s.live_reply
     if live is None or live.get("role") != p.get("role") or live.get("step") != p.get("step"):
         live = s.live_reply = {"role": p.get("role"), "step": p.get("step"), "text": ""}
     live["text"] += str(p.get("delta") or "")
 
 
-def _node_interrupted(s: SessionState, p: dict, e: ev.Event) -> None:
-    node = s.nodes.get(p.get("node_id"))
+def _node_interrupted(s: SessionState, p: Payload, e: ev.Event) -> None:
+    node = _node_of(s, p)
     if node is not None:
         node.status = "interrupted"
         node.interrupted_reason = p.get("reason")
@@ -433,25 +444,25 @@ def _node_interrupted(s: SessionState, p: dict, e: ev.Event) -> None:
             s.running_node = None
 
 
-def _session_resumed(s: SessionState, p: dict, e: ev.Event) -> None:
+def _session_resumed(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.status = "running"
     s.stop_requested = False
     s.finished_ts = None
     s.finish_reason = None
 
 
-def _final_choice(s: SessionState, p: dict, e: ev.Event) -> None:
+def _final_choice(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.final_choice = dict(p)
 
 
-def _session_finished(s: SessionState, p: dict, e: ev.Event) -> None:
+def _session_finished(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.status = p.get("status", "finished")
     s.finish_reason = p.get("reason")
     s.finished_ts = e.ts
     s.running_node = None
 
 
-def _error(s: SessionState, p: dict, e: ev.Event) -> None:
+def _error(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.errors.append({"seq": e.seq, **p})
 
 

@@ -16,7 +16,8 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal, cast
 from collections.abc import Iterable
 
 import sqlite_utils
@@ -122,7 +123,7 @@ class SessionStore:
             db.conn.close()
             self._local.db = None
 
-    def _write(self):
+    def _write(self) -> _Transaction:
         return _Transaction(self.db)
 
     # -- sessions -------------------------------------------------------------------------
@@ -145,7 +146,8 @@ class SessionStore:
         else:
             exact = list(self.db.query("select id from sessions where id = ?", [ref]))
             if exact:
-                return exact[0]["id"]
+                found: str = exact[0]["id"]
+                return found
             # substr, not LIKE: '_' and '%' in a reference are not wildcards
             rows = list(self.db.query(
                 "select id from sessions where substr(id, 1, ?) = ? order by id", [len(ref), ref]
@@ -156,7 +158,8 @@ class SessionStore:
             ids = ", ".join(r["id"] for r in rows[:5])
             more = "…" if len(rows) > 5 else ""
             raise UsageError(f"{ref!r} matches several sessions ({ids}{more}); give more of the id")
-        return rows[0]["id"]
+        only: str = rows[0]["id"]
+        return only
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session's row and every row that refers to it (events, nodes, commands and any
@@ -220,7 +223,7 @@ class SessionStore:
         session_id = session_id or new_session_id()
         now = time.time() if ts is None else float(ts)
         with self._write():
-            self.db["sessions"].insert(
+            self.db.table("sessions").insert(
                 {
                     "id": session_id, "created_at": now, "updated_at": now, "status": "running",
                     "level": config.get("level"), "instruction": instruction,
@@ -245,11 +248,11 @@ class SessionStore:
             raise UsageError(f"unknown command {kind!r}; one of {', '.join(sorted(ev.COMMAND_KINDS))}")
         self.session(session_id)
         with self._write():
-            table = self.db["commands"].insert(
+            table = self.db.table("commands").insert(
                 {"session_id": session_id, "kind": kind, "payload": json.dumps(payload or {}),
                  "issued_by": by, "issued_at": time.time()}
             )
-        return int(table.last_pk)
+        return int(cast(int, table.last_pk))  # set by the insert just made
 
     def pending_commands(self, session_id: str) -> list[dict[str, Any]]:
         rows = self.db.query(
@@ -283,15 +286,15 @@ class SessionStore:
         row = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in row.items()}
         row.setdefault("created_at", time.time())
         with self._write():
-            table = self.db["baselines"].insert(row, alter=True)
-        return int(table.last_pk)
+            table = self.db.table("baselines").insert(row, alter=True)
+        return int(cast(int, table.last_pk))  # set by the insert just made
 
     def baselines(self) -> list[dict[str, Any]]:
         return list(self.db.query("select * from baselines order by variant, seed, id"))
 
     def upsert_reference_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         with self._write():
-            self.db["reference_rows"].upsert_all(list(rows), pk="id")
+            self.db.table("reference_rows").upsert_all(list(rows), pk="id")
 
     def reference_rows(self) -> list[dict[str, Any]]:
         return list(self.db.query("select * from reference_rows order by id"))
@@ -303,11 +306,12 @@ class _Transaction:
     def __init__(self, db: sqlite_utils.Database):
         self.db = db
 
-    def __enter__(self):
+    def __enter__(self) -> sqlite_utils.Database:
         self.db.conn.execute("BEGIN IMMEDIATE")
         return self.db
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         self.db.conn.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
 
@@ -400,7 +404,8 @@ class SessionWriter:
             conn.execute(_INSERT_EVENT, (row["session_id"], row["seq"], row["ts"], row["kind"], row["payload"]))
             apply(self.state, event)
             if kind not in _NO_ROW_CHANGE:
-                node = self.state.nodes.get(payload.get("node_id"))
+                node_id = payload.get("node_id")
+                node = self.state.nodes.get(node_id) if node_id is not None else None
                 if node is not None:
                     conn.execute(_UPSERT_NODE, tuple(node_row(self.session_id, node).values()))
                 if kind in _BEST_MAY_CHANGE or self._best is _UNSET:
