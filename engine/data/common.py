@@ -5,6 +5,7 @@ import os
 import shutil
 from pathlib import Path
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,14 +16,14 @@ from engine.errors import DataError
 SHOW = 5  # how many offending items an error message names
 
 
-def show_list(items: Sequence, total: int | None = None) -> str:
+def show_list(items: Iterable[Any], total: int | None = None) -> str:
     items = list(items)
     total = len(items) if total is None else total
     shown = ", ".join(str(x) for x in items[:SHOW])
     return shown + (f" … and {total - SHOW} more" if total > SHOW else "")
 
 
-def line_numbers(mask, limit: int | None = SHOW) -> list[int]:
+def line_numbers(mask: Any, limit: int | None = SHOW) -> list[int]:
     """The CSV lines (1-based, header = line 1) of the rows where `mask` is true, by position: a
     frame's index may be a column of the file (an unnamed first column, a row with one cell more
     than the header), so it cannot number the lines."""
@@ -30,7 +31,7 @@ def line_numbers(mask, limit: int | None = SHOW) -> list[int]:
     return rows if limit is None else rows[:limit]
 
 
-def read_csv(path: Path | str, what: str, **kw) -> pd.DataFrame:
+def read_csv(path: Path | str, what: str, **kw: Any) -> pd.DataFrame:
     """pandas.read_csv with one-line DataError messages for the usual ways a file is wrong."""
     path = Path(path)
     if not path.exists():
@@ -63,7 +64,7 @@ def require_columns(df: pd.DataFrame, required: Iterable[str], what: str, path: 
         )
 
 
-def bad_values(series: pd.Series, allowed: set, column: str, what: str, path: Path | str) -> None:
+def bad_values(series: pd.Series, allowed: set[Any], column: str, what: str, path: Path | str) -> None:
     """Raise when a column holds values outside `allowed`, naming the values and first rows."""
     mask = ~series.isin(allowed)
     if mask.any():
@@ -138,7 +139,7 @@ def check_images(images_dir: Path | str, files: Sequence[str], what: str, verify
         )
     if not verify:
         return
-    unreadable = []
+    unreadable: list[str] = []
     for f in files:
         p = images_dir / f
         try:

@@ -12,6 +12,8 @@ Both are scored on the DDI-format test set: per-group AUC (sklearn) and gap = ma
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,7 +50,7 @@ def image_features(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return feats, skin
 
 
-def _load(paths) -> tuple[np.ndarray, np.ndarray]:
+def _load(paths: Iterable[Path]) -> tuple[np.ndarray, np.ndarray]:
     F, S = [], []
     for p in paths:
         try:
@@ -61,7 +63,7 @@ def _load(paths) -> tuple[np.ndarray, np.ndarray]:
     return np.array(F), np.array(S)
 
 
-def gap_check(train_csv: Path, train_images: Path, test_csv: Path, test_images: Path) -> dict:
+def gap_check(train_csv: Path, train_images: Path, test_csv: Path, test_images: Path) -> dict[str, Any]:
     """{"plain": {...}, "fair": {...}}, each with auc, group_auc (dict), gap, worst."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -89,7 +91,7 @@ def gap_check(train_csv: Path, train_images: Path, test_csv: Path, test_images: 
             A[g == k] = (A[g == k] - mu) / sd
         return A
 
-    out = {}
+    out: dict[str, Any] = {}
     for name, (A, At) in {"plain": (X, Xt), "fair": (per_group(X, g_tr), per_group(Xt, g_te))}.items():
         model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=3000, C=0.3)).fit(A, y)
         s = model.predict_proba(At)[:, 1]

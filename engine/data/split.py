@@ -1,6 +1,8 @@
 """The held-out validation split: stratified by skin-tone group and label; the agent never sees it."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -33,7 +35,7 @@ def stratified_validation_split(
         raise DataError(f"the validation fraction must be between 0 and 1, not {fraction}")
     group, label = _columns(df)
     rng = np.random.default_rng(seed)
-    val_idx: list = []
+    val_idx: list[Any] = []
     strata = pd.DataFrame({"g": group, "y": label}, index=df.index).dropna(subset=["g"])
     for (_, _), rows in sorted(strata.groupby(["g", "y"]).groups.items()):
         rows = np.asarray(rows)

@@ -33,7 +33,8 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -202,11 +203,11 @@ class SynthPaths:
 # ----------------------------------------------------------------------------- counts
 
 
-def largest_remainder(weights, total: int) -> np.ndarray:
+def largest_remainder(weights: Sequence[float] | np.ndarray, total: int) -> np.ndarray:
     """Integer counts proportional to `weights` that sum exactly to `total` (Hamilton's method)."""
     w = np.asarray(weights, dtype=float)
     raw = w / w.sum() * total
-    counts = np.floor(raw).astype(int)
+    counts: np.ndarray = np.floor(raw).astype(int)
     short = total - counts.sum()
     if short > 0:
         order = np.argsort(-(raw - counts), kind="stable")
@@ -235,9 +236,9 @@ def _rng(seed: int, stream: int, index: int) -> np.random.Generator:
     return np.random.default_rng([seed, stream, index])
 
 
-def _lesion_params(rng: np.random.Generator, cls: str, pigmented: bool) -> dict:
+def _lesion_params(rng: np.random.Generator, cls: str, pigmented: bool) -> dict[str, Any]:
     """Shape, pigment and texture of one lesion; shared by a lesion's near duplicates."""
-    p: dict = {"cls": cls, "skin_jitter": rng.normal(0, 0.035, 3)}
+    p: dict[str, Any] = {"cls": cls, "skin_jitter": rng.normal(0, 0.035, 3)}
     # skin texture: a few low-frequency waves
     p["tex"] = (rng.uniform(0.8, 4.0, (5, 2)) * rng.choice([-1, 1], (5, 2)),
                 rng.uniform(0, 2 * np.pi, 5), rng.uniform(0.006, 0.016, 5))
@@ -285,11 +286,12 @@ def _lesion_params(rng: np.random.Generator, cls: str, pigmented: bool) -> dict:
     return p
 
 
-def _view_params(rng: np.random.Generator, standard: bool) -> dict:
+def _view_params(rng: np.random.Generator | None, standard: bool) -> dict[str, Any]:
     """Acquisition: exposure, white balance, lighting gradient, zoom, noise, blur, JPEG quality."""
     if standard:
         return dict(exposure=1.0, wb=np.ones(3), grad=0.0, grad_dir=0.0, zoom=1.0, noise=0.018,
                     blur=False, shift=np.zeros(2), quality=None)
+    assert rng is not None  # only the standard view is drawn without randomness
     return dict(
         exposure=float(np.exp(rng.normal(0, 0.12))),
         wb=np.exp(rng.normal(0, 0.04, 3)),
@@ -303,7 +305,7 @@ def _view_params(rng: np.random.Generator, standard: bool) -> dict:
     )
 
 
-def _near_view(view: dict, rng: np.random.Generator) -> dict:
+def _near_view(view: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     """A near duplicate: the same photograph re-encoded, re-exposed, slightly re-cropped."""
     v = dict(view)
     v["exposure"] = view["exposure"] * float(rng.uniform(0.93, 1.07))
@@ -351,7 +353,8 @@ def _window(bank: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray
     return w if rng.random() < 0.5 else w[::-1]
 
 
-def _polar(x: np.ndarray, y: np.ndarray, cx: float, cy: float, view: dict, size: int):
+def _polar(x: np.ndarray, y: np.ndarray, cx: float, cy: float, view: dict[str, Any],
+           size: int) -> tuple[np.ndarray, np.ndarray]:
     """Distance to (cx, cy) in lesion coordinates, and the angle as an index into _THETA."""
     dx, dy = x - np.float32(cx), y - np.float32(cy)
     rho = np.sqrt(dx * dx + dy * dy)
@@ -368,10 +371,13 @@ def _polar(x: np.ndarray, y: np.ndarray, cx: float, cy: float, view: dict, size:
 def _radius_table(base: float, amp: np.ndarray, phase: np.ndarray) -> np.ndarray:
     """base * (1 + sum_k amp_k cos(k theta + phase_k)) sampled on _THETA."""
     k = _K[: len(amp), None]
-    return (base * (1 + (amp[:, None] * np.cos(k * _THETA[None, :] + phase[:, None])).sum(0))).astype(np.float32)
+    waves = (amp[:, None] * np.cos(k * _THETA[None, :] + phase[:, None])).sum(0)
+    table: np.ndarray = (base * (1 + waves)).astype(np.float32)
+    return table
 
 
-def render(lesion: dict, view: dict, ftype: int, size: int, noise_rng: np.random.Generator) -> np.ndarray:
+def render(lesion: dict[str, Any], view: dict[str, Any], ftype: int, size: int,
+           noise_rng: np.random.Generator) -> np.ndarray:
     """One image, (size, size, 3) uint8. Separable fields are built as outer products."""
     c = ((np.arange(size) + 0.5) / size * 2 - 1).astype(np.float32)
     xs = (c - view["shift"][0]) / view["zoom"]          # depends on the column only
@@ -394,7 +400,8 @@ def render(lesion: dict, view: dict, ftype: int, size: int, noise_rng: np.random
     if lesion["cls"] == "non-neoplastic":
         cover = np.zeros((size, size), np.float32)
         for pt in lesion["patches"]:
-            rho, idx = _polar(x, y, *pt["c"], view, size)
+            cx, cy = pt["c"]
+            rho, idx = _polar(x, y, cx, cy, view, size)
             r = _radius_table(pt["r"], pt["a"], pt["ph"])[idx]
             cover = np.maximum(cover, _sigmoid((r - rho) * np.float32(1 / pt["w"])) * np.float32(pt["d"]))
         od = cover[..., None] * lesion["absorb"].astype(np.float32)
@@ -438,7 +445,8 @@ def render(lesion: dict, view: dict, ftype: int, size: int, noise_rng: np.random
         img[hi] = 0.85 + 0.15 * np.tanh((img[hi] - 0.85) / 0.15)
     img *= 255
     img += 0.5
-    return np.clip(img, 0, 255).astype(np.uint8)
+    out: np.ndarray = np.clip(img, 0, 255).astype(np.uint8)
+    return out
 
 
 def _encode(arr: np.ndarray, quality: int | None) -> bytes:
@@ -458,7 +466,7 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
 
 
-def _train_rows(seed: int, n_train: int) -> list[dict]:
+def _train_rows(seed: int, n_train: int) -> list[dict[str, Any]]:
     rng = _rng(seed, 0, 0)
     scales = list(FITZ_JOINT)
     parts = ("non-neoplastic", "benign", "malignant")
@@ -476,7 +484,7 @@ def _train_rows(seed: int, n_train: int) -> list[dict]:
     centaur_vals = np.array([-1, 1, 2, 3, 4, 5, 6])
     type_p = np.array([FITZ_JOINT[s][0] + FITZ_JOINT[s][1] + FITZ_JOINT[s][2] for s in range(1, 7)], float)
 
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     originals: dict[int, list[int]] = {}
     url_counter: dict[str, int] = {}
     for i, cell in enumerate(order):
@@ -527,7 +535,7 @@ def _train_rows(seed: int, n_train: int) -> list[dict]:
     return rows
 
 
-def _test_rows(seed: int, n_test: int) -> list[dict]:
+def _test_rows(seed: int, n_test: int) -> list[dict[str, Any]]:
     rng = _rng(seed, 0, 1)
     slots = []
     for tone, (n, k) in ddi_counts(n_test).items():
@@ -536,8 +544,8 @@ def _test_rows(seed: int, n_test: int) -> list[dict]:
     rows = []
     for idx, j in enumerate(perm):
         tone, malignant = slots[j]
-        names, w = zip(*DDI_DISEASES[malignant], strict=True)
-        w = np.array(w, float)
+        names, weights = zip(*DDI_DISEASES[malignant], strict=True)
+        w = np.array(weights, float)
         disease = names[int(rng.choice(len(names), p=w / w.sum()))]
         ftype = (tone // 10) if rng.random() < 0.5 else (tone % 10)
         if malignant:
@@ -552,7 +560,7 @@ def _test_rows(seed: int, n_test: int) -> list[dict]:
     return rows
 
 
-def _write_csv(path: Path, header, rows) -> None:
+def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(header)
@@ -586,8 +594,8 @@ def generate(
 
     # training set
     rows = _train_rows(seed, n_train)
-    views: dict[int, dict] = {}
-    lesions: dict[int, dict] = {}
+    views: dict[int, dict[str, Any]] = {}
+    lesions: dict[int, dict[str, Any]] = {}
     blobs: dict[int, bytes] = {}
     for n, row in enumerate(rows):
         i, src = row["index"], row["source_index"]
@@ -605,6 +613,7 @@ def generate(
         (paths.train_images / f"{row['md5hash']}.jpg").write_bytes(data)
         if progress and ((n + 1) % 50 == 0 or n + 1 == len(rows)):
             progress("train", n + 1, len(rows))
+    assert paths.truth_csv is not None and paths.keep_list is not None  # SynthPaths.at sets both
     _write_csv(paths.train_csv, FITZ_COLUMNS, ([r[c] for c in FITZ_COLUMNS] for r in rows))
     _write_csv(
         paths.truth_csv,
@@ -647,7 +656,7 @@ def is_complete(root: Path | str, n_train: int | None = None, n_test: int | None
             and sum(1 for _ in p.test_images.iterdir()) == n_te)
 
 
-def timed_generate(out_dir, **kw) -> tuple[SynthPaths, float]:
+def timed_generate(out_dir: Path | str, **kw: Any) -> tuple[SynthPaths, float]:
     t0 = time.perf_counter()
     paths = generate(out_dir, **kw)
     return paths, time.perf_counter() - t0

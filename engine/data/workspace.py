@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,10 @@ from engine.data.obfuscate import obfuscate
 from engine.data.split import stratified_validation_split
 from engine.errors import DataError
 from engine.task import fitzpatrick_to_group
+
+if TYPE_CHECKING:
+    from engine.data.synth import SynthPaths
+    from engine.progress import ProgressFn
 
 FORMAT = 1
 AGENT_CSV = "skin_lesions.csv"
@@ -61,7 +66,7 @@ class Workspace:
         return self.root / "mapping.csv"
 
     @classmethod
-    def at(cls, root: Path | str, manifest: dict | None = None) -> "Workspace":
+    def at(cls, root: Path | str, manifest: dict[str, Any] | None = None) -> "Workspace":
         root = Path(root)
         test = root / "heldout" / "test"
         has_test = (manifest or {}).get("counts", {}).get("test", 0) > 0 or (test / "labels.csv").exists()
@@ -90,7 +95,8 @@ class Workspace:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DataError(f"workspace manifest {mpath} is not valid JSON: {exc}") from None
         ws = cls.at(root, manifest)
-        needed = [ws.agent_csv, ws.agent_images, ws.validation_images, ws.validation_labels, ws.mapping]
+        needed: list[Path | None] = [ws.agent_csv, ws.agent_images, ws.validation_images, ws.validation_labels,
+                                     ws.mapping]
         if manifest.get("counts", {}).get("test", 0):
             needed += [ws.test_images, ws.test_labels]
         missing = [str(p.relative_to(root)) for p in needed if p is not None and not p.exists()]
@@ -104,7 +110,8 @@ class Workspace:
                 f"test {c.get('test', 0)}")
 
 
-def _labels_frame(files, labels, groups, tones) -> pd.DataFrame:
+def _labels_frame(files: Iterable[Any], labels: Iterable[Any], groups: Iterable[Any],
+                  tones: Iterable[Any]) -> pd.DataFrame:
     return pd.DataFrame({"file": list(files), "label": [int(x) for x in labels],
                          "group": list(groups), "skin_tone": [int(x) for x in tones]})
 
@@ -169,7 +176,7 @@ def prepare_workspace(
         ).to_csv(ws.validation_labels, index=False)
 
         n_test = 0
-        if ddi is not None:
+        if ddi is not None and ddi_csv is not None:  # ddi is loaded from ddi_csv
             test_dir = tmp / "heldout" / "test"
             (test_dir / "images").mkdir(parents=True)
             ddi_dir = Path(ddi.attrs["images_dir"])
@@ -227,7 +234,7 @@ def synth_key(seed: int, n_train: int, n_test: int, size: int) -> str:
 
 
 def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
-               root: Path | str | None = None, progress=None):
+               root: Path | str | None = None, progress: ProgressFn | None = None) -> SynthPaths:
     """The generated SynthDerm set for these parameters, generated once and reused (SynthPaths)."""
     from engine.data.synth import SynthPaths, generate, is_complete
     from engine.paths import cache_dir
@@ -256,7 +263,7 @@ def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: i
 
 
 def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
-                    root: Path | str | None = None, progress=None) -> Workspace:
+                    root: Path | str | None = None, progress: ProgressFn | None = None) -> Workspace:
     """A workspace on SynthDerm (the default data of `befair run`), cached by its parameters;
     `progress(stage, done, total)` hears about a generation in progress."""
     paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root, progress=progress)
