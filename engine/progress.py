@@ -24,13 +24,13 @@ def task_progress(description: str, *, quiet: bool = False, stream: TextIO | Non
         return
     if hasattr(out, "isatty") and out.isatty():
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, \
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TaskProgressColumn, TextColumn, \
             TimeElapsedColumn, TimeRemainingColumn
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=Console(file=out), transient=False) as bar:
-            tasks: dict[str, int] = {}
+            tasks: dict[str, TaskID] = {}
 
             def update(stage: str, done: int, total: int) -> None:
                 if stage not in tasks:

@@ -31,7 +31,7 @@ def line_numbers(mask: Any, limit: int | None = SHOW) -> list[int]:
     return rows if limit is None else rows[:limit]
 
 
-def read_csv(path: Path | str, what: str, **kw: Any) -> pd.DataFrame:
+def read_csv(path: str | os.PathLike[str], what: str, **kw: Any) -> pd.DataFrame:
     """pandas.read_csv with one-line DataError messages for the usual ways a file is wrong."""
     path = Path(path)
     if not path.exists():

@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from collections.abc import Mapping
 
 import pandas as pd
@@ -75,7 +75,7 @@ class EvalOutcome:
 # --------------------------------------------------------------------------- labels and scoring
 
 
-def load_labels(labels: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
+def load_labels(labels: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
     """Held-out labels as a DataFrame (file, label 0/1, group).
 
     Accepts the workspace format (file,label,group[,skin_tone]) and DDI metadata
@@ -164,7 +164,7 @@ def _names(names: list[str], limit: int = 3) -> str:
 
 
 def score_predictions(
-    predictions: Mapping[str, Any] | pd.DataFrame, labels_csv: str | os.PathLike | pd.DataFrame
+    predictions: Mapping[str, Any] | pd.DataFrame, labels_csv: str | os.PathLike[str] | pd.DataFrame
 ) -> tuple[str, str | None, MetricSet | None]:
     """(verdict, reason, metrics) for predictions against held-out labels; never raises on bad
     predictions (bad labels are a DataError: that is the engine's problem, not the node's)."""
@@ -247,10 +247,10 @@ def _read_result(path: Path) -> dict[str, Any] | None:
 
 
 def evaluate(
-    node_dir: str | os.PathLike,
-    solution_file: str | os.PathLike,
-    images_dir: str | os.PathLike,
-    labels_csv: str | os.PathLike | pd.DataFrame,
+    node_dir: str | os.PathLike[str],
+    solution_file: str | os.PathLike[str],
+    images_dir: str | os.PathLike[str],
+    labels_csv: str | os.PathLike[str] | pd.DataFrame,
     **kw: Any,
 ) -> EvalOutcome:
     """Import the node's solution in a separate, sandboxed process, call predict on the held-out
@@ -259,9 +259,9 @@ def evaluate(
 
 
 def evaluate_splits(
-    node_dir: str | os.PathLike,
-    solution_file: str | os.PathLike,
-    splits: Mapping[str, tuple[str | os.PathLike, str | os.PathLike | pd.DataFrame]],
+    node_dir: str | os.PathLike[str],
+    solution_file: str | os.PathLike[str],
+    splits: Mapping[str, tuple[str | os.PathLike[str], str | os.PathLike[str] | pd.DataFrame]],
     *,
     timeout: float = 600,
     device: str | None = None,
@@ -284,7 +284,8 @@ def evaluate_splits(
         solution = node_dir / solution
     labels = {name: load_labels(lab) for name, (_, lab) in splits.items()}  # DataErrors are the engine's
 
-    def done(verdict: str, reason: str | None, *, preds=None, metrics=None, log="") -> EvalOutcome:
+    def done(verdict: str, reason: str | None, *, preds: dict[str, float] | None = None,
+             metrics: MetricSet | None = None, log: str = "") -> EvalOutcome:
         return EvalOutcome(
             ok=verdict == "ok", verdict=verdict, reason=reason,
             summary=metrics.summary() if metrics else {}, medfair=metrics.medfair() if metrics else {},
@@ -327,7 +328,14 @@ def evaluate_splits(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _outcome(out_file: Path, labels: pd.DataFrame, done, log_text: str, run: ExecResult,
+class _Done(Protocol):
+    """evaluate_splits' `done`: an EvalOutcome from a verdict."""
+
+    def __call__(self, verdict: str, reason: str | None, *, preds: dict[str, float] | None = None,
+                 metrics: MetricSet | None = None, log: str = "") -> EvalOutcome: ...
+
+
+def _outcome(out_file: Path, labels: pd.DataFrame, done: _Done, log_text: str, run: ExecResult,
              timeout: float, memory_limit_mb: int) -> EvalOutcome:
     result = _read_result(out_file)
     if result is None:

@@ -269,7 +269,7 @@ def _group_order(names: Iterable[str]) -> list[str]:
     return [*GROUPS, *extra]
 
 
-def _as_arrays(labels: Sequence, scores: Sequence) -> tuple[np.ndarray, np.ndarray]:
+def _as_arrays(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(labels)
     if y.dtype == bool:
         y = y.astype(int)
@@ -284,7 +284,8 @@ def _as_arrays(labels: Sequence, scores: Sequence) -> tuple[np.ndarray, np.ndarr
     return y.astype(int), s
 
 
-def compute_metrics(labels: Sequence, scores: Sequence, groups: Sequence) -> MetricSet:
+def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | np.ndarray,
+                    groups: Sequence[Any] | np.ndarray) -> MetricSet:
     """The full MEDFAIR metric set from 0/1 labels, scores in [0, 1] and group ids.
 
     `groups` holds names like "group_0" or integers (0 -> "group_0"). The three skin-tone groups
@@ -339,15 +340,15 @@ def compute_metrics(labels: Sequence, scores: Sequence, groups: Sequence) -> Met
                 )
             )
 
-    scored = [g for g in result.groups if g.auc is not None]
+    scored = [(g.name, g.auc) for g in result.groups if g.auc is not None]
     if scored:
         worst, worst_g = 1.0, None
         best, best_g = 0.0, None
-        for g in scored:
-            if g.auc <= worst:
-                worst, worst_g = g.auc, g.name
-            if g.auc >= best:
-                best, best_g = g.auc, g.name
+        for name, group_auc in scored:
+            if group_auc <= worst:
+                worst, worst_g = group_auc, name
+            if group_auc >= best:
+                best, best_g = group_auc, name
         result.worst_auc, result.worst_group = worst, worst_g
         result.best_auc, result.best_group = best, best_g
         result.auc_gap = best - worst

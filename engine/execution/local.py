@@ -29,7 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import IO
 
 from engine.execution.base import (
     DEFAULT_MEMORY_LIMIT_MB, ExecResult, Job, OutputChunk, OutputKeeper, exception_type, out_of_memory_reason,
@@ -55,7 +56,7 @@ def _uses_gpu(job: Job) -> bool:
     return os.path.exists("/dev/nvidiactl")
 
 
-def _preexec(memory_limit_mb: int):
+def _preexec(memory_limit_mb: int) -> Callable[[], None]:
     def setup() -> None:  # runs in the child between fork and exec
         if memory_limit_mb and memory_limit_mb > 0:
             limit = int(memory_limit_mb) * 1024 * 1024
@@ -136,7 +137,7 @@ def kill_tree(pid: int, seen: dict[int, str | None] | None = None) -> None:
     earlier (pid -> start time, so a reused pid is left alone): setsid'd ones included."""
     kids = descendants(pid)
     kill_group(pid)
-    targets = {p: None for p in [pid, *kids]}
+    targets: dict[int, str | None] = {p: None for p in [pid, *kids]}
     for p, started in (seen or {}).items():
         if started is not None and _start_time(p) == started:
             targets[p] = started
@@ -153,7 +154,7 @@ def kill_tree(pid: int, seen: dict[int, str | None] | None = None) -> None:
 @dataclass
 class LocalHandle:
     job: Job
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     started: float
     deadline: float
     queue: "queue.Queue[tuple[str, bytes | str | None]]"
@@ -180,7 +181,7 @@ class LocalHandle:
         return self.proc.pid
 
 
-def _reader(pipe, name: str, q: "queue.Queue") -> None:
+def _reader(pipe: IO[bytes], name: str, q: queue.Queue[tuple[str, bytes | str | None]]) -> None:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     fd = pipe.fileno()
     try:

@@ -197,7 +197,8 @@ def _gpu_mounts() -> list[str]:
 
 def guard_outside(spec: RunSpec, forbidden: list[Path]) -> None:
     """Refuse a run whose mounts would expose a forbidden path (the database, the cache, labels)."""
-    mounted = [Path(p).resolve() for p in (*spec.writable, *spec.read_only, *python_roots())]
+    roots: list[Path | str] = [*spec.writable, *spec.read_only, *python_roots()]
+    mounted = [Path(p).resolve() for p in roots]
     for bad in forbidden:
         bad = Path(bad).resolve()
         for m in mounted:
