@@ -21,7 +21,7 @@ class CommandSink(Protocol):
     @property
     def state(self) -> SessionState: ...
 
-    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict | None = None,
+    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict[str, Any] | None = None,
              result: str = "applied") -> ev.Event: ...
 
     def consume(self, cmd: dict[str, Any], result: str) -> None: ...
@@ -35,7 +35,8 @@ class Rejected(Exception):
 
 def _node_id(cmd: dict[str, Any], st: SessionState) -> int:
     try:
-        node_id = int((cmd.get("payload") or {}).get("node_id"))
+        raw: Any = (cmd.get("payload") or {}).get("node_id")  # None raises TypeError below
+        node_id = int(raw)
     except (TypeError, ValueError):
         raise Rejected(f"{cmd['kind']} needs a node id") from None
     if node_id not in st.nodes:
@@ -96,7 +97,8 @@ def expand(sink: CommandSink, cmd: dict[str, Any]) -> None:
 
 def set_budget(sink: CommandSink, cmd: dict[str, Any]) -> None:
     try:
-        steps = int((cmd.get("payload") or {}).get("steps"))
+        raw: Any = (cmd.get("payload") or {}).get("steps")  # None raises TypeError below
+        steps = int(raw)
     except (TypeError, ValueError):
         raise Rejected("set_budget needs a number of steps") from None
     if steps < 0:

@@ -49,13 +49,13 @@ BUGS = ("key_error", "shape", "missing_import", "slow")
 LEVELS = ("base", "fairness-hint", "fairness-metric", "fairness-methods", "custom")
 HEADER_TAG = "# befair-components: "
 
-DEFAULT_HP = {
+DEFAULT_HP: dict[str, dict[str, Any]] = {
     "logreg": {"C": 1.0},
     "gbm": {"max_iter": 150, "learning_rate": 0.1},
     "cnn": {"epochs": 4, "lr": 0.002, "batch_size": 64},
     "resnet18": {"epochs": 1, "lr": 0.001, "batch_size": 32},
 }
-HP_CHOICES = {
+HP_CHOICES: dict[str, dict[str, list[Any]]] = {
     "logreg": {"C": [0.1, 0.3, 1.0, 3.0]},
     "gbm": {"max_iter": [100, 150, 250], "learning_rate": [0.05, 0.1, 0.2]},
     "cnn": {"epochs": [3, 4, 6], "lr": [0.001, 0.002, 0.004], "batch_size": [32, 64]},
@@ -80,7 +80,7 @@ def default_components(model: str = "logreg") -> dict[str, Any]:
 def normalise(c: dict[str, Any] | None) -> dict[str, Any]:
     """Fill missing keys (components from an older or foreign node) with defaults."""
     c = dict(c or {})
-    model = c.get("model") if c.get("model") in MODELS else "logreg"
+    model: str = c["model"] if c.get("model") in MODELS else "logreg"
     out = default_components(model)
     out.update({k: v for k, v in c.items() if k in out})
     out["model"] = model

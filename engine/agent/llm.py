@@ -299,6 +299,7 @@ class ChatClient:
         except Exception as exc:  # noqa: BLE001 - every failure is classified
             return self._failed_request(call, exc, started)
         att = self._attempt(call, started)
+        http: Any  # the httpx response; None makes .read() raise, which _failed_read reports
         if stream:
             http = getattr(resp, "response", None)
         else:
@@ -382,7 +383,8 @@ class ChatClient:
             return self._fail(call, att, "garbage",
                               f"malformed reply from the server (no choices): {_short(text, 100)}")
         choice = choices[0]
-        msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        raw_msg = choice.get("message")
+        msg: dict[str, Any] = raw_msg if isinstance(raw_msg, dict) else {}
         content = msg.get("content")
         tool_calls = []
         for tc in msg.get("tool_calls") or []:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from engine.agent import grammar as g
@@ -61,7 +62,7 @@ class OfflineCoder:
         return g.parse_guidance(list(ctx.guidance_global) + list(ctx.guidance_node))
 
     @staticmethod
-    def _guidance_note(applied: list[g.Directive], ctx: CoderContext, already: list[g.Directive] = ()) -> str:
+    def _guidance_note(applied: list[g.Directive], ctx: CoderContext, already: Sequence[g.Directive] = ()) -> str:
         texts = list(ctx.guidance_global) + list(ctx.guidance_node)
         if not texts:
             return ""

@@ -22,10 +22,11 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, cast
 from collections.abc import Callable
 
-from engine.agent.coder import CoderContext, CoderReply, MemoryItem, NodeView, Review
+from engine.agent.coder import Coder, CoderContext, CoderReply, MemoryItem, NodeView, Review
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
@@ -43,6 +44,9 @@ from engine.session.state import NodeState, SessionState, best_node
 from engine.session.store import SessionStore, SessionWriter
 from engine.task import METRIC_LINE
 
+if TYPE_CHECKING:
+    from engine.data.workspace import Workspace
+
 EventHook = Callable[[ev.Event, SessionState], None]
 INTERRUPTED_ON_RESUME = "process ended while running"
 
@@ -50,7 +54,7 @@ INTERRUPTED_ON_RESUME = "process ended while running"
 # --------------------------------------------------------------------------- set-up helpers
 
 
-def make_coder(config: SessionConfig, **llm_overrides: Any):
+def make_coder(config: SessionConfig, **llm_overrides: Any) -> Coder:
     """The coder a session's settings name (offline, or openai through engine.agent.llm)."""
     if config.coder == "offline":
         from engine.agent.offline import OfflineCoder
@@ -78,7 +82,7 @@ def coder_info(coder: Any) -> dict[str, Any]:
     return info
 
 
-def synth_settings(config: SessionConfig) -> dict[str, int]:
+def synth_settings(config: SessionConfig) -> dict[str, Any]:
     from engine.data.synth import DEFAULTS
 
     synth = dict(DEFAULTS)
@@ -86,7 +90,7 @@ def synth_settings(config: SessionConfig) -> dict[str, int]:
     return synth
 
 
-def resolve_workspace(config: SessionConfig, progress: Any = None):
+def resolve_workspace(config: SessionConfig, progress: Any = None) -> Workspace:
     """The data workspace a session's settings name: the cached SynthDerm one, or a folder."""
     from engine.data.workspace import Workspace, synth_workspace
 
@@ -140,7 +144,7 @@ def start_session(
     return writer
 
 
-def _open_session_workspace(state: SessionState, config: SessionConfig):
+def _open_session_workspace(state: SessionState, config: SessionConfig) -> Workspace:
     from engine.data.workspace import Workspace
 
     path = (state.data or {}).get("path")
@@ -225,7 +229,7 @@ class Runner:
         return self.writer.state
 
     # -- events ---------------------------------------------------------------------------
-    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict | None = None,
+    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict[str, Any] | None = None,
              result: str = "applied") -> ev.Event:
         event = self.writer.emit(kind, self.redactor.payload(payload), consumes=consumes, result=result)
         if self.on_event is not None:
@@ -446,10 +450,12 @@ class Runner:
         try:
             if action == "draft":
                 reply = self.coder.draft(ctx)
+            # improve and debug always have a parent; were it None, node_view would raise in here
+            # and the step would be a failed node, as for any coder error
             elif action == "improve":
-                reply = self.coder.improve(ctx, self.node_view(parent))
+                reply = self.coder.improve(ctx, self.node_view(cast(NodeState, parent)))
             else:
-                reply = self.coder.debug(ctx, self.node_view(parent))
+                reply = self.coder.debug(ctx, self.node_view(cast(NodeState, parent)))
         except Exception as exc:  # a coder must not raise; if one does, the step is a failed node
             return CoderReply(plan="", code=None, error=f"the coder raised {type(exc).__name__}: {exc}")
         if not isinstance(reply, CoderReply):
@@ -647,7 +653,7 @@ def resume(store: SessionStore, session_id: str, *, coder: Any = None, executor:
 
 def install_sigterm_handler() -> None:
     """SIGTERM ends a headless session like Ctrl-C: the running node is interrupted, the session stopped."""
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     try:

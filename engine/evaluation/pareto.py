@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
 Vector = Mapping[str, "float | None"]
+K = TypeVar("K", bound=Hashable)  # a candidate's key (a node id)
 
 
-def _groups(candidates: Mapping[Hashable, Vector]) -> list[str]:
+def _groups(candidates: Mapping[K, Vector]) -> list[str]:
     seen: dict[str, None] = {}
     for vec in candidates.values():
         for g, v in (vec or {}).items():
@@ -29,9 +31,9 @@ def _groups(candidates: Mapping[Hashable, Vector]) -> list[str]:
     return sorted(seen)
 
 
-def _vectors(candidates: Mapping[Hashable, Vector]) -> dict[Hashable, tuple[float, ...]]:
+def _vectors(candidates: Mapping[K, Vector]) -> dict[K, tuple[float, ...]]:
     groups = _groups(candidates)
-    out: dict[Hashable, tuple[float, ...]] = {}
+    out: dict[K, tuple[float, ...]] = {}
     for key, vec in candidates.items():
         vec = vec or {}
         values = []
@@ -47,13 +49,13 @@ def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return all(x >= y for x, y in zip(a, b, strict=True)) and any(x > y for x, y in zip(a, b, strict=True))
 
 
-def pareto_front(candidates: Mapping[Hashable, Vector]) -> list[Hashable]:
+def pareto_front(candidates: Mapping[K, Vector]) -> list[K]:
     """Keys of the non-dominated candidates, in the mapping's order."""
     vecs = _vectors(candidates)
     return [k for k, v in vecs.items() if not any(dominates(o, v) for j, o in vecs.items() if j != k)]
 
 
-def minimax_pareto(candidates: Mapping[Hashable, Vector]) -> Hashable | None:
+def minimax_pareto(candidates: Mapping[K, Vector]) -> K | None:
     """The Pareto-front candidate with the highest worst-group AUC (ties: mean AUC, then order)."""
     vecs = _vectors(candidates)
     best_key, best_rank = None, None
