@@ -50,7 +50,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 FLAGS = ("reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection")
@@ -144,7 +144,7 @@ def _worstish_identifier(identifier: str) -> bool:
     if words & _WORST_WORDS:
         return True
     low = identifier.lower()
-    return ("min" in words and ({"group", "groups", "subgroup", "tone"} & words)) or low.startswith("min_group")
+    return ("min" in words and bool({"group", "groups", "subgroup", "tone"} & words)) or low.startswith("min_group")
 
 
 def _weightish_identifier(identifier: str) -> bool:
@@ -264,10 +264,12 @@ class _Analysis:
         self.calls = [n for n in self.nodes if isinstance(n, ast.Call)]
         self.dicts = [n for n in self.nodes if isinstance(n, ast.Dict)]
         self.bound: dict[int, set[str]] = {}
-        self.funcs: dict[str, list[ast.AST]] = {}
+        self.funcs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         self.classes: dict[str, ast.ClassDef] = {}
         # bindings: (kind, target, value, scope)
-        self.bindings: list[tuple[str, ast.AST, ast.AST | None, ast.AST]] = []
+        # (kind, target, value, scope): the target's and value's node types depend on the kind (a Name
+        # for "assign", a Subscript for "item", a FunctionDef for "return", an arg for "param", ...)
+        self.bindings: list[tuple[str, Any, Any, ast.AST]] = []
         self.values: dict[tuple[int, str], list[ast.AST]] = {}
         self.iter_keys: set[tuple[int, str]] = set()
         self._clones: list[ast.AST] = []
@@ -318,7 +320,7 @@ class _Analysis:
         for node in self.nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.funcs.setdefault(node.name, []).append(node)
-                scope = node
+                scope: ast.AST = node
                 args = node.args
                 for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
                     if a is not None:
@@ -436,11 +438,11 @@ class _Analysis:
             inner = e.value
             return isinstance(inner, ast.Call) and _name(inner.func) == "groupby" and self.t(inner)
         if isinstance(s, ast.Tuple):
-            cols = [_str(x) for x in s.elts if _str(x) is not None]
+            cols = [k for x in s.elts if (k := _str(x)) is not None]
             if cols:  # df.loc[mask, "w"]: the column decides
                 return any(self._column_key(c) for c in cols)
         if isinstance(s, ast.List) and all(_str(x) is not None for x in s.elts):
-            return any(self._column_key(_str(x)) for x in s.elts) or (
+            return any(self._column_key(k) for x in s.elts if (k := _str(x)) is not None) or (
                 isinstance(e.value, ast.Call) and _name(e.value.func) == "groupby" and self.t(e.value))
         # a value of a tainted container, or an element looked up by a group value
         # (freq[t] for t in tones, w[(row.skin_tone, row.label)]); a mask or an index array
@@ -461,7 +463,7 @@ class _Analysis:
         if fname == "groupby":  # its string arguments are column keys
             for arg in list(e.args) + [k.value for k in e.keywords if k.arg == "by"]:
                 for sub in ast.walk(arg):
-                    if _str(sub) is not None and self._column_key(_str(sub)):
+                    if (col := _str(sub)) is not None and self._column_key(col):
                         return True
         if fname in _NON_PROPAGATING or fname in METRIC_FUNCS or fname in self.classes:
             return False
@@ -510,7 +512,7 @@ class _Analysis:
                 self.T.add(self.key(n.id, scope))
 
     @staticmethod
-    def pairs(target: ast.AST, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    def pairs(target: ast.Tuple | ast.List, value: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
         """(target part, value part) of an unpacking: a, b = x, y pairs element-wise;
         X_tr, X_va, g_tr, g_va = train_test_split(X, g) pairs each output with its input."""
         elts = target.elts
@@ -521,7 +523,7 @@ class _Analysis:
             return [(t_, value.args[i // 2]) for i, t_ in enumerate(elts) if i // 2 < len(value.args)]
         return [(target, value)]
 
-    def _taint_unpack(self, target: ast.AST, value: ast.AST, scope: ast.AST) -> None:
+    def _taint_unpack(self, target: ast.Tuple | ast.List, value: ast.AST, scope: ast.AST) -> None:
         for t_, v in self.pairs(target, value):
             if self.t(v):
                 self._taint_names(t_, scope)
@@ -592,7 +594,7 @@ class _Analysis:
                 self.T_cols.add(key)
             return
         if isinstance(s, ast.Tuple):
-            cols = [_str(x) for x in s.elts if _str(x) is not None]
+            cols = [k for x in s.elts if (k := _str(x)) is not None]
             if cols:
                 mask_tainted = any(self.t(x) for x in s.elts if _str(x) is None)
                 if self.t(value) or mask_tainted:
@@ -608,7 +610,7 @@ class _Analysis:
         """A user function's parameter is tainted when a call site passes a tainted argument."""
         for node in self.calls:
             fname = _name(node.func)
-            targets: list[tuple[ast.AST, int]] = []
+            targets: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, int]] = []
             for fn in self.funcs.get(fname, []):
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
                 offset = 1 if params and params[0] in ("self", "cls") and isinstance(node.func, ast.Attribute) else 0
@@ -625,7 +627,7 @@ class _Analysis:
                     if j < len(params) and self.t(a):
                         self.T.add((id(fn), params[j]))
                 for k in node.keywords:
-                    if k.arg in params and self.t(k.value):
+                    if k.arg is not None and k.arg in params and self.t(k.value):
                         self.T.add((id(fn), k.arg))
 
     def inline_constants(self, expr: ast.AST) -> ast.AST:
@@ -647,7 +649,8 @@ class _Analysis:
         for orig, new in zip(ast.walk(expr), ast.walk(clone), strict=False):
             if id(orig) in self.parent:  # scope lookups keep working on the copy
                 self.parent[id(new)] = self.parent[id(orig)]
-        return _Inline().visit(clone)
+        inlined: ast.AST = _Inline().visit(clone)
+        return inlined
 
     # -- only-unknown masks and names resolved to their values
     def resolve(self, node: ast.AST) -> list[ast.AST]:
@@ -730,18 +733,20 @@ class _Analysis:
     def _literal_numbers(node: ast.AST) -> set[int] | None:
         if isinstance(node, ast.Call) and _name(node.func) == "range":
             nums = [_number(a) for a in node.args]
-            if all(n is not None for n in nums) and nums:
-                r = range(*[int(n) for n in nums])
+            known = [n for n in nums if n is not None]
+            if len(known) == len(nums) and nums:
+                r = range(*[int(n) for n in known])
                 return set(r)
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             nums = [_number(x) for x in node.elts]
-            if all(n is not None for n in nums):
-                return {int(n) for n in nums}
+            known = [n for n in nums if n is not None]
+            if len(known) == len(nums):
+                return {int(n) for n in known}
         return None
 
     # -- subsets: the rows of one skin-tone group
     def mask_of(self, sub: ast.Subscript) -> ast.AST | None:
-        s = sub.slice
+        s: ast.expr | None = sub.slice
         if _str(s) is not None or isinstance(s, ast.Slice):
             return None
         if isinstance(s, ast.Tuple):
@@ -806,7 +811,8 @@ class _Analysis:
                 return ast.Subscript(value=ast.Name(id="__query__", ctx=ast.Load()),
                                      slice=ast.Constant(value=n.id), ctx=ast.Load())
 
-        return _Columns().visit(expr)
+        columns: ast.AST | None = _Columns().visit(expr)
+        return columns
 
     def _subset_fixpoint(self) -> None:
         for _ in range(20):
@@ -907,7 +913,7 @@ class _GroupLoops(ast.NodeVisitor):
 
     visit_AsyncFor = visit_For  # type: ignore[assignment]
 
-    def _comp(self, node: ast.AST) -> None:
+    def _comp(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
         over = any(self.a.over_groups(g.iter) for g in node.generators)
         for g in node.generators:
             self.visit(g.iter)
@@ -921,10 +927,10 @@ class _GroupLoops(ast.NodeVisitor):
                 self.visit(v)
         self.group_loops -= over
 
-    visit_ListComp = _comp  # type: ignore[assignment]
-    visit_SetComp = _comp  # type: ignore[assignment]
-    visit_DictComp = _comp  # type: ignore[assignment]
-    visit_GeneratorExp = _comp  # type: ignore[assignment]
+    visit_ListComp = _comp
+    visit_SetComp = _comp
+    visit_DictComp = _comp
+    visit_GeneratorExp = _comp
 
 
 class _Auditor(_GroupLoops):
@@ -990,7 +996,7 @@ class _Auditor(_GroupLoops):
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        if _str(node.value) is not None and _is_skin_key(_str(node.value)):
+        if (k := _str(node.value)) is not None and _is_skin_key(k):
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     self.skin_vars.add(t.id)
@@ -1020,8 +1026,8 @@ class _Auditor(_GroupLoops):
             for sub in ast.walk(node.value):
                 if isinstance(sub, ast.Name) and _weightish_identifier(sub.id) and self.a.t(sub) or \
                         isinstance(sub, ast.Attribute) and _weightish_identifier(sub.attr) and self.a.t(sub) or \
-                        isinstance(sub, ast.Subscript) and _str(sub.slice) is not None and \
-                        _weightish_identifier(_str(sub.slice)) and self.a.t(sub):
+                        isinstance(sub, ast.Subscript) and (k := _str(sub.slice)) is not None and \
+                        _weightish_identifier(k) and self.a.t(sub):
                     self.flag("reweighting", node)
                     break
         self.generic_visit(node)
@@ -1312,7 +1318,7 @@ class _PerGroup(_GroupLoops):
         self.calls: set[int] = set()
         self.funcs_with: set[str] = set()
 
-    def _group_input(self, args: list[ast.AST]) -> bool:
+    def _group_input(self, args: Sequence[ast.AST]) -> bool:
         for arg in args:
             for sub in ast.walk(arg):
                 if isinstance(sub, ast.Subscript):
@@ -1371,8 +1377,8 @@ class _Selection:
                 return True
             if isinstance(sub, ast.Name) and (self.a.key_at(sub) in self.P or self._pg_name(sub.id)):
                 return True
-            if isinstance(sub, ast.Subscript) and _str(sub.slice) is not None and (
-                    _str(sub.slice) in self.P_keys or self._pg_name(_str(sub.slice))):
+            if isinstance(sub, ast.Subscript) and (k := _str(sub.slice)) is not None and (
+                    k in self.P_keys or self._pg_name(k)):
                 return True
             if isinstance(sub, ast.Attribute) and sub.attr in ("by_group",):
                 return True
@@ -1461,17 +1467,17 @@ class _Selection:
             for call in self.a.calls:
                 # max(scored, key=lambda s: min(s[1].values())): s ranges over a per-group sequence
                 if isinstance(call, ast.Call) and call.args and self.per_group(call.args[0]):
-                    for k in call.keywords:
-                        if k.arg == "key" and isinstance(k.value, ast.Lambda):
-                            self.P.update((id(k.value), arg.arg) for arg in k.value.args.args)
+                    for kw in call.keywords:
+                        if kw.arg == "key" and isinstance(kw.value, ast.Lambda):
+                            self.P.update((id(kw.value), arg.arg) for arg in kw.value.args.args)
             for d in self.a.dicts:
                 if isinstance(d, ast.Dict):
-                    for k, v in zip(d.keys, d.values, strict=False):
-                        if _str(k) is not None and v is not None:
+                    for dk, v in zip(d.keys, d.values, strict=False):
+                        if (key := _str(dk)) is not None and v is not None:
                             if self.per_group(v):
-                                self.P_keys.add(_str(k))
+                                self.P_keys.add(key)
                             if self.worst(v):
-                                self.W_keys.add(_str(k))
+                                self.W_keys.add(key)
             if before == (len(self.P), len(self.P_keys), len(self.W), len(self.W_keys)):
                 break
 
@@ -1666,6 +1672,6 @@ def check_claim(claimed: float | None, measured: float | None, *, ran_ok: bool,
         return out
     if measured is None:
         out["reason"] = "nothing measured to compare with"
-    elif abs(difference) >= 0.05:
+    elif difference is not None and abs(difference) >= 0.05:  # claimed and measured are known here
         out["reason"] = f"claimed {claimed:.3f}, measured {measured:.3f} ({difference:+.3f})"
     return out

@@ -236,8 +236,8 @@ def import_aide(store: SessionStore, path: str | Path, *, session_id: str | None
                         f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
-def _import(store: SessionStore, journal: Path, config_path: Path | None, nodes: list[dict[str, Any]], n2p: dict[str, str],
-            session_id: str | None, created: list[str]) -> str:
+def _import(store: SessionStore, journal: Path, config_path: Path | None, nodes: list[dict[str, Any]],
+            n2p: dict[str, str], session_id: str | None, created: list[str]) -> str:
     from engine.config import SessionConfig
 
     cfg = load_aide_config(config_path) if config_path else {}
