@@ -44,12 +44,12 @@ def resize_for(size: int) -> int:
 
 def decode_image(path, resize: int) -> np.ndarray:
     """One image as uint8 HWC (resize x resize): RGB, shorter side -> resize, centre square."""
-    with Image.open(path) as im:
-        im = im.convert("RGB")
+    with Image.open(path) as src:
+        im = src.convert("RGB")
         w, h = im.size
         scale = resize / min(w, h)
         nw, nh = max(resize, int(round(w * scale))), max(resize, int(round(h * scale)))
-        im = im.resize((nw, nh), Image.BILINEAR)
+        im = im.resize((nw, nh), Image.Resampling.BILINEAR)
         left, top = (nw - resize) // 2, (nh - resize) // 2
         im = im.crop((left, top, left + resize, top + resize))
         return np.asarray(im, dtype=np.uint8).copy()
@@ -72,7 +72,8 @@ def _normalise(x: torch.Tensor) -> torch.Tensor:
     return (x - mean) / std
 
 
-def augment_params(n: int, resize: int, size: int, generator: torch.Generator | None = None):
+def augment_params(n: int, resize: int, size: int, generator: torch.Generator | None = None,
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random flips, angles (degrees) and integer crop offsets for n images (drawn on the CPU)."""
     flip = torch.rand(n, generator=generator) < 0.5
     angle = (torch.rand(n, generator=generator) * 2 - 1) * ROTATION_DEGREES

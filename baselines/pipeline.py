@@ -220,7 +220,12 @@ def load_data(variant: str, data_dir: str | os.PathLike | None, workspace=None, 
     if data_dir is None:  # the workspace's manifest names its source data
         if workspace is None:
             raise BefairError("give the data folder (--data) or a prepared workspace (--workspace)")
-        ws = workspace if hasattr(workspace, "validation_labels") else open_workspace(None, workspace, log)
+        if hasattr(workspace, "validation_labels"):
+            ws = workspace
+        else:
+            from engine.data.workspace import Workspace
+
+            ws = Workspace.open(Path(workspace))  # what open_workspace does with a workspace given
         csv = Path(ws.manifest.get("fitzpatrick_csv") or "")
         images = Path(ws.manifest.get("fitzpatrick_images") or csv.parent / "images")
         if not csv.is_file() or not images.is_dir():
@@ -369,6 +374,7 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
     if selected is not None and selected != best_epoch:  # cannot happen: the max rank is on the front
         raise RuntimeError(f"checkpoint bookkeeping disagrees with minimax Pareto ({best_epoch} vs {selected})")
     model.load_state_dict(best_state)
+    assert best_val_scores is not None  # set with best_state, which the line above needs
     val_ms = _metrics(data.val, best_val_scores)
     test_ms = None
     if data.test is not None:
@@ -478,7 +484,7 @@ def _loads(v):
     return v
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
     vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not vals:
         return None, None

@@ -24,7 +24,7 @@ from sklearn.metrics import roc_auc_score
 
 CONFIG = {"variant": "medfair", "epochs": 30, "patience": 5, "size": 224, "batch_size": 64, "lr": 1e-4, "weight_decay": 1e-4, "seed": 0, "val_fraction": 0.2, "weights": "auto"}  # noqa: E501
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-_MODEL = {}
+_MODEL: dict = {}
 
 
 def _group(tone):
