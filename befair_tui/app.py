@@ -24,6 +24,7 @@ class BefairApp(App):
     SUB_TITLE = "steering ML-engineering agents under a fairness constraint"
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", id="app-quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help", id="app-help", key_display="?"),
     ]
 
     def __init__(self, db: Path | str | None = None, *, start: str = "setup", session_id: str | None = None,
@@ -45,6 +46,9 @@ class BefairApp(App):
         # extra environment for the runners this console starts (resume): the API key given as
         # `befair run --api-key`, passed on in the environment, never on a command line
         self.child_env: dict[str, str] = dict(child_env or {})
+        # secrets typed in the setup screen (an API key), per session started from it: used to
+        # start and resume that session from this console, kept in memory only
+        self.session_env: dict[str, dict[str, str]] = {}
         self._store: SessionStore | None = None
 
     @property
@@ -85,8 +89,16 @@ class BefairApp(App):
 
     def open_setup(self) -> None:
         from befair_tui.screens.setup import SetupScreen
+        from befair_tui.settings import settings_path
 
-        self._switch(SetupScreen(settings_file=self.settings_file))
+        # remembered per database: two studies on two databases never share their settings
+        self._switch(SetupScreen(settings_file=self.settings_file or settings_path(self.db_path)))
+
+    def action_help(self) -> None:
+        from befair_tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
 
     def action_open_sessions(self) -> None:
         from befair_tui.screens.sessions import SessionsScreen
@@ -109,14 +121,19 @@ class BefairApp(App):
                                   clock=self.clock))
 
     # -- sessions as processes ------------------------------------------------------------
-    def start_session(self, choices: SetupChoices) -> None:
+    def start_session(self, choices: SetupChoices, secrets: dict[str, str] | None = None) -> None:
+        """Start a detached runner for `choices`; `secrets` (an API key typed in the setup screen)
+        reach that runner through its environment only."""
         from befair_tui import launch
 
+        env = {**self.child_env, **(secrets or {})}
         try:
-            session_id, proc = launch.start_session(choices, self.db_path, env=self.child_env)
+            session_id, proc = launch.start_session(choices, self.db_path, env=env)
         except OSError as exc:
             self.show_error("Cannot start the session", str(exc))
             return
+        if secrets:
+            self.session_env[session_id] = dict(secrets)
         self.procs[session_id] = proc
         self.open_console(session_id, must_exist=False)
         self.notify(f"Session {session_id} starting (log: {launch.log_path(self.db_path, session_id)})",
@@ -132,7 +149,7 @@ class BefairApp(App):
                 self.notify("That session is already running; opening it.")
             else:
                 proc = launch.spawn(launch.resume_argv(self.db_path, session_id), self.db_path, session_id,
-                                    env=self.child_env)
+                                    env={**self.child_env, **self.session_env.get(session_id, {})})
                 self.procs[session_id] = proc
         except (OSError, BefairError) as exc:
             self.show_error("Cannot resume", str(exc))

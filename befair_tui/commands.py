@@ -16,7 +16,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("replay", help="replay a stored session in the console")
     p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
-    p.add_argument("--speed", choices=("1x", "10x", "max"), default="10x")
+    p.add_argument("--speed", choices=("1x", "10x", "100x", "max"), default="10x",
+                   help="session seconds per wall-clock second (default 10x; max: as fast as possible)")
     p.add_argument("--play", action="store_true", help="start playing at once")
     add_db_arg(p)
     p.set_defaults(func=cmd_replay)

@@ -31,6 +31,20 @@ BADGES = {
     "filtering": ("FI", "filtering"),
     "pareto_selection": ("PA", "Pareto / minimax selection"),
 }
+CLAIM_DIFFERENCE_FLAG = 0.05  # as engine.session.views: a claim this far from the measurement
+# Every badge the console draws, one spelling, with what it means (the help screen, tooltips).
+BADGE_LEGEND: dict[str, str] = {
+    "ST": "reads the skin-tone column",
+    "PG": "computes a per-group (per skin tone) metric",
+    "RW": "reweights groups in the loss",
+    "UP": "upsamples under-represented groups",
+    "FI": "filters training rows (e.g. drops some lesions)",
+    "PA": "Pareto / minimax model selection (best worst-group AUC)",
+    "!": "reports a metric that no run supports (an unsupported claim)",
+    "≠": "its reported metric differs from the measured one by .05 or more",
+    "G": "a person's guidance was in force when the agent wrote this node",
+}
+IMPORTED_UNMEASURED = "imported (not measured here)"
 CRITERION_LABEL = {
     "claimed": "claimed metric (as AIDE)",
     "validation": "validation AUC",
@@ -74,13 +88,26 @@ def date(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
+def badge_codes(node: NodeState) -> list[str]:
+    """The node's badges, in BADGE_LEGEND's order and spelling."""
+    codes = [badge for flag, (badge, _meaning) in BADGES.items() if node.audit_flags.get(flag)]
+    claim = node.claim or {}
+    if claim.get("unsupported"):
+        codes.append("!")
+    elif claim.get("difference") is not None and abs(claim["difference"]) >= CLAIM_DIFFERENCE_FLAG:
+        codes.append("≠")
+    if node.guidance_ids:
+        codes.append("G")
+    return codes
+
+
+BADGE_STYLE = {"!": "bold red", "≠": "bold yellow", "G": "magenta"}
+
+
 def badges(node: NodeState) -> Text:
     text = Text()
-    for flag, (badge, _meaning) in BADGES.items():
-        if node.audit_flags.get(flag):
-            text.append(f"[{badge}]", style="cyan")
-    if (node.claim or {}).get("unsupported"):
-        text.append("[!claim]", style="bold red")
+    for code in badge_codes(node):
+        text.append(f"[{code}]", style=BADGE_STYLE.get(code, "cyan"))
     return text
 
 
@@ -94,11 +121,16 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
     text.append(glyph + " ", style=style)
     text.append(f"{node.node_id} ", style="bold")
     text.append(node.stage)
-    if node.origin == "import":
+    reason = node.failure_reason
+    unmeasured_import = (node.origin == "import" and node.status == "ok" and not reason
+                         and node.val_auc is None and not node.eval_verdicts)
+    if node.origin == "import" and not unmeasured_import:
         text.append(" (imported)", style="dim")
     text.append(" ")
-    reason = node.failure_reason
-    if node.status == "ok" and node.val_auc is not None:
+    if unmeasured_import:
+        # ran elsewhere (an AIDE journal); befair never ran or measured it
+        text.append(IMPORTED_UNMEASURED, style="dim")
+    elif node.status == "ok" and node.val_auc is not None:
         text.append(f"{num(node.val_auc)} / {num(node.val_gap)}", style="bold green" if best else "")
     elif node.status in ("queued", "running"):
         text.append(STATUS_WORD[node.status], style="yellow")
@@ -120,6 +152,26 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
         text.append(" ✂ pruned", style="dim")
         text.stylize("dim")
     return text
+
+
+def node_tooltip(state: SessionState, node: NodeState) -> str:
+    """What a tree line says, in words: where its numbers come from and what its badges mean."""
+    parent = f" of node {node.parent_id}" if node.parent_id is not None else ""
+    lines = [f"Node {node.node_id}: {node.stage}{parent} · {STATUS_WORD.get(node.status, node.status)}"]
+    if node.val_auc is not None:
+        lines.append(f"{num(node.val_auc)} / {num(node.val_gap)}: validation AUC / skin-tone AUC gap, measured "
+                     "here on the held-out validation split (test figures: scoreboard, Groups tab).")
+    elif node.origin == "import" and node.status == "ok" and not node.eval_verdicts:
+        lines.append("Imported from an AIDE run: it ran elsewhere and was not measured here.")
+    if node.claimed_metric is not None:
+        lines.append(f"The agent claimed {num(node.claimed_metric, 4)} (its own report, not a measurement).")
+    if node.failure_reason:
+        lines.append(f"Problem: {node.failure_reason}")
+    for code in badge_codes(node):
+        lines.append(f"[{code}] {BADGE_LEGEND[code]}")
+    if state.is_pruned(node.node_id):
+        lines.append("✂ pruned: the search will not expand it or its subtree.")
+    return "\n".join(lines)
 
 
 def guidance_label(g, state: SessionState) -> Text:

@@ -34,8 +34,10 @@ def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
     else:
         argv += ["--data", "synth", "--synth-n-train", str(choices.synth_n_train),
                  "--synth-n-test", str(choices.synth_n_test), "--synth-size", str(choices.synth_size)]
-    if choices.coder == "openai" and choices.model:
-        argv += ["--model", choices.model]
+    if choices.coder == "openai" and choices.model.strip():
+        argv += ["--model", choices.model.strip()]
+    if choices.coder == "openai" and choices.base_url.strip():
+        argv += ["--base-url", choices.base_url.strip()]  # an address, not a secret
     if choices.blind_test:
         argv.append("--blind-test")
     if choices.participant.strip():
@@ -83,6 +85,13 @@ def split_secrets(argv: list[str]) -> tuple[list[str], dict[str, str]]:
                 env[SECRET_OPTIONS[option]] = argv[i + 1]
             i += 2
     return out, env
+
+
+def key_env(api_key: str | None) -> dict[str, str]:
+    """The environment that carries an API key typed in the setup screen to that session's
+    process (and to nothing else): {"OPENAI_API_KEY": key}, or {} for no key."""
+    key = (api_key or "").strip()
+    return {SECRET_OPTIONS["--api-key"]: key} if key else {}
 
 
 def log_path(db: Path, session_id: str) -> Path:

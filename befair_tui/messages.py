@@ -35,3 +35,12 @@ class FollowProblem(Message):
         self.session_id = session_id
         self.reason = reason
         self.fatal = fatal
+
+
+class SessionsRead(Message):
+    """The sessions screen's refresher read the sessions table (rows annotated with trust markers)."""
+
+    def __init__(self, rows: list[dict], error: str | None = None) -> None:
+        super().__init__()
+        self.rows = rows
+        self.error = error

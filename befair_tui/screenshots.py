@@ -1,4 +1,5 @@
-"""Regenerate the README screenshots from the app itself: `python -m befair_tui.screenshots [OUT]`.
+"""Regenerate the README screenshots from the app itself: `python -m befair_tui.screenshots [OUT]`
+(console.svg, replay.svg, test-vs-test.svg, help.svg).
 
 Uses the deterministic recorded demo session (engine.session.fixtures) in a temporary database,
 a frozen clock, and App.save_screenshot in a headless Pilot run.
@@ -55,6 +56,28 @@ async def main(out: Path) -> list[Path]:
 
         path = out / "replay.svg"
         await _shoot(app, path, (140, 42), at_node_9)
+        written.append(path)
+
+        # the finished session: the scoreboard and the plot compare test with test
+        app = create_app(db, start="console", session_id=done, clock=frozen_clock(TS0 + 7600), poll_interval=0.02)
+        last_done = store.last_seq(done)
+        path = out / "test-vs-test.svg"
+        await _shoot(app, path, (140, 42), lambda a: getattr(a.screen, "state", None) is not None
+                     and a.screen.state.last_seq == last_done)
+        written.append(path)
+
+        # the help (F1 or ?) at the smallest supported terminal
+        app = create_app(db, settings_file=Path(tmp) / "settings.json")
+        path = out / "help.svg"
+
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("f1")
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if app.screen.__class__.__name__ == "HelpScreen":
+                    break
+            await pilot.pause(0.2)
+            app.save_screenshot(filename=path.name, path=str(path.parent))
         written.append(path)
         store.close()
     return written

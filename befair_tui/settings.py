@@ -1,57 +1,146 @@
-"""The setup screen's remembered choices: engine.paths.cache_dir()/settings.json.
+"""The setup screen's choices: their defaults, their limits, and what is remembered.
 
-No secret is ever remembered: the LLM key comes from the environment (OPENAI_API_KEY) or the
-LLM config file, and `save_choices` drops any field that looks like one, should a key field be
-added to SetupChoices later."""
+Defaults come from ONE source shared with `befair run`: engine.config.SessionConfig (level,
+steps, step time limit, coder, "best", blind mode, seed) and engine.data.synth.DEFAULTS (the
+SynthDerm sizes). Limits: `LIMITS` (the synth generator's own minimums, the real data sets' sizes
+as maximums), checked by `problems()` with messages a person can act on.
+
+Remembered settings live next to the session database (`<db stem>.settings.json` in its folder),
+so two studies on two databases never share them, and hold no per-person choice: the participant
+id is never remembered. No secret is ever remembered either: the API key typed in the setup
+screen goes to that one session's process through its environment (befair_tui.launch), and
+`save_choices` drops any field that looks like one, should a key field be added later.
+"""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from engine.config import BEST_CRITERIA, SessionConfig
+from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
+from engine.data.synth import FULL as SYNTH_FULL
 from engine.paths import cache_dir
+from engine.task import CUSTOM, LEVELS
+
+_CONFIG = SessionConfig()
+
+# field -> (lowest, highest, what it is); whole numbers only
+LIMITS: dict[str, tuple[int, int, str]] = {
+    "steps": (1, 500, "the step budget"),
+    "step_timeout": (10, 86_400, "the time limit per step (seconds)"),
+    "seed": (0, 2**31 - 1, "the seed"),
+    # the generator's minimums (engine.data.synth.generate) and the real sets' sizes
+    "synth_n_train": (21, SYNTH_FULL["n_train"], "the number of training images"),
+    "synth_n_test": (18, SYNTH_FULL["n_test"], "the number of test images"),
+    "synth_size": (16, 512, "the image size (pixels)"),
+}
+PER_PERSON = ("participant",)     # never remembered: the next person starts without it
 
 
 @dataclass
 class SetupChoices:
-    level: str = "fairness-metric"
+    level: str = _CONFIG.level
     custom_text: str = ""
-    data: str = "synth"               # synth | workspace
+    data: str = _CONFIG.data          # synth | workspace
     workspace: str = ""
-    synth_n_train: int = 1200
-    synth_n_test: int = 400
-    synth_size: int = 48
-    coder: str = "offline"            # offline | openai
-    model: str = ""
-    steps: int = 12
-    step_timeout: float = 300.0
-    best: str = "validation"
-    blind_test: bool = False
+    synth_n_train: int = SYNTH_DEFAULTS["n_train"]
+    synth_n_test: int = SYNTH_DEFAULTS["n_test"]
+    synth_size: int = SYNTH_DEFAULTS["size"]
+    coder: str = _CONFIG.coder        # offline | openai
+    model: str = _CONFIG.model or ""  # blank: the LLM configuration's model
+    base_url: str = ""                # blank: the LLM configuration's server
+    steps: int = _CONFIG.steps
+    step_timeout: float = _CONFIG.step_timeout
+    best: str = _CONFIG.best
+    blind_test: bool = _CONFIG.blind_test
     participant: str = ""
-    seed: int = 0
+    seed: int = _CONFIG.seed
 
     @classmethod
     def from_dict(cls, d: dict) -> "SetupChoices":
-        known = {f.name: f.type for f in fields(cls)}
+        """Known fields of the right type and within their limits; anything else keeps its default."""
+        known = {f.name for f in fields(cls)}
         out = cls()
         for key, value in d.items():
-            if key in known:
-                try:
-                    default = getattr(out, key)
-                    setattr(out, key, type(default)(value) if default is not None else value)
-                except (TypeError, ValueError):
-                    pass
+            if key not in known or key in PER_PERSON:
+                continue
+            default = getattr(out, key)
+            try:
+                if isinstance(default, bool):
+                    if not isinstance(value, bool):
+                        continue
+                elif isinstance(default, (int, float)):
+                    if isinstance(value, bool) or float(value) != int(float(value)):
+                        continue
+                    value = type(default)(value)
+                    low, high, _ = LIMITS.get(key, (None, None, ""))
+                    if low is not None and not low <= value <= high:
+                        continue
+                else:
+                    value = str(value)
+            except (TypeError, ValueError, OverflowError):
+                continue
+            setattr(out, key, value)
+        if out.level not in (*LEVELS, CUSTOM):
+            out.level = cls.level
+        if out.best not in BEST_CRITERIA:
+            out.best = cls.best
+        if out.data not in ("synth", "workspace"):
+            out.data = cls.data
+        if out.coder not in ("offline", "openai"):
+            out.coder = cls.coder
         return out
 
 
-def settings_path() -> Path:
-    return cache_dir() / "settings.json"
+def parse_whole(raw: str, field: str) -> int:
+    """A whole number within LIMITS[field]; ValueError with a message naming the field and the range."""
+    low, high, what = LIMITS[field]
+    text = raw.strip().replace("_", "")
+    sign = text[:1] in "+-" and text[:1] or ""
+    digits = text[len(sign):]
+    if not digits.isdigit() or not digits.isascii():
+        hint = " (no decimals)" if digits.replace(".", "", 1).isdigit() else ""
+        raise ValueError(f"{what[0].upper()}{what[1:]} must be a whole number from {low:,} to {high:,}{hint}, "
+                         f"not {raw.strip()!r}")
+    value = int(text)
+    if not low <= value <= high:
+        raise ValueError(f"{what[0].upper()}{what[1:]} must be from {low:,} to {high:,}, not {value:,}")
+    return value
+
+
+def problems(choices: SetupChoices) -> list[str]:
+    """Why these choices cannot start a session (empty: they can)."""
+    out = []
+    for name in LIMITS:
+        if name.startswith("synth_") and choices.data != "synth":
+            continue
+        try:
+            parse_whole(f"{float(getattr(choices, name)):.10g}", name)
+        except ValueError as exc:
+            out.append(str(exc))
+    if choices.level not in (*LEVELS, CUSTOM):
+        out.append(f"unknown instruction level {choices.level!r}")
+    if choices.level == CUSTOM and not choices.custom_text.strip():
+        out.append("A custom instruction level needs its text.")
+    if choices.best not in BEST_CRITERIA:
+        out.append(f"\"best\" must be one of {', '.join(BEST_CRITERIA)}")
+    return out
+
+
+def settings_path(db: Path | str | None = None) -> Path:
+    """`<db stem>.settings.json` beside the database; without a database, the cache folder."""
+    if db is None:
+        return cache_dir() / "settings.json"
+    db = Path(db)
+    return db.parent / f"{db.stem}.settings.json"
 
 
 def load_choices(path: Path | None = None) -> SetupChoices:
     path = path or settings_path()
     try:
-        return SetupChoices.from_dict(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        return SetupChoices.from_dict(data if isinstance(data, dict) else {})
     except (OSError, ValueError, AttributeError):
         return SetupChoices()
 
@@ -60,8 +149,9 @@ SECRET_WORDS = ("key", "token", "secret", "password")
 
 
 def public_choices(choices: SetupChoices) -> dict:
-    """What may be written to disk: every choice but secrets."""
-    return {k: v for k, v in asdict(choices).items() if not any(w in k.lower() for w in SECRET_WORDS)}
+    """What may be written to disk: every choice but secrets and per-person ones."""
+    return {k: v for k, v in asdict(choices).items()
+            if k not in PER_PERSON and not any(w in k.lower() for w in SECRET_WORDS)}
 
 
 def save_choices(choices: SetupChoices, path: Path | None = None) -> None:

@@ -22,19 +22,24 @@ from engine.session import events as ev
 from engine.session.state import SessionState, apply, best_node, fold, new_state
 from engine.session.store import SessionStore
 
+from befair_tui.compare import baseline_points, published_points
 from befair_tui.launch import log_tail, runner_state
 from befair_tui.messages import EventsArrived, FollowProblem
+from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.node_detail import NodeDetail
-from befair_tui.widgets.scatter import Scatter
-from befair_tui.widgets.scoreboard import Scoreboard, baseline_points, published_points
+from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
 
 STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
 NEEDS_RUNNER = {"pause", "resume", "stop"}  # steering that only a live runner can carry out
 RUNNER_CHECK = 0.9  # seconds between two reads of the session row's heartbeat (every other tick)
-ADD_STEPS = 5
+# Polling the event log: every poll_interval while events arrive, then slower and slower while
+# nothing happens, up to IDLE_POLL (a live session) or ENDED_POLL (a finished one, which only a
+# resume elsewhere can wake): an idle console costs next to nothing.
+IDLE_POLL = 0.6
+ENDED_POLL = 2.0
 DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff")
 BATCH = 5_000
 # Event kinds that can change the scoreboard or the scatter plot.
@@ -51,6 +56,7 @@ class ConsoleScreen(Screen):
         Binding("e", "expand", "Expand", id="expand"),
         Binding("x", "prune", "Prune", id="prune"),
         Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
+        Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
         Binding("u", "resume_runner", "Resume run", id="resume-runner"),
         Binding("l", "sessions", "Sessions", id="sessions"),
         Binding("q", "app.quit", "Quit", id="quit"),
@@ -78,6 +84,10 @@ class ConsoleScreen(Screen):
         self.renders = 0  # how many times the widgets were synced (benchmarks, tests)
         self.runner: str | None = None  # runner_status of a followed session: alive | stopped | finished
         self._runner_checked = float("-inf")
+        self.split = "test"  # what the scoreboard and the plot compare: test | validation
+        self.polls = 0  # reads of the event log (tests, benchmarks)
+        self._poll_max = IDLE_POLL
+        self._bindings_key: tuple | None = None
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -87,7 +97,7 @@ class ConsoleScreen(Screen):
             yield NodeDetail(id="detail")
         with Horizontal(id="lower"):
             yield Scoreboard(id="scoreboard")
-            yield Scatter(id="scatter")
+            yield ComparisonPlot(id="scatter")
         yield from self.compose_bottom()
         yield Footer(compact=True)
 
@@ -96,7 +106,7 @@ class ConsoleScreen(Screen):
 
     def on_mount(self) -> None:
         tree = self.query_one(SearchTree)
-        tree.border_title = "Search tree"
+        tree.border_title = "Search tree · val AUC / gap"
         self._load_references()
         tree.focus()
         if self.follow_enabled:
@@ -108,7 +118,7 @@ class ConsoleScreen(Screen):
         baselines: list[dict] = []
         published: list[dict] = []
         try:
-            baselines = baseline_points(self.store.baselines())
+            baselines = baseline_points(self.store.baselines(), self.state)
             rows = self.store.reference_rows()
             if not rows:
                 try:
@@ -123,7 +133,7 @@ class ConsoleScreen(Screen):
             self.notify(f"could not read baselines: {exc}", severity="warning")
         self._baselines, self._published = baselines, published
         self.query_one(Scoreboard).set_references(baselines, published)
-        self.query_one(Scatter).set_references(baselines, published)
+        self.query_one(ComparisonPlot).set_references(baselines, published)
 
     def _level_hint(self) -> str:
         try:
@@ -139,8 +149,10 @@ class ConsoleScreen(Screen):
         after = self.state.last_seq
         store = self.store
         warned_exit = False
+        wait = self.poll_interval
         while not worker.is_cancelled:
             try:
+                self.polls += 1
                 batch = store.events(self.session_id, after, limit=BATCH)
             except Exception as exc:  # noqa: BLE001 - report, keep polling
                 self.post_message(FollowProblem(self.session_id, f"cannot read the session: {exc}"))
@@ -149,17 +161,31 @@ class ConsoleScreen(Screen):
             if batch:
                 after = batch[-1].seq
                 self.post_message(EventsArrived(self.session_id, batch))
+                wait = self.poll_interval
                 if len(batch) == BATCH:
                     continue
-            elif self.proc is not None and not warned_exit:
-                code = self.proc.poll()
-                if code is not None:
-                    warned_exit = True
-                    time.sleep(self.poll_interval)
-                    if not store.events(self.session_id, after, limit=1):
-                        self.post_message(self._exit_problem(code, after))
-            time.sleep(self.poll_interval)
+            else:
+                if self.proc is not None and not warned_exit:
+                    code = self.proc.poll()
+                    if code is not None:
+                        warned_exit = True
+                        time.sleep(self.poll_interval)
+                        if not store.events(self.session_id, after, limit=1):
+                            self.post_message(self._exit_problem(code, after))
+                # nothing new: wait longer next time (a child still starting keeps the fast pace)
+                if self.proc is None or self.proc.poll() is not None or after:
+                    wait = min(max(self._poll_max, self.poll_interval), wait * 1.5)
+            self._sleep(wait, worker)
         store.close()
+
+    def _sleep(self, seconds: float, worker) -> None:
+        """Sleep in short slices so that leaving the screen stops the follower promptly."""
+        deadline = time.monotonic() + seconds
+        while not worker.is_cancelled:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.25))
 
     def _exit_problem(self, code: int, after: int) -> FollowProblem:
         tail = log_tail(self.store.path, self.session_id)
@@ -240,7 +266,8 @@ class ConsoleScreen(Screen):
             detail.append_output(self._selected, "".join(output[self._selected]))
         if scores or dirty:
             self.query_one(Scoreboard).sync(state)
-            self.query_one(Scatter).sync(state, self.best)
+            self.query_one(ComparisonPlot).sync(state, self.best)
+        self._poll_max = ENDED_POLL if state.status in ("finished", "stopped", "failed") else IDLE_POLL
         self._sync_status()
 
     def sync_all(self) -> None:
@@ -259,7 +286,11 @@ class ConsoleScreen(Screen):
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
                                        now=self.clock(), replay=self.replay_label(), runner=self.runner)
         self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
-        self.refresh_bindings()
+        # the footer is rebuilt only when what the keys can do changes (not on every clock tick)
+        key = (self.state.status, self.runner, self.read_only, self.state.stop_requested)
+        if key != self._bindings_key:
+            self._bindings_key = key
+            self.refresh_bindings()
 
     def replay_label(self) -> str | None:
         return None
@@ -441,13 +472,54 @@ class ConsoleScreen(Screen):
             self._command("expand", {"node_id": nid}, note=f"Node {nid} will be expanded next.")
 
     def action_prune(self) -> None:
+        from befair_tui.screens.confirm import ConfirmModal
+
         nid = self._need_selected()
-        if nid is not None:
-            self._command("prune", {"node_id": nid}, note=f"Node {nid} and its subtree pruned.")
+        if nid is None:
+            return
+        below = self._descendants(nid)
+        what = f"node {nid}" + (f" and the {below} node(s) below it" if below else "")
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self._command("prune", {"node_id": nid}, note=f"Node {nid} and its subtree pruned.")
+
+        self.app.push_screen(
+            ConfirmModal(f"Prune {what}? The search will never expand "
+                         + ("them again. They stay" if below else "it again. It stays")
+                         + " in the tree (marked ✂) with everything measured so far.", yes="Prune", no="Keep"),
+            done)
+
+    def _descendants(self, node_id: int) -> int:
+        count, stack = 0, list(self.state.nodes[node_id].children) if node_id in self.state.nodes else []
+        while stack:
+            nid = stack.pop()
+            if nid in self.state.nodes:
+                count += 1
+                stack.extend(self.state.nodes[nid].children)
+        return count
 
     def action_add_steps(self) -> None:
-        steps = max(self.state.budget, self.state.agent_steps) + ADD_STEPS
-        self._command("set_budget", {"steps": steps}, note=f"Step budget raised to {steps}.")
+        from befair_tui.screens.add_steps import AddStepsModal
+
+        base = max(self.state.budget, self.state.agent_steps)
+
+        def done(n: int | None) -> None:
+            if n:
+                steps = max(self.state.budget, self.state.agent_steps) + n
+                self._command("set_budget", {"steps": steps}, note=f"Step budget raised by {n} to {steps}.")
+
+        self.app.push_screen(AddStepsModal(base, self.state.agent_steps), done)
+
+    def action_toggle_split(self) -> None:
+        """Test figures (default) or validation figures, in the scoreboard and the plot together."""
+        self.split = "validation" if self.split == "test" else "test"
+        for widget in (self.query_one(Scoreboard), self.query_one(ComparisonPlot)):
+            widget.set_split(self.split)
+        self.query_one(Scoreboard).sync(self.state)
+        self.query_one(ComparisonPlot).sync(self.state, self.best)
+        self.notify(f"Scoreboard and plot: {'validation' if self.split == 'validation' else 'test'} figures "
+                    "(v switches back).", timeout=3)
 
     def action_resume_runner(self) -> None:
         """Start `befair resume SESSION --headless` detached (launch.resume_argv) and follow it."""
@@ -463,7 +535,10 @@ class ConsoleScreen(Screen):
         self.query_one(NodeDetail).show_tab(tab)
 
     def on_resize(self, event) -> None:
-        self.set_class(event.size.width < 100, "-narrow")
+        narrow = event.size.width < 100
+        self.set_class(narrow, "-narrow")
+        for footer in self.query(Footer):  # 80 columns: room for "? Help" (the help names Ctrl+P)
+            footer.show_command_palette = not narrow
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "follow")

@@ -1,19 +1,26 @@
-"""Replay: the console in read-only mode with a timeline (play/pause, speed 1x/10x/max, step
-forward and back, jump to the selected node's creation). Imported AIDE runs replay the same way."""
+"""Replay: the console in read-only mode with a timeline (play/pause, speed 1x/10x/100x/max, step
+forward and back, jump to the selected node's creation). Imported AIDE runs replay the same way.
+
+Speeds are honest: at 10x, ten seconds of the session's own time pass per second of wall time,
+quiet stretches included (use 100x, max or n/b to skip them). Playing follows the wall clock
+(`mono`), not a count of timer ticks, so a slow frame delays nothing that follows it."""
 from __future__ import annotations
 
 import copy
+import time
+from bisect import bisect_right
+from collections.abc import Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 
-from engine.session.replay import Timeline, scaled_gaps
+from engine.session.replay import Timeline
 from engine.session.store import SessionStore
 
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.timeline import TimelineBar
 
-SPEEDS = {"1x": 1.0, "10x": 10.0, "max": None}
+SPEEDS = {"1x": 1.0, "10x": 10.0, "100x": 100.0, "max": None}
 TICK = 0.05
 MAX_PER_TICK = 2_000
 
@@ -32,15 +39,16 @@ class ReplayScreen(ConsoleScreen):
     ]
 
     def __init__(self, store: SessionStore, session_id: str, *, autoplay: bool = False,
-                 speed: str = "10x", **kwargs) -> None:
+                 speed: str = "10x", mono: Callable[[], float] = time.monotonic, **kwargs) -> None:
         kwargs.setdefault("read_only", True)
         kwargs.setdefault("follow", False)
         super().__init__(store, session_id, **kwargs)
         self.timeline = Timeline(store.events(session_id), session_id=session_id)
         self.playing = autoplay
-        self.speed = speed
-        self._gaps = scaled_gaps(self.timeline.events, SPEEDS[speed])
-        self._budget = 0.0
+        self.speed = speed if speed in SPEEDS else "10x"
+        self._mono = mono
+        self._times = session_times(self.timeline.events)
+        self._anchor: tuple[float, float] | None = None  # (wall clock, session time) play is measured from
 
     def compose_bottom(self) -> ComposeResult:
         yield TimelineBar(id="timeline")
@@ -72,6 +80,24 @@ class ReplayScreen(ConsoleScreen):
             self.sync_all()
         self._sync_timeline()
 
+    def session_time(self, position: int | None = None) -> float:
+        """Seconds of session time at a timeline position (0 before the first event)."""
+        position = self.timeline.position if position is None else position
+        return self._times[position - 1] if position > 0 and self._times else 0.0
+
+    def due_position(self) -> int:
+        """How many events should be applied now, at this speed, since play started."""
+        tl = self.timeline
+        speed = SPEEDS[self.speed]
+        if speed is None:
+            return min(len(tl), tl.position + MAX_PER_TICK)
+        now = self._mono()
+        if self._anchor is None:
+            self._anchor = (now, self.session_time())
+        wall0, session0 = self._anchor
+        due = session0 + (now - wall0) * speed
+        return max(tl.position, min(bisect_right(self._times, due), tl.position + MAX_PER_TICK))
+
     def _play_tick(self) -> None:
         if not self.playing:
             return
@@ -80,12 +106,7 @@ class ReplayScreen(ConsoleScreen):
             self.playing = False
             self._sync_timeline()
             return
-        self._budget += TICK
-        pos = tl.position
-        end = min(len(tl), pos + MAX_PER_TICK)
-        while pos < end and self._gaps[pos] <= self._budget:
-            self._budget -= self._gaps[pos]
-            pos += 1
+        pos = self.due_position()
         if pos != tl.position:
             self._move_to(pos)
         if tl.at_end:
@@ -107,13 +128,17 @@ class ReplayScreen(ConsoleScreen):
         if self.timeline.at_end and not self.playing:
             self._move_to(1)
         self.playing = not self.playing
-        self._budget = 0.0
+        self._restart_clock()
         self._sync_timeline()
+
+    def _restart_clock(self) -> None:
+        """Measure play from now, at the current position (on play, and on a change of speed)."""
+        self._anchor = (self._mono(), self.session_time()) if self.playing else None
 
     def action_speed(self) -> None:
         names = list(SPEEDS)
         self.speed = names[(names.index(self.speed) + 1) % len(names)]
-        self._gaps = scaled_gaps(self.timeline.events, SPEEDS[self.speed])
+        self._restart_clock()
         self._sync_timeline()
 
     def action_forward(self) -> None:
@@ -142,6 +167,7 @@ class ReplayScreen(ConsoleScreen):
         tl.next_node()
         target, tl.position = tl.position, current
         self._move_to(target)
+        self._restart_clock()  # playing on from the new place
 
     def action_prev_node(self) -> None:
         tl = self.timeline
@@ -149,6 +175,7 @@ class ReplayScreen(ConsoleScreen):
         tl.prev_node()
         target, tl.position = tl.position, current
         self._move_to(target)
+        self._restart_clock()
 
     def action_to_end(self) -> None:
         self.playing = False
@@ -157,3 +184,14 @@ class ReplayScreen(ConsoleScreen):
     def action_to_start(self) -> None:
         self.playing = False
         self._move_to(0)
+
+
+def session_times(events) -> list[float]:
+    """Each event's session time in seconds from the first event (clock steps back count as 0)."""
+    out: list[float] = []
+    total = 0.0
+    for prev, cur in zip([None, *events[:-1]], events, strict=True):
+        if prev is not None:
+            total += max(0.0, cur.ts - prev.ts)
+        out.append(total)
+    return out

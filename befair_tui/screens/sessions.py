@@ -1,10 +1,14 @@
-"""All sessions in the database: filter, sort, open, replay, resume, export, delete."""
+"""All sessions in the database: filter, sort, open, replay, resume, export, delete.
+
+The list refreshes itself every REFRESH seconds (a thread worker reads the table and posts it);
+the cursor stays on the same session, and an unchanged list is not redrawn."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -15,11 +19,14 @@ from engine.session.store import SessionStore
 
 from befair_tui.format import UNSANDBOXED, date, num, row_unsandboxed, warning_style
 from befair_tui.launch import runner_state
+from befair_tui.messages import SessionsRead
+
+REFRESH = 2.0  # seconds between two reads of the sessions table
 
 COLUMNS = [
     ("date", "created_at"), ("session", "id"), ("level", "level"), ("coder", "coder"),
     ("participant", "participant_id"), ("status", "status"), ("steps", "steps"),
-    ("val AUC", "best_auc"), ("gap", "best_gap"),
+    ("val AUC", "best_auc"), ("val gap", "best_gap"),
 ]
 RUNNER_STOPPED = "runner stopped"  # the status cell of a running/paused session whose process is gone
 
@@ -115,6 +122,8 @@ class SessionsScreen(Screen):
         self.sort_key = "created_at"
         self.sort_reverse = True
         self.filter_text = ""
+        self.reads = 0  # how many times the refresher read the table (tests)
+        self._shown: list | None = None  # what the table shows now (to skip identical redraws)
 
     def compose(self) -> ComposeResult:
         yield Static(f"Sessions in {self.store.path.name}", id="sessions-title")
@@ -128,22 +137,64 @@ class SessionsScreen(Screen):
             table.add_column(label, key=key)
         self.reload()
         table.focus()
+        self.refresher()
 
     def on_screen_resume(self) -> None:
         self.reload()
 
+    def _read(self, store: SessionStore) -> list[dict]:
+        procs = getattr(self.app, "procs", {})
+        return [annotate(r, procs.get(r["id"])) for r in store.sessions()]
+
     def reload(self) -> None:
         try:
-            procs = getattr(self.app, "procs", {})
-            self.rows = [annotate(r, procs.get(r["id"])) for r in self.store.sessions()]
+            self.rows = self._read(self.store)
         except Exception as exc:  # noqa: BLE001
             self.notify(f"cannot read the sessions: {exc}", severity="error")
             self.rows = []
         self._fill()
 
+    @work(thread=True, exclusive=True, group="sessions-refresh", name="sessions-refresh")
+    def refresher(self) -> None:
+        """Read the sessions table every REFRESH seconds; never touches widgets."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        store = self.store  # connections are per thread: this one is the worker's own
+        last_error = None
+        try:
+            while not worker.is_cancelled:
+                deadline = time.monotonic() + REFRESH
+                while not worker.is_cancelled and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if worker.is_cancelled:
+                    break
+                try:
+                    rows = self._read(store)
+                except Exception as exc:  # noqa: BLE001 - say it once, keep trying
+                    if str(exc) != last_error:
+                        last_error = str(exc)
+                        self.post_message(SessionsRead([], error=last_error))
+                    continue
+                last_error = None
+                self.reads += 1
+                self.post_message(SessionsRead(rows))
+        finally:
+            store.close()
+
+    @on(SessionsRead)
+    def _on_read(self, message: SessionsRead) -> None:
+        if message.error:
+            self.notify(f"cannot read the sessions: {message.error}", severity="error")
+            return
+        self.rows = message.rows
+        self._fill()
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "sessions-refresh")
+
     def _fill(self) -> None:
         table = self.query_one(DataTable)
-        table.clear()
         needle = self.filter_text.lower()
         rows = [r for r in self.rows if not needle or needle in " ".join(row_cells(r)).lower()]
 
@@ -154,9 +205,17 @@ class SessionsScreen(Screen):
         rows.sort(key=key, reverse=self.sort_reverse)
         if self.sort_reverse:  # keep missing values last either way
             rows.sort(key=lambda r: r.get(self.sort_key) is None)
-        theme = self.app.theme_variables
-        for r in rows:
-            table.add_row(*styled_cells(r, theme), key=r["id"])
+        shown = [(r["id"], row_cells(r), r.get("trust")) for r in rows]
+        if shown != self._shown:
+            self._shown = shown
+            selected = self._cursor_key() if table.row_count else None
+            table.clear()
+            theme = self.app.theme_variables
+            for r in rows:
+                table.add_row(*styled_cells(r, theme), key=r["id"])
+            ids = [r["id"] for r in rows]
+            if selected in ids:  # the cursor stays on the same session wherever it moved
+                table.move_cursor(row=ids.index(selected), animate=False)
         label = dict((k, l) for l, k in COLUMNS).get(self.sort_key, self.sort_key)
         direction = "↓" if self.sort_reverse else "↑"
         if not self.rows:
@@ -188,6 +247,14 @@ class SessionsScreen(Screen):
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:
         self.action_open()
+
+    def _cursor_key(self) -> str | None:
+        table = self.query_one(DataTable)
+        try:
+            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        except Exception:  # noqa: BLE001 - no row under the cursor
+            return None
+        return str(row_key.value)
 
     def selected_id(self) -> str | None:
         table = self.query_one(DataTable)

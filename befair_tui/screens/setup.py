@@ -1,5 +1,10 @@
-"""Setup: instruction level (full text shown, or a custom text), data, coder, budget, time limit,
-what "best" means, blinded test metrics and a participant id. Remembers the last choices."""
+"""Setup: instruction level (full text shown, or a custom text), data, coder (for an
+OpenAI-compatible server: its address, model and an API key for this session only), budget, time
+limit, seed, what "best" means, blinded test metrics and a participant id.
+
+Every number is checked against befair_tui.settings.LIMITS as it is typed, with a message that
+says what is allowed. Defaults are `befair run`'s (SessionConfig, SynthDerm DEFAULTS); choices are
+remembered per database, except the participant id and the API key, which never are."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,18 +21,40 @@ from engine.config import BEST_CRITERIA
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
 
 from befair_tui.format import CRITERION_LABEL
-from befair_tui.settings import SetupChoices, load_choices, save_choices
+from befair_tui.settings import LIMITS, SetupChoices, load_choices, parse_whole, save_choices
 
 LEVEL_NAMES = [*LEVELS, CUSTOM]
+NUMBER_FIELDS = {  # input id -> SetupChoices field
+    "synth-n-train": "synth_n_train", "synth-n-test": "synth_n_test", "synth-size": "synth_size",
+    "steps": "steps", "step-timeout": "step_timeout", "seed": "seed",
+}
 
 
-def llm_problem() -> str | None:
+def _range(field: str) -> str:
+    low, high, _ = LIMITS[field]
+    return f"{low:,}–{high:,}"
+
+
+def llm_problem(overrides: dict | None = None) -> str | None:
+    """Why the OpenAI-compatible coder cannot reach a model with these settings (None: it can)."""
     try:
         from engine.agent.llm_config import LlmConfig
 
-        return LlmConfig.load().problem()
+        given = {k: v for k, v in (overrides or {}).items() if v}
+        return LlmConfig.load(given).problem()
     except Exception as exc:  # noqa: BLE001 - a broken config file is a reason too
         return f"The LLM coder's configuration cannot be read: {exc}"
+
+
+def llm_defaults() -> tuple[str, str]:
+    """(model, server) the LLM configuration would use when the fields stay blank."""
+    try:
+        from engine.agent.llm_config import LlmConfig
+
+        config = LlmConfig.load()
+        return config.model, config.base_url or "OpenAI (api.openai.com)"
+    except Exception:  # noqa: BLE001
+        return "", ""
 
 
 class SetupScreen(Screen):
@@ -42,9 +69,11 @@ class SetupScreen(Screen):
         self.settings_file = settings_file
         self.choices = choices or load_choices(settings_file)
         self.llm_problem = llm_problem()
+        self.problems: list[str] = []
 
     def compose(self) -> ComposeResult:
         c = self.choices
+        default_model, default_server = llm_defaults()
         with VerticalScroll(id="setup"):
             yield Static("befair · new session", classes="setup-title")
             with Horizontal(classes="row stack"):
@@ -63,13 +92,17 @@ class SetupScreen(Screen):
                         yield RadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth")
                         yield RadioButton("prepared workspace", value=c.data == "workspace", id="data-workspace")
                 with Vertical(classes="col-wide"):
-                    with Horizontal(id="synth-sizes", classes="inline"):
-                        yield Label("train")
-                        yield Input(str(c.synth_n_train), id="synth-n-train", type="integer")
-                        yield Label("test")
-                        yield Input(str(c.synth_n_test), id="synth-n-test", type="integer")
-                        yield Label("px")
-                        yield Input(str(c.synth_size), id="synth-size", type="integer")
+                    with Vertical(id="synth-sizes"):
+                        with Horizontal(classes="inline"):
+                            yield Label("train images")
+                            yield Input(str(c.synth_n_train), id="synth-n-train", type="integer")
+                            yield Label("test images")
+                            yield Input(str(c.synth_n_test), id="synth-n-test", type="integer")
+                            yield Label("px")
+                            yield Input(str(c.synth_size), id="synth-size", type="integer")
+                        yield Static(f"[dim]train {_range('synth_n_train')} · test {_range('synth_n_test')} · "
+                                     f"px {_range('synth_size')}. Generated images: their numbers are not "
+                                     "comparable to the published DDI figures.[/dim]", classes="hint")
                     yield Input(c.workspace, placeholder="path to a prepared workspace folder",
                                 id="workspace", classes="hidden")
             with Horizontal(classes="row stack"):
@@ -80,21 +113,30 @@ class SetupScreen(Screen):
                         yield RadioButton("OpenAI-compatible model", value=c.coder == "openai", id="coder-openai")
                 with Vertical(classes="col-wide"):
                     yield Static("", id="coder-note")
-                    yield Input(c.model, placeholder="model name (default from your LLM config)", id="model",
-                                classes="hidden")
-            with Horizontal(classes="row inline"):
-                yield Label("Steps")
+                    with Vertical(id="llm-fields", classes="hidden"):
+                        yield Input(c.base_url, placeholder=f"server address (blank: {default_server})",
+                                    id="base-url")
+                        yield Input(c.model, placeholder=f"model (blank: {default_model})", id="model")
+                        yield Input("", placeholder="API key (blank: from your environment or LLM config)",
+                                    id="api-key", password=True)
+                        yield Static("[dim]The key is given to this session's process only, through its "
+                                     "environment; it is never saved.[/dim]", classes="hint")
+            with Horizontal(classes="row inline stack"):
+                yield Label(f"Steps ({_range('steps')})")
                 yield Input(str(c.steps), id="steps", type="integer")
-                yield Label("Time limit per step (s)")
-                yield Input(f"{c.step_timeout:g}", id="step-timeout", type="number")
+                yield Label(f"Time limit per step, s (≥ {LIMITS['step_timeout'][0]})")
+                yield Input(f"{c.step_timeout:.0f}", id="step-timeout", type="integer")
+                yield Label("Seed")
+                yield Input(str(c.seed), id="seed", type="integer")
             with Horizontal(classes="row inline stack"):
                 yield Label('"Best" means')
                 yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
                              allow_blank=False, id="best")
                 yield Checkbox("Blind test metrics until the end", c.blind_test, id="blind")
+            yield Static("", id="setup-problems")
             with Horizontal(classes="row inline"):
                 yield Label("Participant id")
-                yield Input(c.participant, placeholder="optional", id="participant")
+                yield Input("", placeholder="not remembered", id="participant")
                 yield Button("Start session", id="start", variant="primary")
         yield Footer()
 
@@ -131,73 +173,103 @@ class SetupScreen(Screen):
         workspace = self._pressed_id("data") == "data-workspace"
         self.query_one("#synth-sizes").set_class(workspace, "hidden")
         self.query_one("#workspace").set_class(not workspace, "hidden")
+        self._show_problems(live=True)
 
     @on(RadioSet.Changed, "#coder")
     def _update_coder(self) -> None:
         llm = self._pressed_id("coder") == "coder-openai"
         note = self.query_one("#coder-note", Static)
-        self.query_one("#model").set_class(not llm or bool(self.llm_problem), "hidden")
+        self.query_one("#llm-fields").set_class(not llm, "hidden")
         if not llm:
             note.update("Writes real, runnable pipelines from a component grammar; "
                         "labelled as a simulated agent everywhere.")
-        elif self.llm_problem:
-            note.update(f"[red]Not configured.[/red] {self.llm_problem}")
+            return
+        problem = llm_problem(self._llm_overrides())
+        if problem:
+            note.update(f"[red]Not configured.[/red] {problem} Or fill in the server address and/or key below.")
         else:
-            note.update("Uses your configured OpenAI-compatible server.")
+            note.update("Any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp).")
+
+    def _llm_overrides(self) -> dict:
+        return {"base_url": self.query_one("#base-url", Input).value.strip(),
+                "model": self.query_one("#model", Input).value.strip(),
+                "api_key": self.query_one("#api-key", Input).value.strip()}
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        if event.input.id in ("base-url", "api-key", "model"):
+            self._update_coder()
+        self._show_problems(live=True)
 
     # -- reading the form -----------------------------------------------------------------
-    def read_choices(self) -> SetupChoices:
-        """The form's values; raises ValueError with a user-facing reason."""
-        def integer(wid: str, what: str, low: int = 1) -> int:
-            raw = self.query_one(f"#{wid}", Input).value.strip()
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ValueError(f"{what} must be a whole number, not {raw!r}") from None
-            if value < low:
-                raise ValueError(f"{what} must be at least {low}")
-            return value
-
+    def form_problems(self) -> tuple[SetupChoices, list[str]]:
+        """The form's values and, for each one that cannot start a session, why."""
         c = SetupChoices(**vars(self.choices))
+        problems: list[str] = []
         c.level = (self._pressed_id("level") or "level-base").removeprefix("level-")
         c.custom_text = self.query_one("#custom-text", TextArea).text
         if c.level == CUSTOM and not c.custom_text.strip():
-            raise ValueError("a custom instruction level needs its text")
+            problems.append("A custom instruction level needs its text.")
         c.data = "workspace" if self._pressed_id("data") == "data-workspace" else "synth"
-        if c.data == "synth":
-            c.synth_n_train = integer("synth-n-train", "training images", 60)
-            c.synth_n_test = integer("synth-n-test", "test images", 30)
-            c.synth_size = integer("synth-size", "image size", 16)
-        else:
+        for wid, field in NUMBER_FIELDS.items():
+            if field.startswith("synth_") and c.data != "synth":
+                continue
+            try:
+                value = parse_whole(self.query_one(f"#{wid}", Input).value, field)
+            except ValueError as exc:
+                problems.append(str(exc))
+                continue
+            setattr(c, field, float(value) if field == "step_timeout" else value)
+        if c.data == "workspace":
             c.workspace = self.query_one("#workspace", Input).value.strip()
             if not c.workspace or not Path(c.workspace).expanduser().is_dir():
-                raise ValueError(f"the workspace folder {c.workspace!r} does not exist")
+                problems.append(f"The workspace folder {c.workspace!r} does not exist.")
         c.coder = "openai" if self._pressed_id("coder") == "coder-openai" else "offline"
-        if c.coder == "openai" and self.llm_problem:
-            raise ValueError(self.llm_problem)
-        c.model = self.query_one("#model", Input).value.strip()
-        c.steps = integer("steps", "the step budget")
-        raw = self.query_one("#step-timeout", Input).value.strip()
-        try:
-            c.step_timeout = float(raw)
-        except ValueError:
-            raise ValueError(f"the time limit must be a number of seconds, not {raw!r}") from None
-        if c.step_timeout <= 0:
-            raise ValueError("the time limit must be positive")
+        overrides = self._llm_overrides()
+        c.base_url, c.model = overrides["base_url"], overrides["model"]
+        if c.coder == "openai":
+            if c.base_url and not c.base_url.startswith(("http://", "https://")):
+                problems.append(f"The server address must start with http:// or https://, not {c.base_url!r}.")
+            problem = llm_problem(overrides)
+            if problem:
+                problems.append(problem)
         c.best = str(self.query_one("#best", Select).value)
         c.blind_test = self.query_one("#blind", Checkbox).value
         c.participant = self.query_one("#participant", Input).value.strip()
-        return c
+        return c, problems
+
+    def read_choices(self) -> SetupChoices:
+        """The form's values; raises ValueError with every user-facing reason."""
+        choices, problems = self.form_problems()
+        if problems:
+            raise ValueError("\n".join(problems))
+        return choices
+
+    def _show_problems(self, *, live: bool = False) -> list[str]:
+        try:
+            _choices, problems = self.form_problems()
+        except Exception:  # noqa: BLE001 - the form is still being built
+            return []
+        if live:  # while typing: the numbers only (a missing LLM server is said beside the coder)
+            problems = [p for p in problems if not p.startswith(("The LLM", "A custom"))]
+        self.problems = problems
+        box = self.query_one("#setup-problems", Static)
+        box.update("\n".join(f"[red]✗[/red] {p}" for p in problems))
+        box.display = bool(problems)
+        return problems
 
     @on(Button.Pressed, "#start")
     def action_start(self) -> None:
-        try:
-            choices = self.read_choices()
-        except ValueError as exc:
-            self.notify(str(exc), title="Cannot start", severity="error", timeout=10)
+        choices, problems = self.form_problems()
+        self._show_problems()
+        if problems:
+            self.notify("\n".join(problems), title="Cannot start", severity="error", timeout=10)
             return
         save_choices(choices, self.settings_file)
-        self.app.start_session(choices)
+        key = self.query_one("#api-key", Input).value.strip() if choices.coder == "openai" else ""
+        from befair_tui.launch import key_env
+
+        self.app.start_session(choices, secrets=key_env(key))
 
     def action_sessions(self) -> None:
         self.app.action_open_sessions()

@@ -1,55 +1,30 @@
-"""Scoreboard: the best nodes by each criterion next to expert baselines trained here and the
-study's published rows, each labelled by where its number comes from."""
+"""Scoreboard: like with like. The test view puts the best nodes' held-out DDI-format test
+metrics next to the baselines' test rows and the study's published DDI rows; the validation
+view (key v) shows the validation split apart. Every row says where its numbers come from, and a
+tooltip (mouse over a row) explains it. Which rows: befair_tui.compare."""
 from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.widgets import Static
 
-from engine.session.state import SessionState, best_node
+from engine.session.state import SessionState
 
+from befair_tui import compare
+from befair_tui.compare import Row
 from befair_tui.format import UNSANDBOXED, num
 
-TITLE = "Scoreboard (test: DDI format)"
-SOURCE_STYLE = {"measured here": "bold green", "baseline (trained here)": "cyan", "published": "dim"}
-
-
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    values = [v for v in values if v is not None]
-    if not values:
-        return None, None
-    mean = sum(values) / len(values)
-    std = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
-    return mean, std
-
-
-def baseline_points(baselines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean test AUC / gap per baseline variant trained here."""
-    by_variant: dict[str, list[dict]] = {}
-    for row in baselines:
-        by_variant.setdefault(row.get("variant") or "baseline", []).append(row)
-    out = []
-    for variant, rows in sorted(by_variant.items()):
-        auc, auc_std = _mean_std([r.get("test_auc") for r in rows])
-        gap, gap_std = _mean_std([r.get("test_gap") for r in rows])
-        out.append({"name": variant, "auc": auc, "auc_std": auc_std, "gap": gap, "gap_std": gap_std,
-                    "n": len(rows)})
-    return out
-
-
-def published_points(reference: list[dict[str, Any]], level: str) -> list[dict[str, Any]]:
-    """Expert rows plus the agents' rows at this instruction level."""
-    out = []
-    for row in reference:
-        agent = row.get("agent")
-        if agent and row.get("level") not in (level, None, ""):
-            continue
-        name = row.get("name") or row.get("id")
-        out.append({"name": name, "auc": row.get("auc_mean"), "auc_std": row.get("auc_std"),
-                    "gap": row.get("gap_mean"), "gap_std": row.get("gap_std")})
-    return out
+TITLE = "Scoreboard"
+SOURCE_STYLE = {compare.SOURCE_MEASURED: "bold green", compare.SOURCE_TRAINED: "cyan",
+                compare.SOURCE_PUBLISHED: "dim"}
+NOTE_STYLE = "bold yellow"
+# kept for callers that imported them from here
+baseline_points = compare.baseline_points
+published_points = compare.published_points
 
 
 class Scoreboard(Static):
@@ -59,60 +34,115 @@ class Scoreboard(Static):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.border_title = TITLE
+        self.split = "test"
+        self.unsandboxed = False
         self.baselines: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
+        self.notes: list[str] = []
+        self._line_help: list[str] = []  # tooltip text per content line
         self._last_key: tuple | None = None
+        self._set_titles()
 
-    def set_unsandboxed(self, unsandboxed: bool) -> None:
-        """The trust marker on the title: the figures below come from code run without the sandbox."""
-        title = TITLE + (f" · [bold black on $warning] {UNSANDBOXED} [/]" if unsandboxed else "")
+    # -- titles ---------------------------------------------------------------------------
+    def _set_titles(self) -> None:
+        title = f"{TITLE} · {compare.SPLIT_TITLE[self.split]}"
+        if self.unsandboxed:  # the trust marker: the figures below come from code run without the sandbox
+            title += f" · [bold black on $warning] {UNSANDBOXED} [/]"
+        other = "validation" if self.split == "test" else "test"
+        subtitle = f"v: show {other}"
         if self.border_title != title:
             self.border_title = title
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
+
+    def set_unsandboxed(self, unsandboxed: bool) -> None:
+        if unsandboxed != self.unsandboxed:
+            self.unsandboxed = unsandboxed
+            self._set_titles()
+
+    def set_split(self, split: str) -> None:
+        if split not in compare.SPLITS:
+            raise ValueError(split)
+        self.split = split
+        self._last_key = None
+        self._set_titles()
 
     def set_references(self, baselines: list[dict], published: list[dict]) -> None:
         self.baselines, self.published = baselines, published
         self._last_key = None
 
+    # -- content --------------------------------------------------------------------------
     def sync(self, state: SessionState) -> None:
-        criteria = ("claimed", "validation", "minimax")
-        bests = {c: best_node(state, c) for c in criteria}
-        blinded = bool(state.config.get("blind_test")) and state.status in ("running", "paused", "new")
-        key = (tuple((c, n.node_id if n else None, n.val_auc if n else None,
-                      (n.test or {}).get("auc") if n else None) for c, n in bests.items()), blinded,
-               len(self.baselines), len(self.published), state.config.get("best"))
+        rows = compare.comparison_rows(state, self.baselines, self.published, self.split)
+        notes = compare.notes(state, self.split, has_published=bool(self.published))
+        key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen) for r in rows), tuple(notes))
         if key == self._last_key:
             return
         self._last_key = key
-        table = Table(box=None, pad_edge=False, expand=True)
-        table.add_column("", ratio=1, no_wrap=True, overflow="ellipsis")
-        table.add_column("AUC", justify="right")
-        table.add_column("gap", justify="right")
-        table.add_column("source", no_wrap=True)
-        chosen = state.config.get("best", "validation")
-        by_node: dict[int, list[str]] = {}
-        for criterion, node in bests.items():
-            if node is not None:
-                by_node.setdefault(node.node_id, []).append(criterion)
-        for node_id, crits in by_node.items():
-            node = state.nodes[node_id]
-            star = "★ " if chosen in crits else ""
-            test = node.test or {}
-            if test.get("auc") is not None and not blinded and not node.test_blinded:
-                auc, gap, split = test.get("auc"), test.get("auc_gap"), "test"
-            else:
-                auc, gap, split = node.val_auc, node.val_gap, "val"
-            names = "/".join({"claimed": "claim", "validation": "val", "minimax": "minimax"}[c] for c in crits)
-            table.add_row(f"{star}node {node_id} · {split} · best {names}", num(auc), num(gap),
-                          Text("measured here", style=SOURCE_STYLE["measured here"]))
-        if not by_node:
+        self.rows, self.notes = rows, notes
+        self.update(self._render_rows(state))
+
+    def _render_rows(self, state: SessionState) -> Group:
+        parts: list = []
+        help_lines: list[str] = []
+        for note in self.notes:
+            info = note == compare.PUBLISHED_NOTE  # information, not a warning
+            parts.append(Text(f"{'note:' if info else '⚠'} {note}", style="dim" if info else NOTE_STYLE,
+                              no_wrap=True, overflow="ellipsis"))
+            help_lines.append(_note_help(note))
+        label = "test AUC" if self.split == "test" else "val AUC"
+        table = Table(box=None, pad_edge=False, expand=True, show_edge=False)
+        table.add_column("", ratio=1, no_wrap=True, overflow="ellipsis", min_width=20)
+        table.add_column(label, justify="right", no_wrap=True)
+        table.add_column("gap", justify="right", no_wrap=True)
+        table.add_column("source", no_wrap=True, overflow="ellipsis")
+        help_lines.append(f"{label}: area under the ROC curve on the {compare.SPLIT_WORDS[self.split]}; "
+                          "gap: best minus worst skin-tone group AUC on the same images (lower is fairer).")
+        nodes = [r for r in self.rows if r.kind == "node"]
+        if not nodes:
             table.add_row(Text("no measured node yet", style="dim"), "", "", "")
-        for row in self.baselines:
-            table.add_row(f"{row['name']} (n={row['n']})", num(row["auc"]), num(row["gap"]),
-                          Text("baseline (trained here)", style=SOURCE_STYLE["baseline (trained here)"]))
-        for row in self.published:
-            table.add_row(row["name"], num(row["auc"]), num(row["gap"]),
-                          Text("published", style=SOURCE_STYLE["published"]))
+            help_lines.append("No node has been measured yet.")
+        for row in self.rows:
+            name = Text(("★ " if row.chosen else "") + row.name)
+            source = Text(row.source, style=SOURCE_STYLE.get(row.source, ""))
+            if row.kind == "baseline" and row.note:
+                name.append(" · other data", style="dim")
+            hidden = row.kind == "node" and row.auc is None and row.note in (compare.BLINDED_NOTE,
+                                                                            compare.STUDY_BLINDED_NOTE)
+            auc = "hidden" if hidden else num(row.auc)
+            gap = "hidden" if hidden else num(row.gap)
+            if row.kind == "node" and row.auc is None and not hidden and row.note:
+                name.append(f" · {row.note}", style="dim")
+            table.add_row(name, auc, gap, source)
+            help_lines.append(row.explain)
         if not self.baselines and not self.published:
             table.add_row(Text("baselines: none in this database", style="dim"), "", "", "")
-        self.update(table)
+            help_lines.append("Train expert baselines with `befair baselines train` to compare against them.")
+        parts.append(table)
+        self._line_help = help_lines
+        return Group(*parts)
+
+    # -- tooltips -------------------------------------------------------------------------
+    def help_for_line(self, line: int) -> str | None:
+        if 0 <= line < len(self._line_help):
+            return self._line_help[line]
+        return None
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        offset = event.get_content_offset(self)
+        text = self.help_for_line(offset.y + int(self.scroll_y)) if offset is not None else None
+        if text != self.tooltip:
+            self.tooltip = text
+
+
+def _note_help(note: str) -> str:
+    if note == compare.SYNTH_NOTE:
+        return ("This session runs on SynthDerm, images generated by befair in the DDI format. Its test "
+                "numbers cannot be compared with the study's published numbers on the real DDI images.")
+    if note in (compare.BLINDED_NOTE, compare.STUDY_BLINDED_NOTE):
+        return ("The session blinds test metrics (a study setting) so that choices are made on validation "
+                "figures only. They appear when the session ends, unless a study keeps them blind.")
+    if note == compare.PUBLISHED_NOTE:
+        return "The study published test results only; press v for the test view to compare with them."
+    return note

@@ -7,7 +7,7 @@ from textual.widgets.tree import TreeNode
 
 from engine.session.state import SessionState
 
-from befair_tui.format import guidance_label, node_label
+from befair_tui.format import guidance_label, node_label, node_tooltip
 
 
 class SearchTree(Tree):
@@ -25,6 +25,7 @@ class SearchTree(Tree):
         self._guidance_items: dict[int, TreeNode] = {}
         self._best: int | None = None
         self._frame = 0
+        self._state: SessionState | None = None
 
     # The user moving the cursor (keys, mouse) stops the console following the newest node.
     manual = False
@@ -61,6 +62,25 @@ class SearchTree(Tree):
         self.manual = True
         await super()._on_click(event)
 
+    def watch_hover_line(self, previous_hover_line: int, hover_line: int) -> None:
+        """The tooltip explains the line under the mouse: its numbers and its badges."""
+        super().watch_hover_line(previous_hover_line, hover_line)
+        node = self.get_node_at_line(hover_line) if hover_line >= 0 else None
+        text = None
+        data = node.data if node is not None else None
+        state = self._state
+        if state is not None and isinstance(data, tuple):
+            if data[0] == "node" and data[1] in state.nodes:
+                text = node_tooltip(state, state.nodes[data[1]])
+            elif data[0] == "guidance" and data[1] in state.guidance:
+                g = state.guidance[data[1]]
+                where = "every later step" if g.scope == "global" else f"node {g.node_id}"
+                used = (f"; it shaped node {', '.join(map(str, g.used_by))}" if g.used_by
+                        else "; no step has used it yet")
+                text = f"✎ guidance #{g.guidance_id} for {where}, by {g.by or 'a person'}: “{g.text}”{used}"
+        if text != self.tooltip:
+            self.tooltip = text
+
     def reset(self) -> None:
         self.clear()
         self._items.clear()
@@ -89,6 +109,7 @@ class SearchTree(Tree):
     def sync(self, state: SessionState, dirty: set[int], new_guidance: set[int], best: int | None,
              frame: int = 0) -> None:
         self._frame = frame
+        self._state = state
         dirty = set(dirty)
         if best != self._best:
             dirty.update(x for x in (best, self._best) if x is not None)

@@ -53,7 +53,10 @@ class StatusBar(Static):
         text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
         total = state.tokens_in + state.tokens_out
         text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
-        self.update(text)
+        key = (text.plain, tuple(text.spans), compact)
+        if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
+            self._last_key = key
+            self.update(text, layout=False)  # one line, always: no layout pass
 
     def _theme(self) -> dict[str, str] | None:
         try:

@@ -153,10 +153,84 @@ async def _stream_bench(db: Path) -> list[dict]:
     ]
 
 
+IDLE_SECONDS = 10.0
+
+
+async def _cpu_while_open(app, ready, seconds: float = IDLE_SECONDS) -> tuple[float, object]:
+    """This process's CPU time (all threads) over `seconds` with `app` open and idle, in %."""
+    async with app.run_test(size=(120, 36)) as pilot:
+        while not ready(app):
+            await pilot.pause(0.05)
+        await pilot.pause(1.0)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        await pilot.pause(seconds)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        return 100 * cpu / wall, app.screen
+
+
+async def _idle_bench(db: Path) -> list[dict]:
+    """An open console that nothing happens to: a finished session, and a paused live one (its runner's
+    heartbeat kept fresh by this process). Reference: the setup screen, idle, in the same run."""
+    import os
+
+    from engine.session.fixtures import write_demo_session
+    from engine.session.liveness import Heartbeat
+
+    from befair_tui.app import create_app
+
+    store = SessionStore(db)
+    done = write_demo_session(store, n_nodes=12)
+    live = write_demo_session(store, n_nodes=6, seed=1, finished=False, session_id="paused")
+    w = store.writer(live)
+    w.emit(ev.PAUSED, {"by": "bench"})
+    store.db.conn.execute("update sessions set pid = ? where id = ?", [os.getpid(), live])
+    setup_pct, _ = await _cpu_while_open(create_app(db, settings_file=db.parent / "s.json"),
+                                         lambda a: a.screen.__class__.__name__ == "SetupScreen")
+    rows = [{"name": f"idle setup screen, CPU over {IDLE_SECONDS:.0f} s", "value": setup_pct, "unit": "%"}]
+    for label, sid in (("finished session", done), ("paused live session (runner alive)", live)):
+        with Heartbeat(db, sid):
+            app = create_app(db, start="console", session_id=sid, poll_interval=0.15)
+            last = store.last_seq(sid)
+            pct, screen = await _cpu_while_open(app, lambda a, last=last: getattr(a.screen, "state", None) is not None
+                                                and a.screen.state.last_seq == last)
+        rows.append({"name": f"idle console, {label}", "value": pct, "unit": "%",
+                     "reference": "idle setup screen", "ratio": pct / setup_pct if setup_pct else None,
+                     "note": f"{screen.polls} event-log reads, {screen.renders} renders in the run; "
+                             "includes this process's heartbeat thread"})
+    store.close()
+    return rows
+
+
+async def _replay_bench(db: Path) -> list[dict]:
+    """Replay at 10x: session seconds shown per wall-clock second (nominal 10)."""
+    from engine.session.fixtures import write_demo_session
+
+    from befair_tui.app import create_app
+
+    store = SessionStore(db)
+    sid = write_demo_session(store, n_nodes=12)
+    events = store.events(sid)
+    span = events[-1].ts - events[0].ts
+    app = create_app(db, start="replay", session_id=sid, replay_speed="10x")
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen
+        await pilot.pause(0.3)
+        t0 = time.perf_counter()
+        screen.action_play()
+        while not screen.timeline.at_end:
+            await pilot.pause(0.01)
+        wall = time.perf_counter() - t0
+    store.close()
+    return [{"name": f"replay at 10x of a {span:.0f} s session: session s per wall s", "value": span / wall,
+             "unit": "x", "reference": "nominal 10x", "ratio": span / wall / 10, "note": f"{wall:.2f} s wall"}]
+
+
 def run() -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         rows = asyncio.run(_tree_bench(Path(tmp) / "tree.db"))
         rows += asyncio.run(_stream_bench(Path(tmp) / "stream.db"))
+        rows += asyncio.run(_idle_bench(Path(tmp) / "idle.db"))
+        rows += asyncio.run(_replay_bench(Path(tmp) / "replay.db"))
     return rows
 
 

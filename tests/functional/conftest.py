@@ -59,6 +59,13 @@ def screen_text(app) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
 
 
+def region_text(app, widget) -> str:
+    """What the screen shows inside one widget's region (its border included)."""
+    region = widget.region
+    lines = screen_text(app).split("\n")[region.y: region.y + region.height]
+    return "\n".join(line[region.x: region.x + region.width] for line in lines)
+
+
 from pathlib import Path as _Path  # noqa: E402
 
 from tests.conftest import SHARED_DATA  # noqa: E402

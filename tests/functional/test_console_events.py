@@ -112,12 +112,16 @@ async def test_live_events_and_steering(db, store):
                 break
         assert screen.selected_node == 1, (app.focused, screen.query_one("SearchTree").cursor_node, screen.query_one("SearchTree").cursor_line)
         sel = screen.selected_node
-        await pilot.press("x")
+        await pilot.press("x")  # asks first
+        await pilot.pause()
+        await pilot.press("y")
         await pilot.pause()
         consume(store, w, "prune", ev.PRUNED, {"node_id": sel})
         await wait_for(pilot, lambda: "✂ pruned" in tree_text(app), what="pruned marker")
 
-        await pilot.press("plus")
+        await pilot.press("plus")  # asks how many; Enter takes the default, 5
+        await pilot.pause()
+        await pilot.press("enter")
         await pilot.pause()
         assert store.pending_commands("s-live")[-1] == {**store.pending_commands("s-live")[-1],
                                                         "kind": "set_budget", "payload": {"steps": 9}}

@@ -110,7 +110,7 @@ async def test_replay_to_the_end_and_back(db, store):
 
 async def test_setup_remembers_choices_and_reports_bad_input(db, tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr("befair_tui.app.BefairApp.start_session", lambda self, c: started.append(c))
+    monkeypatch.setattr("befair_tui.app.BefairApp.start_session", lambda self, c, secrets=None: started.append(c))
     app = create_app(db)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = app.screen
@@ -132,7 +132,7 @@ async def test_setup_remembers_choices_and_reports_bad_input(db, tmp_path, monke
     app = create_app(db)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert app.screen.query_one("#participant").value == "P07"
+        assert app.screen.query_one("#participant").value == ""  # per person: never carried over
         assert app.screen.query_one("#steps").value == "3"
         # the LLM coder without configuration says how to configure it
         app.screen.query_one("#coder-openai").value = True

@@ -118,3 +118,27 @@ def test_console_unsandboxed_runner_stopped(snap_compare, tmp_path):
         await _settle(pilot, lambda: app.screen.runner == "stopped")
 
     assert snap_compare(app, terminal_size=(120, 30), run_before=run_before)
+
+
+def test_help_at_80x24(snap_compare, tmp_path):
+    """The help screen (F1 or ?) at the smallest supported terminal: keys first, scrollable."""
+    app = create_app(tmp_path / "befair.db", settings_file=tmp_path / "none.json")
+
+    async def run_before(pilot):
+        await pilot.press("f1")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_help_badges_and_words_at_80x24(snap_compare, tmp_path):
+    """Further down the help: the badges, the plot's markers and the words in plain language."""
+    app = create_app(tmp_path / "befair.db", settings_file=tmp_path / "none.json")
+
+    async def run_before(pilot):
+        await pilot.press("f1")
+        await pilot.pause(0.2)
+        await pilot.press("pagedown", "pagedown", "pagedown")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -1,0 +1,178 @@
+"""Help (`?` or F1 anywhere): the keys, every marker and badge, and the words on screen in plain
+language (AUC, skin-tone AUC gap, validation and test, blinded, the three meanings of "best",
+where each number comes from). Scrolls at 80x24; Esc, q, ? or F1 closes it."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from befair_tui import compare
+from befair_tui.format import BADGE_LEGEND, IMPORTED_UNMEASURED, RUNNER_STOPPED, STATUS_GLYPH, UNSANDBOXED
+from befair_tui.widgets.comparison_plot import LEGEND_WORDS
+from befair_tui.widgets.scatter import MARKERS
+
+# (keys, what they do) per screen; tests check every console binding is listed here
+KEYS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("Console (a running or finished session)", [
+        ("p", "pause the search (the running step finishes, no new step starts); p again resumes"),
+        ("g", "write guidance for the agent: Enter sends it to every later step, Ctrl+N only to the "
+              "selected node"),
+        ("e", "expand the selected node next (improve it, or debug it if it failed)"),
+        ("x", "prune the selected node: the search never expands it or its subtree (asks first)"),
+        ("+", "add steps to the budget (asks how many)"),
+        ("s", "stop the session (asks first; the running step is interrupted, everything is kept)"),
+        ("v", "switch the scoreboard and the plot between test and validation figures"),
+        ("u", "resume a session whose runner process stopped (shown only then)"),
+        ("1–6", "node tabs: Plan, Code, Output, Groups (per skin tone), Audit, Diff"),
+        ("↑ ↓ Enter", "move in the search tree; Enter keeps the chosen node in view"),
+        ("l", "the sessions screen"),
+        ("q", "quit; during a live session it asks whether to stop it or leave it running"),
+    ]),
+    ("Replay (a recorded session)", [
+        ("space", "play / pause"),
+        ("f", "speed: 1x (real time), 10x, 100x, max"),
+        ("→ ←  . ,", "one event forward / back"),
+        ("n b", "next / previous node"),
+        ("j", "jump to where the selected node was created"),
+        ("Ctrl+A Ctrl+E", "start / end of the session"),
+    ]),
+    ("Sessions", [
+        ("Enter o", "open the session"), ("r", "replay it"), ("u", "resume it"),
+        ("x", "export it (best pipeline, tree, metrics, events)"), ("d", "delete it (asks first)"),
+        ("/", "filter"), ("t", "sort by the next column"), ("n", "set up a new session"),
+    ]),
+    ("Everywhere", [
+        ("? F1", "this help"),
+        ("Ctrl+P", "the command palette: every action of the screen by name"),
+        ("Ctrl+S", "start the session (setup screen)"),
+        ("Ctrl+Q", "quit"),
+    ]),
+]
+
+TERMS: list[tuple[str, str]] = [
+    ("AUC", "Area under the ROC curve: how well the model's malignancy scores rank malignant lesions "
+            "above benign ones. 1.0 is perfect ranking, 0.5 is a coin toss. Shown as .712 for 0.712."),
+    ("skin-tone AUC gap", "The AUC is also measured separately for light (Fitzpatrick I–II), medium "
+                          "(III–IV) and dark (V–VI) skin. The gap is the best group's AUC minus the worst "
+                          "group's: 0 means the model ranks lesions equally well on every skin tone. "
+                          "Lower is fairer. Each node's Groups tab (key 4) shows the three AUCs."),
+    ("validation", "Images split off the training data before the agent starts. The agent never sees "
+                   "them; befair runs each pipeline's predict() on them and scores it. The search tree's "
+                   "numbers (val AUC / gap) and the choice of the best node use validation only."),
+    ("test", "A separate set of images in the format of DDI (Diverse Dermatology Images, a clinical "
+             "set with balanced skin tones), used only to report results, never to choose. The "
+             "scoreboard and the plot compare test with test: nodes, baselines and published rows on "
+             "test images. Key v shows the validation figures apart."),
+    ("blinded", "A study can hide test metrics while the session runs, so that nobody steers by them: "
+                f"the scoreboard and plot then say \u201c{compare.BLINDED_NOTE}\u201d. They appear when the "
+                "session ends, unless the study keeps them blind."),
+    ("best: the agent's claim", "The node whose own printed metric is highest, as the AIDE agent "
+                                "chooses. It is the agent's report, not a measurement (see badges ! and ≠)."),
+    ("best: validation AUC", "The node with the highest AUC measured here on the validation images."),
+    ("best: minimax", "Among the Pareto-optimal nodes (no other node is better on every skin-tone group), "
+                      "the one whose worst group has the highest validation AUC: the best worst case."),
+    ("★", "The best node by the criterion chosen for this session (setup: \u201cBest\u201d means). The "
+          "scoreboard lists the best node by each of the three criteria."),
+]
+
+SOURCES: list[tuple[str, str]] = [
+    (compare.SOURCE_MEASURED, compare.SOURCE_HELP[compare.SOURCE_MEASURED]),
+    (compare.SOURCE_TRAINED, compare.SOURCE_HELP[compare.SOURCE_TRAINED]),
+    (f"{compare.SOURCE_PUBLISHED}, \u201c(published)\u201d", compare.SOURCE_HELP[compare.SOURCE_PUBLISHED]),
+    ("claimed", "what the agent printed about its own pipeline; never used as a measurement"),
+    ("SynthDerm", "generated images in the Fitzpatrick17k and DDI formats (the built-in demo data). "
+                  f"Its numbers carry the note \u201c{compare.SYNTH_NOTE}\u201d."),
+    ("simulated agent", "the offline coder: writes real, runnable pipelines from a grammar, without a "
+                        "language model"),
+    (UNSANDBOXED, "agent code ran on this machine without the sandbox (--sandbox none)"),
+    (RUNNER_STOPPED, "the process running the session is gone (killed or crashed); u resumes it"),
+    (IMPORTED_UNMEASURED, "a node of an imported AIDE run: it ran elsewhere; befair did not measure it"),
+]
+
+STATUS_MEANING = {
+    "queued": "waiting to run", "running": "running now", "ok": "ran without error",
+    "buggy": "failed (the reason follows)", "timeout": "stopped at the time limit",
+    "interrupted": "interrupted (stop, or a crash)",
+}
+
+
+def _pairs(rows: list[tuple[str, str]], key_style: str = "bold") -> Table:
+    table = Table(box=None, show_header=False, pad_edge=False, expand=True, padding=(0, 1, 0, 0))
+    table.add_column(no_wrap=True, style=key_style, max_width=28)
+    table.add_column(ratio=1, overflow="fold")
+    for key, meaning in rows:
+        table.add_row(key, meaning)
+    return table
+
+
+def _heading(text: str) -> Text:
+    return Text(f"\n{text}", style="bold underline")
+
+
+def help_content() -> Group:
+    parts: list = [Text("befair help · Esc, q, ? or F1 closes · ↑ ↓ PgUp PgDn scroll", style="dim")]
+    parts.append(_heading("Keys"))
+    for title, rows in KEYS:
+        parts.append(Text(title, style="italic"))
+        parts.append(_pairs(rows, "bold yellow"))
+    parts.append(_heading("Search tree"))
+    tree = [(glyph, STATUS_MEANING[status]) for status, (glyph, _style) in STATUS_GLYPH.items()]
+    tree += [(".712 / .094", "validation AUC / skin-tone AUC gap, measured here"),
+             ("★ best", "the best node by the session's criterion"),
+             ("✎", "guidance a person gave, placed where it took effect"),
+             ("⇢ next", "will be expanded next (key e)"), ("✂ pruned", "pruned (key x)")]
+    parts.append(_pairs(tree))
+    parts.append(_heading("Badges (what the code of a node does, read from its code)"))
+    parts.append(_pairs([(f"[{code}]", meaning) for code, meaning in BADGE_LEGEND.items()], "bold cyan"))
+    parts.append(_heading("Plot markers"))
+    meaning = {"node": "a node measured here", "best": "the best node (★ in the tree)",
+               "baseline": "an expert baseline trained here (mean over seeds)",
+               "published": "a published figure of the Be Fair! study (real DDI images)"}
+    plot = [(Text(MARKERS[k][0], style=f"bold {MARKERS[k][1]}"), f"{LEGEND_WORDS[k]}: {meaning[k]}")
+            for k in ("node", "best", "baseline", "published")]
+    parts.append(_pairs(plot))
+    parts.append(Text("Up is better (higher AUC), left is fairer (smaller gap). The plot shows test figures "
+                      "(key v: validation); published rows exist for test only."))
+    parts.append(_heading("Words on screen"))
+    parts.append(_pairs(TERMS))
+    parts.append(_heading("Where a number comes from"))
+    parts.append(_pairs(SOURCES))
+    return Group(*parts)
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen #help-box { width: 100%; max-width: 110; height: 100%; border: round $primary;
+                           background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("escape,q,question_mark,f1", "close", "Close help", id="help-close"),
+        Binding("down,j", "scroll('down')", "Down", id="help-down", show=False),
+        Binding("up,k", "scroll('up')", "Up", id="help-up", show=False),
+        Binding("pagedown,space", "scroll('page_down')", "Page down", id="help-page-down", show=False),
+        Binding("pageup", "scroll('page_up')", "Page up", id="help-page-up", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-box") as box:
+            box.border_title = "Help"
+            yield Static(help_content(), id="help-text")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").focus()
+
+    def action_scroll(self, where: str) -> None:
+        box = self.query_one("#help-box", VerticalScroll)
+        {"down": box.scroll_down, "up": box.scroll_up, "page_down": box.scroll_page_down,
+         "page_up": box.scroll_page_up}[where](animate=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
