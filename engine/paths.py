@@ -30,13 +30,6 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("befair", appauthor=False))
 
 
-def config_dir() -> Path:
-    """Settings a user writes or the console remembers: $XDG_CONFIG_HOME/befair on Linux."""
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("befair", appauthor=False))
-
-
 def add_db_arg(parser: argparse._ActionsContainer) -> None:
     """Every command takes --db (default: $BEFAIR_DB or sessions/befair.db)."""
     parser.add_argument(

@@ -653,7 +653,7 @@ def resume(store: SessionStore, session_id: str, *, coder: Any = None, executor:
 
 def install_sigterm_handler() -> None:
     """SIGTERM ends a headless session like Ctrl-C: the running node is interrupted, the session stopped."""
-    def handler(signum: int, frame: FrameType | None) -> None:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     try:

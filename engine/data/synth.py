@@ -30,7 +30,6 @@ import hashlib
 import io
 import re
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterable, Sequence
@@ -654,9 +653,3 @@ def is_complete(root: Path | str, n_train: int | None = None, n_test: int | None
         return False
     return (sum(1 for _ in p.train_images.iterdir()) == n_tr
             and sum(1 for _ in p.test_images.iterdir()) == n_te)
-
-
-def timed_generate(out_dir: Path | str, **kw: Any) -> tuple[SynthPaths, float]:
-    t0 = time.perf_counter()
-    paths = generate(out_dir, **kw)
-    return paths, time.perf_counter() - t0

@@ -128,16 +128,3 @@ class Event:
             "kind": self.kind,
             "payload": json.dumps(self.payload, sort_keys=True),
         }
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Event":
-        payload = row["payload"]
-        if isinstance(payload, str):
-            payload = json.loads(payload)
-        return cls(
-            seq=int(row["seq"]),
-            kind=row["kind"],
-            payload=payload,
-            ts=float(row["ts"]),
-            session_id=row["session_id"],
-        )

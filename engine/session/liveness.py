@@ -62,7 +62,7 @@ class Heartbeat:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+                 _tb: TracebackType | None) -> Literal[False]:
         self.stop()
         return False
 

@@ -311,7 +311,7 @@ class _Transaction:
         return self.db
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+                 _tb: TracebackType | None) -> Literal[False]:
         self.db.conn.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
 
