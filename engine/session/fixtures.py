@@ -29,6 +29,12 @@ class _Writer(Protocol):
     def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None) -> ev.Event: ...
 
 
+class _Emit(Protocol):
+    """A writer's emit."""
+
+    def __call__(self, kind: str, payload: dict[str, Any], *, ts: float | None = None) -> ev.Event: ...
+
+
 class _Store(Protocol):
     """A SessionStore, or _MemoryStore below."""
 
@@ -201,44 +207,10 @@ def write_demo_session(
             human(ev.BUDGET_SET, {"steps": n_nodes})
 
         # -- the policy's choice -------------------------------------------------------------
-        forced = bool(state.pending_expand)
-        buggy_leaves = [n for n in state.nodes.values() if n.status == "buggy" and not n.children
-                        and not state.is_pruned(n.node_id) and state.debug_depth(n.node_id) < 3]
-        if forced:
-            parent = state.pending_expand[0]
-            stage = "improve"
-            action, reason = "expand", f"human asked to expand node {parent}"
-        elif step <= num_drafts:
-            parent, stage = None, "draft"
-            action, reason = "draft", f"{step - 1} of {num_drafts} drafts so far"
-        elif buggy_leaves and rng.random() < 0.5:
-            parent, stage = buggy_leaves[0].node_id, "debug"
-            action, reason = "debug", f"node {parent} is a buggy leaf (debug_prob 0.5)"
-        else:
-            best = best_node(state, "validation", include_pruned=False)
-            parent = best.node_id if best else None
-            stage = "improve" if parent is not None else "draft"
-            action = stage
-            reason = f"greedy: node {parent} has the best validation AUC" if parent else "no good node yet"
+        forced, parent, stage, action, reason = _demo_policy(state, rng, step, num_drafts)
         emit(ev.POLICY_DECISION, {"action": action, "node_id": parent, "reason": reason, "forced": forced},
              ts=clock(0.05))
-
-        # -- components: drafts sample, improve changes one, debug repairs -------------------
-        if parent is None:
-            components = {"model": _MODELS[rng.randrange(len(_MODELS))],
-                          "preprocess": _PREPROCESS[rng.randrange(len(_PREPROCESS))],
-                          "intervention": None, "per_group": rng.random() < 0.5}
-        else:
-            components = dict(state.nodes[parent].components or {})
-            if stage == "improve":
-                guidance_text = " ".join(g.text for g in state.guidance.values())
-                if "reweight" in guidance_text and components.get("intervention") != "reweighting":
-                    components["intervention"] = "reweighting"
-                elif "colour" in guidance_text and components.get("preprocess") != "colour constancy":
-                    components["preprocess"] = "colour constancy"
-                else:
-                    components["intervention"] = _INTERVENTIONS[rng.randrange(1, len(_INTERVENTIONS))]
-                components["per_group"] = True
+        components = _demo_components(state, rng, parent, stage)
         bug = buggy_plan.get(step) if stage != "debug" else None
         glob, node_g = state.guidance_in_force(parent)
         gids = [g.guidance_id for g in glob] + [g.guidance_id for g in node_g]
@@ -271,66 +243,8 @@ def write_demo_session(
         if last and not finished:
             return session_id
 
-        quality = 0.62 + 0.01 * step + rng.uniform(-0.02, 0.02)
-        gap = max(0.03, 0.16 - (0.05 if components.get("intervention") else 0.0) - 0.004 * step
-                  + rng.uniform(-0.02, 0.02))
-        if bug == "KeyError":
-            err = ("Traceback (most recent call last):\n  File \"solution.py\", line 8, in <module>\n"
-                   "KeyError: 'malignant'\n")
-            emit(ev.OUTPUT, {"node_id": node_id, "text": err, "stream": "stderr"}, ts=clock(0.3))
-            emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": 1, "exec_time": 3.2,
-                                    "exc_type": "KeyError", "output_head": "".join(lines) + err,
-                                    "output_tail": "", "truncated": False}, ts=clock(0.1))
-            emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "KeyError: 'malignant'",
-                             "claimed_metric": 0.81}, ts=clock(0.2))
-            claimed, status = 0.81, "buggy"
-        elif bug == "timeout":
-            emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "timeout", "exit_code": None,
-                                    "exec_time": 600.0, "exc_type": "TimeoutError",
-                                    "output_head": "".join(lines), "output_tail": "", "truncated": False},
-                 ts=clock(5.0))
-            emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "timed out", "claimed_metric": None},
-                 ts=clock(0.2))
-            claimed, status = None, "timeout"
-        else:
-            claimed = round(quality + 0.05 + rng.uniform(0, 0.04), 4)
-            if step == 3:  # the agent reports a number its code did not earn (AUC on training data)
-                claimed = 0.9731
-            if step == n_nodes and n_nodes >= 6:
-                # a fair pipeline: slightly lower AUC, nearly no gap -> minimax picks it, validation does not
-                top = max((n.val_auc for n in state.nodes.values() if n.val_auc is not None), default=quality)
-                quality, gap = top - 0.006, 0.005
-            final_line = f"Validation AUROC: {claimed:.4f}\n"
-            emit(ev.OUTPUT, {"node_id": node_id, "text": final_line, "stream": "stdout"}, ts=clock(0.5))
-            exec_time = round(rng.uniform(8, 40), 2)
-            emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "ok", "exit_code": 0, "exec_time": exec_time,
-                                    "exc_type": None, "output_head": "".join(lines) + final_line,
-                                    "output_tail": "", "truncated": False}, ts=clock(0.1))
-            emit(ev.REVIEW, {"node_id": node_id, "is_bug": False, "summary": "trained and printed its AUROC",
-                             "claimed_metric": claimed}, ts=clock(0.2))
-            status = "ok"
-        if status == "ok":
-            val = _metrics(rng, quality, gap, 480)
-            test = _metrics(rng, quality - 0.04, gap + 0.02, 656)
-            emit(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
-                                "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False},
-                 ts=clock(1.5))
-            emit(ev.EVALUATED, {"node_id": node_id, "split": "test", "ok": True, "verdict": "ok",
-                                "reason": None, "summary": test, "medfair": _medfair(test), "blinded": False},
-                 ts=clock(1.5))
-            measured = val["auc"]
-        else:
-            measured = None
-        flags, evidence = _flags(components)
-        claim = {"claimed": claimed, "measured": measured,
-                 "difference": None if claimed is None or measured is None else round(claimed - measured, 4),
-                 "unsupported": claimed is not None and status != "ok",
-                 "reason": ("the run crashed before printing a metric"
-                            if claimed is not None and status != "ok" else None)}
-        emit(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}, ts=clock(0.1))
-        if bug == "KeyError":
-            emit(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"},
-                 ts=clock(0.05))
+        _demo_outcome(emit, clock, rng, state, node_id=node_id, n_nodes=n_nodes, bug=bug,
+                      components=components, lines=lines)
 
     choice = {}
     reasons = {}
@@ -343,6 +257,117 @@ def write_demo_session(
     emit(ev.FINAL_CHOICE, {**choice, "reasons": reasons}, ts=clock(0.1))
     emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}, ts=clock(0.1))
     return session_id
+
+
+def _demo_policy(state: SessionState, rng: random.Random, step: int,
+                 num_drafts: int) -> tuple[bool, int | None, str, str, str]:
+    """The demo policy's choice for a step: (forced, parent, stage, action, reason)."""
+    forced = bool(state.pending_expand)
+    buggy_leaves = [n for n in state.nodes.values() if n.status == "buggy" and not n.children
+                    and not state.is_pruned(n.node_id) and state.debug_depth(n.node_id) < 3]
+    parent: int | None
+    if forced:
+        parent = state.pending_expand[0]
+        stage = "improve"
+        action, reason = "expand", f"human asked to expand node {parent}"
+    elif step <= num_drafts:
+        parent, stage = None, "draft"
+        action, reason = "draft", f"{step - 1} of {num_drafts} drafts so far"
+    elif buggy_leaves and rng.random() < 0.5:
+        parent, stage = buggy_leaves[0].node_id, "debug"
+        action, reason = "debug", f"node {parent} is a buggy leaf (debug_prob 0.5)"
+    else:
+        best = best_node(state, "validation", include_pruned=False)
+        parent = best.node_id if best else None
+        stage = "improve" if parent is not None else "draft"
+        action = stage
+        reason = f"greedy: node {parent} has the best validation AUC" if parent else "no good node yet"
+    return forced, parent, stage, action, reason
+
+
+def _demo_components(state: SessionState, rng: random.Random, parent: int | None, stage: str) -> dict[str, Any]:
+    """Components: drafts sample, improve changes one, debug repairs."""
+    if parent is None:
+        return {"model": _MODELS[rng.randrange(len(_MODELS))],
+                "preprocess": _PREPROCESS[rng.randrange(len(_PREPROCESS))],
+                "intervention": None, "per_group": rng.random() < 0.5}
+    components = dict(state.nodes[parent].components or {})
+    if stage == "improve":
+        guidance_text = " ".join(g.text for g in state.guidance.values())
+        if "reweight" in guidance_text and components.get("intervention") != "reweighting":
+            components["intervention"] = "reweighting"
+        elif "colour" in guidance_text and components.get("preprocess") != "colour constancy":
+            components["preprocess"] = "colour constancy"
+        else:
+            components["intervention"] = _INTERVENTIONS[rng.randrange(1, len(_INTERVENTIONS))]
+        components["per_group"] = True
+    return components
+
+
+def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: SessionState, *, node_id: int,
+                  n_nodes: int, bug: str | None, components: dict[str, Any], lines: list[str]) -> None:
+    """A demo node's end: how its run finished, its review, evaluation and audit."""
+    step = node_id
+    quality = 0.62 + 0.01 * step + rng.uniform(-0.02, 0.02)
+    gap = max(0.03, 0.16 - (0.05 if components.get("intervention") else 0.0) - 0.004 * step
+              + rng.uniform(-0.02, 0.02))
+    if bug == "KeyError":
+        err = ("Traceback (most recent call last):\n  File \"solution.py\", line 8, in <module>\n"
+               "KeyError: 'malignant'\n")
+        emit(ev.OUTPUT, {"node_id": node_id, "text": err, "stream": "stderr"}, ts=clock(0.3))
+        emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": 1, "exec_time": 3.2,
+                                "exc_type": "KeyError", "output_head": "".join(lines) + err,
+                                "output_tail": "", "truncated": False}, ts=clock(0.1))
+        emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "KeyError: 'malignant'",
+                         "claimed_metric": 0.81}, ts=clock(0.2))
+        claimed, status = 0.81, "buggy"
+    elif bug == "timeout":
+        emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "timeout", "exit_code": None,
+                                "exec_time": 600.0, "exc_type": "TimeoutError",
+                                "output_head": "".join(lines), "output_tail": "", "truncated": False},
+             ts=clock(5.0))
+        emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "timed out", "claimed_metric": None},
+             ts=clock(0.2))
+        claimed, status = None, "timeout"
+    else:
+        claimed = round(quality + 0.05 + rng.uniform(0, 0.04), 4)
+        if step == 3:  # the agent reports a number its code did not earn (AUC on training data)
+            claimed = 0.9731
+        if step == n_nodes and n_nodes >= 6:
+            # a fair pipeline: slightly lower AUC, nearly no gap -> minimax picks it, validation does not
+            top = max((n.val_auc for n in state.nodes.values() if n.val_auc is not None), default=quality)
+            quality, gap = top - 0.006, 0.005
+        final_line = f"Validation AUROC: {claimed:.4f}\n"
+        emit(ev.OUTPUT, {"node_id": node_id, "text": final_line, "stream": "stdout"}, ts=clock(0.5))
+        exec_time = round(rng.uniform(8, 40), 2)
+        emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "ok", "exit_code": 0, "exec_time": exec_time,
+                                "exc_type": None, "output_head": "".join(lines) + final_line,
+                                "output_tail": "", "truncated": False}, ts=clock(0.1))
+        emit(ev.REVIEW, {"node_id": node_id, "is_bug": False, "summary": "trained and printed its AUROC",
+                         "claimed_metric": claimed}, ts=clock(0.2))
+        status = "ok"
+    if status == "ok":
+        val = _metrics(rng, quality, gap, 480)
+        test = _metrics(rng, quality - 0.04, gap + 0.02, 656)
+        emit(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
+                            "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False},
+             ts=clock(1.5))
+        emit(ev.EVALUATED, {"node_id": node_id, "split": "test", "ok": True, "verdict": "ok",
+                            "reason": None, "summary": test, "medfair": _medfair(test), "blinded": False},
+             ts=clock(1.5))
+        measured = val["auc"]
+    else:
+        measured = None
+    flags, evidence = _flags(components)
+    claim = {"claimed": claimed, "measured": measured,
+             "difference": None if claimed is None or measured is None else round(claimed - measured, 4),
+             "unsupported": claimed is not None and status != "ok",
+             "reason": ("the run crashed before printing a metric"
+                        if claimed is not None and status != "ok" else None)}
+    emit(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}, ts=clock(0.1))
+    if bug == "KeyError":
+        emit(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"},
+             ts=clock(0.05))
 
 
 def _instruction() -> str:
