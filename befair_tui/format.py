@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from rich.text import Text
 
 from engine.session.state import NodeState, SessionState
+from engine.session.views import AUDIT_BADGES, BADGE_HELP, audit_badges
 
 SPINNER = "◐◓◑◒"
 STATUS_GLYPH = {
@@ -23,27 +24,9 @@ STATUS_WORD = {
     "timeout": "timeout", "interrupted": "interrupted",
 }
 # Audit badges: flag -> (badge, meaning)
-BADGES = {
-    "reads_skin_tone": ("ST", "reads the skin-tone column"),
-    "per_group_metric": ("PG", "computes a per-group metric"),
-    "reweighting": ("RW", "group reweighting"),
-    "upsampling": ("UP", "upsampling"),
-    "filtering": ("FI", "filtering"),
-    "pareto_selection": ("PA", "Pareto / minimax selection"),
-}
-CLAIM_DIFFERENCE_FLAG = 0.05  # as engine.session.views: a claim this far from the measurement
-# Every badge the console draws, one spelling, with what it means (the help screen, tooltips).
-BADGE_LEGEND: dict[str, str] = {
-    "ST": "reads the skin-tone column",
-    "PG": "computes a per-group (per skin tone) metric",
-    "RW": "reweights groups in the loss",
-    "UP": "upsamples under-represented groups",
-    "FI": "filters training rows (e.g. drops some lesions)",
-    "PA": "Pareto / minimax model selection (best worst-group AUC)",
-    "!": "reports a metric that no run supports (an unsupported claim)",
-    "≠": "its reported metric differs from the measured one by .05 or more",
-    "G": "a person's guidance was in force when the agent wrote this node",
-}
+# One spelling and legend for every surface: engine.session.views decides, the console draws.
+BADGES = {flag: (code, BADGE_HELP[code]) for flag, code in AUDIT_BADGES.items()}
+BADGE_LEGEND: dict[str, str] = dict(BADGE_HELP)
 IMPORTED_UNMEASURED = "imported (not measured here)"
 CRITERION_LABEL = {
     "claimed": "claimed metric (as AIDE)",
@@ -90,15 +73,7 @@ def date(ts: float | None) -> str:
 
 def badge_codes(node: NodeState) -> list[str]:
     """The node's badges, in BADGE_LEGEND's order and spelling."""
-    codes = [badge for flag, (badge, _meaning) in BADGES.items() if node.audit_flags.get(flag)]
-    claim = node.claim or {}
-    if claim.get("unsupported"):
-        codes.append("!")
-    elif claim.get("difference") is not None and abs(claim["difference"]) >= CLAIM_DIFFERENCE_FLAG:
-        codes.append("≠")
-    if node.guidance_ids:
-        codes.append("G")
-    return codes
+    return audit_badges(node)
 
 
 BADGE_STYLE = {"!": "bold red", "≠": "bold yellow", "G": "magenta"}

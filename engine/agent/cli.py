@@ -24,14 +24,12 @@ from engine.errors import BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.session import events as ev
+from engine.session import views
 from engine.session.state import NodeState, SessionState
 from engine.task import CUSTOM, LEVELS
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
-
-BADGES = (("reads_skin_tone", "ST"), ("per_group_metric", "PG"), ("reweighting", "RW"), ("upsampling", "UP"),
-          ("filtering", "FL"), ("pareto_selection", "PA"))
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -240,11 +238,7 @@ def node_line(state: SessionState, node: NodeState) -> str:
     metrics = f"val {_f(node.val_auc)} / gap {_f(node.val_gap)}"
     if node.test and not node.test_blinded:
         metrics += f"  test {_f(node.test.get('auc'))} / {_f(node.test.get('auc_gap'))}"
-    badges = "".join(f"[{b}]" for key, b in BADGES if node.audit_flags.get(key))
-    if (node.claim or {}).get("unsupported"):
-        badges += "[!claim]"
-    if node.guidance_ids:
-        badges += "[G]"
+    badges = "".join(f"[{b}]" for b in views.audit_badges(node))
     extra = ""
     if node.status != "ok":
         extra = f"  {node.failure_reason or ''}"

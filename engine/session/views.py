@@ -18,13 +18,19 @@ AUDIT_BADGES: dict[str, str] = {
     "reweighting": "RW",
     "upsampling": "UP",
     "filtering": "FI",
-    "pareto_selection": "PS",
+    "pareto_selection": "PA",
 }
-BADGE_HELP = {
-    "ST": "reads the skin-tone column", "PG": "computes a per-group metric",
-    "RW": "group reweighting", "UP": "upsampling", "FI": "filtering", "PS": "Pareto / worst-group selection",
-    "!": "claimed metric not supported by a run",
-    "≠": "claimed metric differs from the measured one by .05 or more",
+# Every badge any surface shows (console, CLI, exports), one spelling, with what it means.
+BADGE_HELP: dict[str, str] = {
+    "ST": "reads the skin-tone column",
+    "PG": "computes a per-group (per skin tone) metric",
+    "RW": "reweights groups in the loss",
+    "UP": "upsamples under-represented groups",
+    "FI": "filters training rows (e.g. drops some lesions)",
+    "PA": "Pareto / minimax model selection (best worst-group AUC)",
+    "!": "reports a metric that no run supports (an unsupported claim)",
+    "≠": "its reported metric differs from the measured one by .05 or more",
+    "G": "a person's guidance was in force when the agent wrote this node",
 }
 CLAIM_DIFFERENCE_FLAG = 0.05
 STATUS_ICONS = {"queued": "○", "running": "◐", "ok": "●", "buggy": "◍", "timeout": "⧗", "interrupted": "◌"}
@@ -68,6 +74,8 @@ def audit_badges(node: NodeState) -> list[str]:
         badges.append("!")
     elif claim.get("difference") is not None and abs(claim["difference"]) >= CLAIM_DIFFERENCE_FLAG:
         badges.append("≠")
+    if node.guidance_ids:
+        badges.append("G")
     return badges
 
 
