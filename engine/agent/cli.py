@@ -350,7 +350,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             gid = max(writer.state.guidance, default=0) + 1
             writer.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text.strip(), "scope": "global", "node_id": None,
                                       "by": args.participant or "cli", "command_id": None})
-    state = run(store, writer.session_id, coder=coder, on_event=progress, writer=writer)
+    try:
+        state = run(store, writer.session_id, coder=coder, on_event=progress, writer=writer)
+    finally:
+        progress.stop_ticker()
     return 0 if state.status in ("finished", "stopped") else 1
 
 
@@ -385,7 +388,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
     install_sigterm_handler()
     writer, _ = recover(store, sid, force=args.force)
     progress(_last_event(store, sid), writer.state)
-    state = run(store, sid, coder=coder, on_event=progress, writer=writer)
+    try:
+        state = run(store, sid, coder=coder, on_event=progress, writer=writer)
+    finally:
+        progress.stop_ticker()
     return 0 if state.status in ("finished", "stopped") else 1
 
 

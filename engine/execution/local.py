@@ -174,6 +174,7 @@ class LocalHandle:
     exited_at: float | None = None
     sandboxed: bool = False
     seen: dict[int, str | None] = field(default_factory=dict)   # descendants seen: pid -> start time
+    unfinished: dict[str, str] = field(default_factory=lambda: {"stdout": "", "stderr": ""})  # kept output
     _result: ExecResult | None = None
 
     @property
@@ -302,8 +303,9 @@ class LocalExecutor:
             for name, text in self._drain_queue(handle, wait):
                 if text is None:
                     handle.open_streams -= 1
+                    self._keep(handle, name, "", final=True)
                     continue
-                handle.keeper.add(text)
+                self._keep(handle, name, text, final=False)
                 if not handle.stream_capped:
                     pending.add(name, text)
             self._check_exit(handle)
@@ -348,6 +350,16 @@ class LocalExecutor:
             except queue.Empty:
                 break
         return got  # type: ignore[return-value]
+
+    @staticmethod
+    def _keep(handle: LocalHandle, name: str, text: str, *, final: bool) -> None:
+        """Keep output in whole lines, so stdout and stderr interleave line by line and a
+        traceback is never split by the other stream (a line over 64 KiB is kept as it comes)."""
+        text = handle.unfinished[name] + text
+        cut = len(text) if final or len(text) > 65536 else text.rfind("\n") + 1
+        handle.unfinished[name] = text[cut:]
+        if cut:
+            handle.keeper.add(text[:cut])
 
     def _enforce_limits(self, handle: LocalHandle) -> None:
         if handle.proc.poll() is not None or handle.cancelled or handle.timed_out or handle.out_of_memory:
