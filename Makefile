@@ -14,8 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/befair
 
-test: $(STAMP)
-	$(BIN)/lint-imports
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 test-all: $(STAMP)
@@ -23,6 +22,11 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run_all
+
+lint: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 snapshots: $(STAMP)
 	$(BIN)/python -m pytest -q tests/snapshot --snapshot-update

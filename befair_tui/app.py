@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 from engine.session.store import new_session_id
 

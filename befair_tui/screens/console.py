@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Tree
 from textual.worker import get_current_worker

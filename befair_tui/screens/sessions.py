@@ -216,7 +216,7 @@ class SessionsScreen(Screen):
             ids = [r["id"] for r in rows]
             if selected in ids:  # the cursor stays on the same session wherever it moved
                 table.move_cursor(row=ids.index(selected), animate=False)
-        label = dict((k, l) for l, k in COLUMNS).get(self.sort_key, self.sort_key)
+        label = {key: title for title, key in COLUMNS}.get(self.sort_key, self.sort_key)
         direction = "↓" if self.sort_reverse else "↑"
         if not self.rows:
             title = f"Sessions in {self.store.path.name} · none yet: press n to set up a new session"

@@ -144,7 +144,8 @@ async def _stream_bench(db: Path) -> list[dict]:
     store.close()
     p95 = lags[int(0.95 * (len(lags) - 1))]
     return [
-        {"name": f"output at {rate:.0f} lines/s for {STREAM_SECONDS:.0f} s: mean UI lag", "value": statistics.mean(lags),
+        {"name": f"output at {rate:.0f} lines/s for {STREAM_SECONDS:.0f} s: mean UI lag",
+         "value": statistics.mean(lags),
          "unit": "ms", "note": f"poll interval 100 ms; {len(lags)}/{len(emitted)} chunks seen"},
         {"name": "... p95 UI lag", "value": p95, "unit": "ms"},
         {"name": "... max UI lag", "value": lags[-1], "unit": "ms"},

@@ -1,7 +1,6 @@
 """Pilot helpers: a tmp session database, isolated settings, and waiting on the app."""
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest

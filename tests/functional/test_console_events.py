@@ -110,7 +110,8 @@ async def test_live_events_and_steering(db, store):
             await pilot.pause()
             if screen.selected_node == 1:
                 break
-        assert screen.selected_node == 1, (app.focused, screen.query_one("SearchTree").cursor_node, screen.query_one("SearchTree").cursor_line)
+        tree = screen.query_one("SearchTree")
+        assert screen.selected_node == 1, (app.focused, tree.cursor_node, tree.cursor_line)
         sel = screen.selected_node
         await pilot.press("x")  # asks first
         await pilot.pause()

@@ -1,7 +1,6 @@
 """Sessions, replay, setup and an imported AIDE run, driven through the real app."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -40,7 +40,8 @@ def _wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30) -> No
 
 
 def _count(image, colour, tolerance=12) -> int:
-    return sum(1 for px in image.get_flattened_data() if all(abs(a - b) <= tolerance for a, b in zip(px, colour)))
+    return sum(1 for px in image.get_flattened_data()
+               if all(abs(a - b) <= tolerance for a, b in zip(px, colour, strict=True)))
 
 
 @pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="no chromium and chromedriver installed "

@@ -60,7 +60,7 @@ async def test_unsandboxed_session_is_marked_in_header_and_scoreboard(db, store,
         async with app.run_test(size=(width, 30)) as pilot:
             console = app.screen
             assert isinstance(console, ConsoleScreen)
-            await wait_for(pilot, lambda: console.state.status == "running", what="session folded")
+            await wait_for(pilot, lambda c=console: c.state.status == "running", what="session folded")
             await pilot.pause(0.1)
             assert ("UNSANDBOXED" in _status(app)) is marked, _status(app)
             title = str(console.query_one(Scoreboard).border_title)

@@ -2,7 +2,6 @@
 timestamps, a frozen clock, no spinners moving). Update with `make snapshots`."""
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
