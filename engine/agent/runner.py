@@ -36,7 +36,7 @@ from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, label_dige
 from engine.execution import (
     ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
 )
-from engine.execution.workspace import PGID_FILE, session_run_dir
+from engine.execution.workspace import pgid_file, session_run_dir
 from engine.paths import runs_dir
 from engine.session import events as ev
 from engine.session.redact import Redactor
@@ -628,9 +628,9 @@ def recover(store: SessionStore, session_id: str, *, by: str = "user", force: bo
     run_dir = session_run_dir(runs_dir(store.path), session_id)
     for node in sorted(state.nodes.values(), key=lambda n: n.node_id):
         if node.status in ("running", "queued"):
-            pgid_file = Path(node.workdir or run_dir / f"node_{node.node_id}") / PGID_FILE
+            noted = pgid_file(Path(node.workdir or run_dir / f"node_{node.node_id}"))
             try:
-                kill_group(int(pgid_file.read_text().strip()))  # a pipeline the dead engine left behind
+                kill_group(int(noted.read_text().strip()))  # a pipeline the dead engine left behind
             except (OSError, ValueError):
                 pass
             writer.emit(ev.NODE_INTERRUPTED, {"node_id": node.node_id, "reason": INTERRUPTED_ON_RESUME})

@@ -36,7 +36,7 @@ from engine.execution.base import (
     DEFAULT_MEMORY_LIMIT_MB, ExecResult, Job, OutputChunk, OutputKeeper, exception_type, out_of_memory_reason,
 )
 from engine.execution.sandbox import RunSpec, Sandbox, run_env
-from engine.execution.workspace import PGID_FILE, session_input_of
+from engine.execution.workspace import pgid_file, session_input_of
 
 _PR_SET_PDEATHSIG = 1
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -278,7 +278,7 @@ class LocalExecutor:
         started = time.monotonic()
         if job.workdir_writable:
             try:
-                (workdir / PGID_FILE).write_text(str(proc.pid))
+                pgid_file(workdir).write_text(str(proc.pid))
             except OSError:
                 pass
         handle = LocalHandle(job=job, proc=proc, started=started, deadline=started + float(job.timeout),
@@ -333,7 +333,7 @@ class LocalExecutor:
         handle._result = self._verdict(handle)
         if handle.job.workdir_writable:
             try:
-                (Path(handle.job.workdir) / PGID_FILE).unlink()
+                pgid_file(Path(handle.job.workdir).resolve()).unlink()
             except OSError:
                 pass
         return handle._result

@@ -20,6 +20,14 @@ _COMPLETE = ".copied"
 PGID_FILE = ".befair_pgid"
 
 
+def pgid_file(node_dir: Path) -> Path:
+    """Where the engine notes a running node's process group: beside the node folder, in the run
+    folder the sandbox never mounts (a pipeline could rewrite a file inside its own folder and
+    have a resume kill an arbitrary process group)."""
+    node_dir = Path(node_dir)
+    return node_dir.parent / f".{node_dir.name}{PGID_FILE}"
+
+
 def session_run_dir(runs_root: Path, session_id: str) -> Path:
     return Path(runs_root) / session_id
 
