@@ -1156,13 +1156,7 @@ class _Auditor(_GroupLoops):
         )):
             self.flag("reads_skin_tone", node)
 
-        self.visit(node.func)
-        self.group_loops += group_apply
-        for arg in node.args:
-            self.visit(arg)
-        for k in node.keywords:
-            self.visit(k.value)
-        self.group_loops -= group_apply
+        _visit_call_parts(self, node, group_apply)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, ast.Mult) and (
@@ -1341,13 +1335,7 @@ class _PerGroup(_GroupLoops):
             self._mark(node)
         elif is_metric and (self.group_loops or self._group_input(list(node.args) + [k.value for k in node.keywords])):
             self._mark(node)
-        self.visit(node.func)
-        self.group_loops += group_apply
-        for arg in node.args:
-            self.visit(arg)
-        for k in node.keywords:
-            self.visit(k.value)
-        self.group_loops -= group_apply
+        _visit_call_parts(self, node, group_apply)
 
     def _mark(self, node: ast.Call) -> None:
         self.calls.add(id(node))
@@ -1675,3 +1663,14 @@ def check_claim(claimed: float | None, measured: float | None, *, ran_ok: bool,
     elif difference is not None and abs(difference) >= 0.05:  # claimed and measured are known here
         out["reason"] = f"claimed {claimed:.3f}, measured {measured:.3f} ({difference:+.3f})"
     return out
+
+def _visit_call_parts(visitor: Any, node: ast.Call, group_apply: bool) -> None:
+    """Visit a call's function and arguments, counting the arguments as inside a per-group
+    apply when `group_apply` says the call is one (groupby(...).apply(f), a map over groups)."""
+    visitor.visit(node.func)
+    visitor.group_loops += group_apply
+    for arg in node.args:
+        visitor.visit(arg)
+    for k in node.keywords:
+        visitor.visit(k.value)
+    visitor.group_loops -= group_apply

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import running_with
+
 from engine.agent.coder import CoderReply, Review
 from engine.agent.runner import run, start_session
 from engine.config import SessionConfig
@@ -160,18 +162,6 @@ def _tree_digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): _sha(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
-def _running_with(marker: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if marker.encode() in fh.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 class Listener:
     """A TCP server on 127.0.0.1 that counts the connections it accepts."""
 
@@ -258,10 +248,10 @@ def test_a_hostile_pipeline_is_contained(private_workspace, tmp_path, monkeypatc
             assert node.test and node.test.get("auc") == pytest.approx(0.5)
         # nothing left running
         for _ in range(30):
-            if not _running_with(marker):
+            if not running_with(marker):
                 break
             time.sleep(0.1)
-        assert _running_with(marker) == []
+        assert running_with(marker) == []
         # the key is nowhere in the database files
         store.close()
         for path in db.parent.glob("befair.db*"):

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.processes import running_with
+
 from engine.evaluation.harness import evaluate, score_predictions
 
 N = 12  # 4 per group, 2 malignant each
@@ -119,21 +121,6 @@ def test_reasons_name_the_problem(tmp_path, heldout):
     assert "img_000.png" in out.reason and "1 of 12" in out.reason
 
 
-def _running_with(marker: str) -> list[int]:
-    """Host pids whose command line holds marker (the host sees the sandbox's processes)."""
-    import os
-
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if marker.encode() in fh.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def test_timeout_kills_the_process_group(tmp_path, heldout):
     import time
     import uuid
@@ -149,10 +136,10 @@ def test_timeout_kills_the_process_group(tmp_path, heldout):
     out = _eval(node, heldout, timeout=3)
     assert out.verdict == "timeout" and out.elapsed < 30
     for _ in range(50):  # the grandchild (in a session of its own) dies with the sandbox
-        if not _running_with(marker):
+        if not running_with(marker):
             break
         time.sleep(0.1)
-    assert not _running_with(marker)
+    assert not running_with(marker)
 
 def test_dataframe_and_numpy_values_are_accepted(tmp_path, heldout):
     body = '''
