@@ -8,6 +8,9 @@ from engine.task import instruction_text
 
 BEST_CRITERIA = ("claimed", "validation", "minimax")
 SANDBOX_MODES = ("bwrap", "none")
+# The task a session's agent is given: the product's own (a withheld validation split, its prompt)
+# or the "Be Fair!" study's exact one (engine.data.protocol: mydataset.csv + MyImages/, AIDE's prompt).
+PROTOCOLS = ("befair", "be-fair")
 
 
 @dataclass
@@ -31,6 +34,7 @@ class SessionConfig:
     data: str = "synth"                 # synth | a prepared workspace directory
     sandbox: str = "bwrap"              # bwrap | none: how agent code runs (see engine.execution.sandbox);
                                         # sessions recorded before the sandbox existed read as "none"
+    protocol: str = "befair"            # befair | be-fair (see PROTOCOLS); recorded with the session
     participant_id: str | None = None
     study_id: str | None = None
     repeat_index: int | None = None
@@ -45,6 +49,8 @@ class SessionConfig:
             raise ValueError("the evaluation timeout must be positive")
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(f"sandbox must be one of {SANDBOX_MODES}, not {self.sandbox!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, not {self.protocol!r}")
         instruction_text(self.level, self.custom_text)  # validates the level
 
     @property
