@@ -301,7 +301,7 @@ class SessionsScreen(Screen):
             if folder is None:
                 return
             try:
-                from engine.session.cli import export_session
+                from engine.session.export import export_session
 
                 info = export_session(self.store, sid, folder)
             except Exception as exc:  # noqa: BLE001

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from befair_tui import commands, launch
+from befair_tui import launch
+from befair_tui.cli import build_parser
+from befair_tui.cli import console as commands
 from befair_tui.settings import SetupChoices, load_choices, save_choices
 
 KEY = "sk-test-SECRET-0123456789"
@@ -57,15 +59,21 @@ def test_split_secrets_moves_the_key_to_the_environment(given):
     assert launch.split_secrets(["run", "--", "--api-key"]) == (["run", "--", "--api-key"], {})
 
 
-def test_child_run_argv_holds_no_key(tmp_path):
-    db = tmp_path / "befair.db"
-    argv, env = commands.child_run_argv(
-        ["--db", str(db), "run", "--coder", "openai", "--api-key", KEY, "--model", "m"], "sid-1", db)
-    assert KEY not in " ".join(argv)
-    assert not any(a.startswith("--api") for a in argv)
-    assert argv[:3] == ["run", "--headless", "--quiet"]
-    assert ["--session-id", "sid-1"] == argv[argv.index("--session-id"):argv.index("--session-id") + 2]
-    assert env == {"OPENAI_API_KEY": KEY}
+def _run_args(db: Path, *extra: str):
+    return build_parser().parse_args(["run", "--coder", "openai", "--api-key", KEY, "--model", "m", "--steps", "2",
+                                      "--db", str(db), "--guidance", "weigh the groups", *extra])
+
+
+def test_the_run_request_holds_no_key(tmp_path):
+    from befair_tui.cli.run import write_run_request
+
+    request = tmp_path / "sid-1.request.json"
+    config = write_run_request(request, _run_args(tmp_path / "befair.db"))
+    text = request.read_text()
+    assert KEY not in text and "api_key" not in text
+    saved = json.loads(text)
+    assert saved["config"] == config.to_dict() and saved["config"]["steps"] == 2
+    assert saved["guidance"] == ["weigh the groups"] and saved["model"] == "m"
 
 
 def test_spawned_child_has_the_key_in_its_environment_not_its_cmdline(tmp_path, monkeypatch):
@@ -73,18 +81,18 @@ def test_spawned_child_has_the_key_in_its_environment_not_its_cmdline(tmp_path, 
     /proc/self/cmdline (no K) and its environment (OPENAI_API_KEY=K)."""
     script, out = _probe(tmp_path, monkeypatch)
     db = tmp_path / "befair.db"
-    monkeypatch.setattr(sys, "argv", ["befair", "run", "--coder", "openai", "--api-key", KEY, "--steps", "2",
-                                      "--db", str(db)])
     monkeypatch.setattr(sys, "executable", str(script))  # the child's interpreter: the probe
     apps = []
     monkeypatch.setattr(commands, "_run", lambda app: apps.append(app) or 0)
-    args = type("Args", (), {"db": db, "session_id": "sid-2"})()
+    args = _run_args(db, "--session-id", "sid-2")
     assert commands.open_console_from_args(args) == 0
     seen = _read(out)
     assert seen["key"] == KEY
     assert not any(KEY in part for part in seen["cmdline"]), seen["cmdline"]
     assert "--api-key" not in seen["cmdline"]
-    assert seen["cmdline"][-2:] == ["--session-id", "sid-2"] and "--headless" in seen["cmdline"]
+    assert seen["cmdline"][-4:-2] == ["--session-id", "sid-2"] and "--headless" in seen["cmdline"]
+    request = Path(seen["cmdline"][seen["cmdline"].index("--request") + 1])
+    assert KEY not in request.read_text() and json.loads(request.read_text())["config"]["coder"] == "openai"
     # and a resume started later from this console gets the key the same way
     assert apps[0].child_env == {"OPENAI_API_KEY": KEY}
     proc = apps[0].start_proc

@@ -223,7 +223,7 @@ def test_reference_rows_are_published_and_kept_apart(tmp_path):
 
 
 def test_cli_list_labels_trained_and_published(trained, store, capsys):
-    from baselines import cli
+    from befair_tui.cli import baselines as cli
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))
@@ -240,7 +240,7 @@ def test_cli_list_labels_trained_and_published(trained, store, capsys):
 
 
 def test_cli_rejects_bad_input(tmp_path):
-    from baselines import cli
+    from befair_tui.cli import baselines as cli
     from engine.errors import BefairError
 
     parser = argparse.ArgumentParser()
@@ -263,7 +263,7 @@ ALLOWED = {"torch", "torchvision", "numpy", "pandas", "PIL", "sklearn", "__futur
 
 
 def test_exported_solution_trains_and_passes_the_harness(workspace, tmp_path, monkeypatch):
-    from baselines import cli
+    from befair_tui.cli import baselines as cli
     from engine.evaluation.harness import evaluate
 
     node = tmp_path / "node"

@@ -381,7 +381,7 @@ def test_oversized_image_in_hashing_feature_reading_and_batch_decoding(tmp_path)
             fn([bomb])
     found = find_unreadable_image([tmp_path])
     assert found is not None and found[0] == bomb
-    from baselines.cli import _image_failure
+    from befair_tui.cli.baselines import _image_failure
 
     err = _image_failure(RuntimeError("decoder"), [tmp_path])
     assert isinstance(err, DataError) and "big.jpg" in str(err)
@@ -565,7 +565,7 @@ def test_delete_of_a_session_whose_runner_died(tmp_path, capsys):
 
 
 def test_remove_run_dir_never_leaves_its_folder(tmp_path):
-    from engine.session.cli import remove_run_dir
+    from engine.session.lifecycle import remove_run_dir
 
     root = tmp_path / "runs"
     root.mkdir()
@@ -589,7 +589,7 @@ def test_resume_of_a_finished_session(good_db, capsys):
 
 
 def test_a_raised_budget_lets_a_finished_session_resume(good_db):
-    from engine.agent.cli import _budget_raised
+    from befair_tui.cli.run import _budget_raised
 
     store = SessionStore(good_db)
     state = store.state("demo-0-4")

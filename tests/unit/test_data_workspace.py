@@ -183,7 +183,7 @@ def test_synth_workspace_cached(tmp_path, monkeypatch):
 
 
 def test_cli(tmp_path, capsys):
-    from engine.data import cli
+    from befair_tui.cli import data as cli
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))

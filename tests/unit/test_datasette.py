@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from befair_tui.datasette_cmd import metadata_for
+from befair_tui.cli.datasette import metadata_for
 from engine.session.fixtures import write_demo_session
 from engine.session.store import SessionStore
 

@@ -73,7 +73,7 @@ def _main(argv):
     except ImportError:  # other areas' CLIs not written yet: register ours alone
         import argparse
 
-        from engine.evaluation import cli
+        from befair_tui.cli import evaluate as cli
 
         parser = argparse.ArgumentParser(prog="befair")
         cli.register(parser.add_subparsers(dest="command"))

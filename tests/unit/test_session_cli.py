@@ -1,7 +1,6 @@
 """`befair sessions | show | steer | export | import-aide | delete`."""
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import threading
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BefairError
-from engine.session import cli as session_cli
+from befair_tui.cli import build_parser
 from engine.session import events as ev
 from engine.session.fixtures import write_demo_session
 from engine.session.state import best_node
@@ -18,10 +17,7 @@ from engine.session.store import SessionNotFound, SessionStore
 
 
 def run(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="befair")
-    sub = parser.add_subparsers(dest="command")
-    session_cli.register(sub)
-    args = parser.parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
     return args.func(args)
 
 

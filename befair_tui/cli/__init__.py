@@ -1,9 +1,10 @@
 """The `befair` command line: one entry point for the console and every headless command.
 
-Each area registers its own sub-commands (`register(subparsers)`); a handler returns an exit
-code. Errors meant for the user (BefairError and its kinds in engine.errors) print one clear
-line, `befair: <what is wrong>`, never a traceback, and end with the error's exit code (see
-`main`).
+One module per command group in this package (COMMAND_MODULES); each registers its
+sub-commands (`register(subparsers)`) and its handlers return an exit code. Handlers parse and
+print; the work itself is done by engine/ and baselines/ functions. Errors meant for the user
+(BefairError and its kinds in engine.errors) print one clear line, `befair: <what is wrong>`,
+never a traceback, and end with the error's exit code (see `main`).
 """
 from __future__ import annotations
 
@@ -19,15 +20,12 @@ from engine.errors import (EXIT_BROKEN_PIPE, EXIT_DATA, EXIT_FAILED, EXIT_INTERR
                            BefairError)
 
 
+# befair_tui.cli.<name>, in the order `befair --help` lists their commands
+COMMAND_MODULES = ["run", "sessions", "imports", "data", "evaluate", "baselines", "console", "serve", "datasette"]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from baselines import cli as baselines_cli
-    from befair_tui import commands as tui_commands
-    from befair_tui import datasette_cmd
-    from befair_tui import serve as serve_cli
-    from engine.agent import cli as agent_cli
-    from engine.data import cli as data_cli
-    from engine.evaluation import cli as evaluation_cli
-    from engine.session import cli as session_cli
+    import importlib
 
     parser = argparse.ArgumentParser(
         prog="befair",
@@ -40,9 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="session database for the console (default: $BEFAIR_DB or sessions/befair.db)")
     parser.add_argument("--version", action="version", version=f"befair {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (agent_cli, session_cli, data_cli, evaluation_cli, baselines_cli, tui_commands, serve_cli,
-                   datasette_cmd):
-        module.register(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
@@ -83,17 +80,15 @@ def _quiet_stdout() -> None:
 
 def _dispatch(args) -> int:
     if args.command is None:
-        from befair_tui.commands import open_setup
+        from befair_tui.cli.console import open_setup
 
         args.db = args.console_db
         return int(open_setup(args) or 0)
     if getattr(args, "db", None) is None and getattr(args, "console_db", None) is not None:
         args.db = args.console_db  # `befair --db PATH COMMAND ...`
     if args.command == "run" and not args.headless:
-        from befair_tui.commands import open_console_from_args
-        from engine.agent.cli import validate_run_args
+        from befair_tui.cli.console import open_console_from_args
 
-        validate_run_args(args)
         return int(open_console_from_args(args) or 0)
     return int(args.func(args) or 0)
 
@@ -138,7 +133,3 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _INPUT_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,26 +1,21 @@
-"""Session commands of the `befair` command line: sessions, show, steer, export, import-aide,
+"""Session commands of the `befair` command line: sessions, show, steer, export,
 delete. Each reads the session database (`--db`, else $BEFAIR_DB, else sessions/befair.db)
 and everything it prints comes from the fold of the session's events.
 """
 from __future__ import annotations
 
 import argparse
-
-import csv
 import json
-import os
-import shutil
-import signal
-import stat
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import BefairError, DataError, UsageError, WorkError
+from engine.errors import BefairError, UsageError
 from engine.paths import add_db_arg, db_from_args, runs_dir
-from engine.session.liveness import runner_status
 from engine.session import views
+from engine.session.export import export_session
+from engine.session.lifecycle import open_store, remove_run_dir, stop_runner
+from engine.session.liveness import runner_status
 from engine.session.state import best_node
 
 if TYPE_CHECKING:
@@ -73,12 +68,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_db_arg(p)
     p.set_defaults(func=cmd_export)
 
-    p = subparsers.add_parser("import-aide", help="import an AIDE run (log directory or journal.json) as a session")
-    p.add_argument("path", type=Path)
-    p.add_argument("--json", action="store_true", help="print the new session as JSON")
-    add_db_arg(p)
-    p.set_defaults(func=cmd_import_aide)
-
     p = subparsers.add_parser("delete", help="delete a session and everything recorded for it")
     p.add_argument("session", help="session id (or a unique prefix)")
     p.add_argument("--yes", action="store_true", help="really delete")
@@ -89,17 +78,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def open_store(path: Path, *, must_exist: bool = True) -> SessionStore:
-    """The SessionStore at `path`; a DataError (exit 3) naming the file when there is none (a
-    command that only reads must not create a database) or it cannot be used."""
-    from engine.session.store import SessionStore
-
-    path = Path(path)
-    if must_exist and not path.exists():
-        raise DataError(f"no session database at {path} (use --db or $BEFAIR_DB)")
-    return SessionStore(path)
-
-
 def _store(args: argparse.Namespace, *, must_exist: bool = True) -> SessionStore:
     return open_store(db_from_args(args), must_exist=must_exist)
 
@@ -249,77 +227,6 @@ def cmd_steer(args: argparse.Namespace) -> int:
     return 0
 
 
-NODE_CSV_COLUMNS = [
-    "node_id", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
-    "claimed_metric", "val_auc", "val_gap", "val_worst", "val_best", "val_group_0", "val_group_1",
-    "val_group_2", "val_n", "val_verdict", "test_auc", "test_gap", "test_worst", "test_best",
-    "test_group_0", "test_group_1", "test_group_2", "test_n", "test_verdict", "test_blinded",
-    "reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection",
-    "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
-    "sandbox", "unsandboxed",  # the session's: how its agent code ran (bwrap | none | imported)
-]
-
-
-def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {k: d.get(k) for k in NODE_CSV_COLUMNS if k in d}
-    for prefix, split in (("val", d.get("validation")), ("test", d.get("test"))):
-        split = split or {}
-        row.update({
-            f"{prefix}_auc": split.get("auc"), f"{prefix}_gap": split.get("auc_gap"),
-            f"{prefix}_worst": split.get("worst_auc"), f"{prefix}_best": split.get("best_auc"),
-            f"{prefix}_n": split.get("n"),
-            **{f"{prefix}_{g}": (split.get("group_auc") or {}).get(g) for g in ("group_0", "group_1", "group_2")},
-        })
-    row["val_verdict"] = d.get("validation_verdict")
-    row["test_verdict"] = d.get("test_verdict")
-    flags = d["audit"]["flags"]
-    for flag in views.AUDIT_BADGES:
-        row[flag] = None if flag not in flags else int(bool(flags[flag]))
-    claim = d["audit"]["claim"] or {}
-    row["claim_unsupported"] = int(bool(claim.get("unsupported")))
-    row["claim_difference"] = claim.get("difference")
-    row["guidance_ids"] = " ".join(str(g) for g in d["guidance_ids"])
-    row["pruned"] = int(d["pruned"])
-    row["test_blinded"] = int(d["test_blinded"])
-    row["sandbox"] = trust["sandbox"]
-    row["unsandboxed"] = int(bool(trust["unsandboxed"]))
-    return row
-
-
-def export_session(store: SessionStore, session_id: str, out: Path, *, criterion: str | None = None,
-                   unblind: bool = False) -> dict[str, Any]:
-    """Write solution.py (best pipeline), tree.json, nodes.csv and events.jsonl into `out`."""
-    events = store.events(session_id)
-    from engine.session.state import fold
-
-    state = fold(events, session_id)
-    criterion = criterion or state.config.get("best", "validation")
-    out.mkdir(parents=True, exist_ok=True)
-    best = best_node(state, criterion)
-    written = []
-    if best is not None and best.code:
-        header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
-                  f"# coder: {state.coder.get('label') or state.coder.get('name')}"
-                  f"{' (simulated)' if state.simulated else ''}\n"
-                  + (f"# {views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}\n" if state.unsandboxed else ""))
-        (out / "solution.py").write_text(header + best.code, encoding="utf-8")
-        written.append("solution.py")
-    tree = views.session_json(state, unblind=unblind)
-    tree["export"] = {"criterion": criterion, "best_node": best.node_id if best else None}
-    (out / "tree.json").write_text(json.dumps(tree, indent=2, default=str) + "\n", encoding="utf-8")
-    with (out / "nodes.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=NODE_CSV_COLUMNS)
-        w.writeheader()
-        for d in tree["nodes"]:
-            w.writerow(_csv_row(d, views.trust_fields(state)))
-    with (out / "events.jsonl").open("w", encoding="utf-8") as fh:
-        for e in events:
-            fh.write(json.dumps({"seq": e.seq, "ts": e.ts, "kind": e.kind, "payload": e.payload},
-                                sort_keys=True) + "\n")
-    written += ["tree.json", "nodes.csv", "events.jsonl"]
-    return {"best_node": best.node_id if best else None, "criterion": criterion, "files": written}
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
@@ -330,123 +237,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"best by {info['criterion']}: node {info['best_node']}")
     print(f"wrote {', '.join(info['files'])} to {args.out}")
     return 0
-
-
-def cmd_import_aide(args: argparse.Namespace) -> int:
-    from engine.session.aide_import import import_aide
-
-    store = _store(args, must_exist=False)
-    started = time.perf_counter()
-    sid = import_aide(store, args.path)
-    state = store.state(sid)
-    if args.json:
-        _json_out({"session_id": sid, "n_nodes": len(state.nodes), "level": state.level})
-        return 0
-    drafts = sum(1 for n in state.nodes.values() if n.stage == "draft")
-    buggy = sum(1 for n in state.nodes.values() if n.status != "ok")
-    print(f"imported {len(state.nodes)} nodes ({drafts} drafts, {buggy} failed) as session {sid} "
-          f"[{state.level}] in {time.perf_counter() - started:.2f} s")
-    return 0
-
-
-def _looks_like_befair(pid: int) -> bool:
-    """Whether process `pid` is a befair runner (its command line names befair or the engine), so
-    a recycled pid is never signalled. Where /proc is missing, trust the recorded pid."""
-    try:
-        cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return not Path("/proc/self").exists()
-    except OSError:
-        return False
-    return b"befair" in cmdline or b"engine." in cmdline
-
-
-def stop_runner(store: SessionStore, session_id: str, *, timeout: float = 20.0, poll: float = 0.1) -> str | None:
-    """Stop the session's runner if one is alive, before its rows are deleted: a stop command
-    (interrupting the running node) for a runner anywhere, and SIGTERM to its recorded process
-    when that is a befair process on this machine (a headless runner treats SIGTERM like Ctrl-C:
-    it interrupts the node and records session_finished). Waits up to `timeout` s for the runner to
-    end; WorkError (nothing deleted) when it does not. Returns what was done, or None."""
-    from engine.session.liveness import pid_alive, runner_status
-
-    row = store.session(session_id)
-    if runner_status(row) != "alive":
-        return None  # ended, or its runner is dead (a pid it recorded may belong to another process now)
-    pid = row.get("pid")
-    try:
-        pid = int(pid) if pid is not None else None
-    except (TypeError, ValueError):
-        pid = None
-    if pid == os.getpid() and not _fresh_heartbeat(row):
-        return None  # recorded by this very process, and no runner thread of ours beats for it
-    local = pid is not None and pid != os.getpid() and pid_alive(pid) is True and _looks_like_befair(pid)
-    store.issue_command(session_id, "stop", {"interrupt": True}, by="delete")
-    if local and pid is not None:  # local implies a pid
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
-    deadline = time.monotonic() + timeout
-    while True:
-        row = store.session(session_id)
-        proc_gone = not local or pid_alive(pid) is not True
-        if proc_gone and runner_status(row) != "alive":
-            return f"stopped its runner{f' (process {pid})' if local else ''}"
-        if time.monotonic() >= deadline:
-            raise WorkError(
-                f"session {session_id} is still running{f' (process {pid})' if pid else ''} and did not stop "
-                f"within {timeout:g} s; nothing was deleted. Stop it (befair steer {session_id} stop"
-                f"{f', or kill {pid}' if local else ''}) and try again")
-        time.sleep(poll)
-
-
-def _fresh_heartbeat(row: dict[str, Any]) -> bool:
-    from engine.session.liveness import STALE_AFTER
-
-    try:
-        beat: Any = row.get("heartbeat_at")  # None (never beat) raises TypeError below
-        return time.time() - float(beat) <= STALE_AFTER
-    except (TypeError, ValueError):
-        return False
-
-
-def _safe_component(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name \
-        and "\0" not in name and (os.altsep is None or os.altsep not in name)
-
-
-def remove_run_dir(runs_root: Path, session_id: str) -> Path | None:
-    """Remove the session's run folder (runs_root/<session_id>): read-only files and folders are
-    made writable first (the input copy is read-only); symbolic links are removed, never
-    followed. Returns the folder removed, or None when there was none."""
-    if not _safe_component(session_id):
-        return None
-    target = Path(runs_root) / session_id
-    if target.is_symlink():
-        target.unlink()
-        return target
-    if not target.is_dir():
-        return None
-    _make_removable(target)
-    shutil.rmtree(target)
-    return target
-
-
-def _make_removable(top: Path) -> None:
-    def writable(p: str, extra: int) -> None:
-        try:
-            st = os.lstat(p)
-            if not stat.S_ISLNK(st.st_mode) and (st.st_mode & extra) != extra:
-                os.chmod(p, stat.S_IMODE(st.st_mode) | extra)
-        except OSError:
-            pass
-
-    writable(str(top), stat.S_IRWXU)
-    for dirpath, dirnames, filenames in os.walk(top, topdown=True, followlinks=False):
-        for name in dirnames:
-            writable(os.path.join(dirpath, name), stat.S_IRWXU)
-        for name in filenames:
-            writable(os.path.join(dirpath, name), stat.S_IWUSR)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

@@ -13,12 +13,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import engine.session
 from typing import Any
 
 from engine.errors import BefairError, DataError
 from engine.paths import add_db_arg, db_from_args
 
-METADATA = Path(__file__).resolve().parents[1] / "engine" / "session" / "datasette.yml"
+METADATA = Path(engine.session.__file__).resolve().parent / "datasette.yml"
 
 
 def register(subparsers) -> None:

@@ -10,22 +10,20 @@ same headless run in its own process and opens the console on it.
 from __future__ import annotations
 
 import argparse
-
+import json
 import math
-import os
 import sys
-import threading
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine.config import BEST_CRITERIA, SessionConfig
 from engine.errors import BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
+from engine.agent.headless import Progress
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.session import events as ev
-from engine.session import views
-from engine.session.state import NodeState, SessionState
+from engine.session.state import SessionState
 from engine.task import CUSTOM, LEVELS
 
 if TYPE_CHECKING:
@@ -73,6 +71,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--guidance", action="append", default=[], metavar="TEXT",
                    help="global guidance in force from the first step (repeatable)")
     p.add_argument("--session-id", default=None, help="use this id for the new session")
+    p.add_argument("--request", type=Path, default=None, metavar="FILE",
+                   help="start the session this JSON file describes (written by the console for the run it "
+                        "starts detached); the settings flags above are then not read")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     add_db_arg(p)
     p.set_defaults(func=cmd_run)
@@ -88,162 +89,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r.add_argument("--base-url", default=None, help="server URL (openai sessions)")
     add_db_arg(r)
     r.set_defaults(func=cmd_resume)
-
-
-# --------------------------------------------------------------------------- progress output
-
-
-class Progress:
-    """A progress bar line and one line per finished node. On a terminal the bar is redrawn
-    every second by a ticker thread (elapsed time, step, the running node's last output line),
-    so a long step is never silent."""
-
-    def __init__(self, out: TextIO | None = None, *, quiet: bool = False, width: int = 24, tick: float = 1.0) -> None:
-        self.out = out or sys.stdout
-        self.quiet = quiet
-        self.width = width
-        self.tty = hasattr(self.out, "isatty") and self.out.isatty()
-        self.started = time.monotonic()
-        self._bar_shown = False
-        self._lock = threading.RLock()
-        self._state: SessionState | None = None
-        self._note = ""
-        self._ticker: threading.Thread | None = None
-        self._stop = threading.Event()
-        self.tick = tick
-
-    def start_ticker(self) -> None:
-        if self.tty and not self.quiet and self._ticker is None:
-            self._ticker = threading.Thread(target=self._tick, daemon=True, name="befair-progress")
-            self._ticker.start()
-
-    def stop_ticker(self) -> None:
-        self._stop.set()
-
-    def _tick(self) -> None:
-        while not self._stop.wait(self.tick):
-            state = self._state
-            if state is not None and state.status in ("running", "paused", "new"):
-                self.bar(state, self._note, live=True)
-
-    def _live_line(self, state: SessionState) -> str:
-        node = state.nodes.get(state.running_node) if state.running_node is not None else None
-        if node is not None:
-            lines = [ln for ln in node.live_output.splitlines() if ln.strip()]
-            return f" · {lines[-1].strip()[:60]}" if lines else ""
-        if state.live_reply:
-            text = state.live_reply.get("text", "").strip().splitlines()
-            return f" · the model is writing: {text[-1][:50]}" if text else " · the model is writing…"
-        return ""
-
-    def write(self, text: str) -> None:
-        if self.quiet:
-            return
-        with self._lock:
-            self._write(text)
-
-    def _write(self, text: str) -> None:
-        try:
-            if self._bar_shown:
-                self.out.write("\r\033[K")
-                self._bar_shown = False
-            self.out.write(text + "\n")
-            self.out.flush()
-        except BrokenPipeError:
-            self._closed()
-
-    def _closed(self) -> None:
-        """The reader of our output went away (`befair run --headless | head`): go quiet and let
-        the session run on (a closed pipe must not fail the search)."""
-        self.quiet = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.out.fileno())
-            os.close(devnull)
-        except (OSError, ValueError, AttributeError):
-            pass
-
-    def bar(self, state: SessionState, note: str = "", *, live: bool = False) -> None:
-        if self.quiet:
-            return
-        self._state, self._note = state, note
-        if live:
-            note = note + self._live_line(state)
-        budget = max(state.budget, 1)
-        done = min(state.agent_steps, budget)
-        filled = int(self.width * done / budget)
-        elapsed = time.monotonic() - self.started
-        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {state.agent_steps}/{state.budget} steps"
-                f"  {_clock(elapsed)}  {note}")
-        if self.tty:
-            with self._lock:
-                try:
-                    self.out.write("\r\033[K" + line[:200])
-                    self._bar_shown = True
-                    self.out.flush()
-                except BrokenPipeError:
-                    self._closed()
-
-    def __call__(self, event: ev.Event, state: SessionState) -> None:
-        kind, p = event.kind, event.payload
-        if kind == ev.SESSION_STARTED:
-            coder = p.get("coder") or {}
-            self.write(f"session {state.session_id} · {state.level} · {coder.get('label')} · budget {state.budget}"
-                       + (" · UNSANDBOXED (agent code runs without the sandbox)" if state.unsandboxed else ""))
-        elif kind == ev.SESSION_RESUMED:
-            ids = p.get("interrupted") or []
-            self.write(f"resumed session {state.session_id} at step {state.agent_steps}/{state.budget}"
-                       + (f"; interrupted node(s) {', '.join(map(str, ids))}" if ids else ""))
-        elif kind == ev.NODE_CREATED:
-            self.bar(state, f"node {p['node_id']} {p['stage']}…")
-        elif kind == ev.EXEC_STARTED:
-            self.bar(state, f"node {p['node_id']} running…")
-        elif kind == ev.AUDITED or (kind == ev.REVIEW and state.nodes[p["node_id"]].status != "ok"
-                                    and not state.nodes[p["node_id"]].code):
-            self.write(node_line(state, state.nodes[p["node_id"]]))
-            self.bar(state)
-        elif kind in (ev.PAUSED, ev.RESUMED, ev.GUIDANCE, ev.PRUNED, ev.BUDGET_SET, ev.EXPAND_REQUESTED,
-                      ev.STOP_REQUESTED, ev.NODE_INTERRUPTED):
-            self.write(f"  · {kind.replace('_', ' ')}: {_short_payload(p)}")
-        elif kind == ev.ERROR:
-            self.write(f"  ! {p.get('message')}")
-        elif kind == ev.FINAL_CHOICE:
-            reasons = p.get("reasons") or {}
-            self.write("final choice: " + "; ".join(
-                f"{c}: {reasons.get(c, p.get('by_' + c))}" for c in ("claimed", "validation", "minimax")))
-        elif kind == ev.SESSION_FINISHED:
-            self.write(f"session {state.session_id} {p.get('status')}: {p.get('reason') or ''} "
-                       f"({_clock(time.monotonic() - self.started)})")
-
-
-def _short_payload(p: dict[str, Any]) -> str:
-    keep = {k: v for k, v in p.items() if k not in ("command_id",) and v not in (None, "", [])}
-    return ", ".join(f"{k}={v}" for k, v in keep.items())
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
-    return f"{m:02d}:{s:02d}"
-
-
-def _f(x: float | None) -> str:
-    return "  —  " if x is None else f"{x:.3f}"
-
-
-def node_line(state: SessionState, node: NodeState) -> str:
-    stage = node.stage if node.parent_id is None else f"{node.stage} of {node.parent_id}"
-    status = node.status
-    if node.status == "ok" and node.eval_verdicts.get("validation") not in (None, "ok"):
-        status = f"ok/{node.eval_verdicts['validation']}"
-    metrics = f"val {_f(node.val_auc)} / gap {_f(node.val_gap)}"
-    if node.test and not node.test_blinded:
-        metrics += f"  test {_f(node.test.get('auc'))} / {_f(node.test.get('auc_gap'))}"
-    badges = "".join(f"[{b}]" for b in views.audit_badges(node))
-    extra = ""
-    if node.status != "ok":
-        extra = f"  {node.failure_reason or ''}"
-    t = f"{node.exec_time:5.1f}s" if node.exec_time is not None else "     "
-    return f"  node {node.node_id:>3}  {stage:<14} {status:<11} {metrics}  {t}  {badges}{extra}"
 
 
 # --------------------------------------------------------------------------- commands
@@ -324,9 +169,37 @@ def validate_run_args(args: argparse.Namespace) -> SessionConfig:
     return config_from_args(args)
 
 
+def write_run_request(path: Path, args: argparse.Namespace) -> SessionConfig:
+    """Validate `run`'s arguments and write what the detached run needs into `path`: the
+    session's settings, its opening guidance and the LLM settings file. Never the API key (it
+    travels in the child's environment)."""
+    config = validate_run_args(args)
+    request = {"config": config.to_dict(), "guidance": [t for t in args.guidance or [] if t.strip()],
+               "llm_config": getattr(args, "llm_config", None), "model": getattr(args, "model", None),
+               "base_url": getattr(args, "base_url", None), "participant": args.participant}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(request, indent=2, default=str) + "\n", encoding="utf-8")
+    return config
+
+
+def _read_run_request(args: argparse.Namespace) -> SessionConfig:
+    """The settings of a `--request FILE` run; its guidance and LLM settings go onto `args`."""
+    try:
+        request = json.loads(Path(args.request).read_text(encoding="utf-8"))
+        config = SessionConfig.from_dict(request["config"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{args.request}: not a run request this version can start ({exc})") from None
+    args.guidance = list(request.get("guidance") or [])
+    args.participant = request.get("participant")
+    for name in ("llm_config", "model", "base_url"):
+        if request.get(name) is not None:
+            setattr(args, name, request[name])
+    return config
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The headless run (befair_tui's command line sends `run` without --headless to the console)."""
-    config = validate_run_args(args)
+    config = _read_run_request(args) if args.request else validate_run_args(args)
     from engine.agent.runner import install_sigterm_handler, run, start_session
     from engine.session.store import SessionStore
 
@@ -364,7 +237,7 @@ def _last_event(store: SessionStore, session_id: str) -> ev.Event:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from engine.agent.runner import install_sigterm_handler, recover, run
-    from engine.session.cli import open_store
+    from engine.session.lifecycle import open_store
 
     store = open_store(db_from_args(args))  # resuming never creates a database
     sid = store.resolve(args.session)

@@ -63,36 +63,21 @@ def open_setup(args) -> int:
 
 def open_console_from_args(args) -> int:
     """`befair run ...` without --headless: start the same run detached and headless (so closing
-    the console can leave it running), then open the console on it."""
+    the console can leave it running), then open the console on it. The child reads the
+    validated settings from a run request file; the API key travels in its environment."""
+    from engine.paths import runs_dir
     from engine.session.store import new_session_id
 
     from befair_tui import launch
     from befair_tui.app import create_app
+    from befair_tui.cli.run import write_run_request
 
     db = db_from_args(args)
     session_id = getattr(args, "session_id", None) or new_session_id()
-    argv, env = child_run_argv(list(sys.argv[1:]), session_id, db)
-    proc = launch.spawn([sys.executable, "-m", "befair_tui.cli", *argv], db, session_id, env=env)
+    request = runs_dir(db) / f"{session_id}.request.json"
+    write_run_request(request, args)
+    env = {"OPENAI_API_KEY": args.api_key} if getattr(args, "api_key", None) else {}
+    argv = [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet", "--request", str(request),
+            "--session-id", session_id, "--db", str(db)]
+    proc = launch.spawn(argv, db, session_id, env=env)
     return _run(create_app(db, start="console", session_id=session_id, proc=proc, child_env=env))
-
-
-def child_run_argv(argv: list[str], session_id: str, db: Path) -> tuple[list[str], dict[str, str]]:
-    """The detached child's `run --headless --quiet ...` arguments from this process's own, and
-    the environment it needs besides ours. `--api-key K` never reaches the child's command line
-    (readable by anyone in /proc/<pid>/cmdline): it travels as OPENAI_API_KEY."""
-    from befair_tui import launch
-
-    argv, env = launch.split_secrets(list(argv))
-    if argv and argv[0] != "run":
-        argv = argv[argv.index("run"):] if "run" in argv else ["run"]
-    if not argv:
-        argv = ["run"]
-    if "--headless" not in argv:
-        argv.insert(1, "--headless")
-    if "--quiet" not in argv:
-        argv.insert(2, "--quiet")
-    if "--session-id" not in argv:
-        argv += ["--session-id", session_id]
-    if "--db" not in argv:
-        argv += ["--db", str(db)]
-    return argv, env

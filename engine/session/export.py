@@ -1,0 +1,87 @@
+"""A session written out as files: its best pipeline (solution.py), its tree (tree.json), one
+row per node (nodes.csv) and its events (events.jsonl). Used by `befair export` and the
+sessions screen."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.session import views
+from engine.session.state import best_node
+
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
+
+NODE_CSV_COLUMNS = [
+    "node_id", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
+    "claimed_metric", "val_auc", "val_gap", "val_worst", "val_best", "val_group_0", "val_group_1",
+    "val_group_2", "val_n", "val_verdict", "test_auc", "test_gap", "test_worst", "test_best",
+    "test_group_0", "test_group_1", "test_group_2", "test_n", "test_verdict", "test_blinded",
+    "reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection",
+    "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
+    "sandbox", "unsandboxed",  # the session's: how its agent code ran (bwrap | none | imported)
+]
+
+
+def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {k: d.get(k) for k in NODE_CSV_COLUMNS if k in d}
+    for prefix, split in (("val", d.get("validation")), ("test", d.get("test"))):
+        split = split or {}
+        row.update({
+            f"{prefix}_auc": split.get("auc"), f"{prefix}_gap": split.get("auc_gap"),
+            f"{prefix}_worst": split.get("worst_auc"), f"{prefix}_best": split.get("best_auc"),
+            f"{prefix}_n": split.get("n"),
+            **{f"{prefix}_{g}": (split.get("group_auc") or {}).get(g) for g in ("group_0", "group_1", "group_2")},
+        })
+    row["val_verdict"] = d.get("validation_verdict")
+    row["test_verdict"] = d.get("test_verdict")
+    flags = d["audit"]["flags"]
+    for flag in views.AUDIT_BADGES:
+        row[flag] = None if flag not in flags else int(bool(flags[flag]))
+    claim = d["audit"]["claim"] or {}
+    row["claim_unsupported"] = int(bool(claim.get("unsupported")))
+    row["claim_difference"] = claim.get("difference")
+    row["guidance_ids"] = " ".join(str(g) for g in d["guidance_ids"])
+    row["pruned"] = int(d["pruned"])
+    row["test_blinded"] = int(d["test_blinded"])
+    row["sandbox"] = trust["sandbox"]
+    row["unsandboxed"] = int(bool(trust["unsandboxed"]))
+    return row
+
+
+def export_session(store: SessionStore, session_id: str, out: Path, *, criterion: str | None = None,
+                   unblind: bool = False) -> dict[str, Any]:
+    """Write solution.py (best pipeline), tree.json, nodes.csv and events.jsonl into `out`."""
+    events = store.events(session_id)
+    from engine.session.state import fold
+
+    state = fold(events, session_id)
+    criterion = criterion or state.config.get("best", "validation")
+    out.mkdir(parents=True, exist_ok=True)
+    best = best_node(state, criterion)
+    written = []
+    if best is not None and best.code:
+        header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
+                  f"# coder: {state.coder.get('label') or state.coder.get('name')}"
+                  f"{' (simulated)' if state.simulated else ''}\n"
+                  + (f"# {views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}\n" if state.unsandboxed else ""))
+        (out / "solution.py").write_text(header + best.code, encoding="utf-8")
+        written.append("solution.py")
+    tree = views.session_json(state, unblind=unblind)
+    tree["export"] = {"criterion": criterion, "best_node": best.node_id if best else None}
+    (out / "tree.json").write_text(json.dumps(tree, indent=2, default=str) + "\n", encoding="utf-8")
+    with (out / "nodes.csv").open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=NODE_CSV_COLUMNS)
+        w.writeheader()
+        for d in tree["nodes"]:
+            w.writerow(_csv_row(d, views.trust_fields(state)))
+    with (out / "events.jsonl").open("w", encoding="utf-8") as fh:
+        for e in events:
+            fh.write(json.dumps({"seq": e.seq, "ts": e.ts, "kind": e.kind, "payload": e.payload},
+                                sort_keys=True) + "\n")
+    written += ["tree.json", "nodes.csv", "events.jsonl"]
+    return {"best_node": best.node_id if best else None, "criterion": criterion, "files": written}
+
+
