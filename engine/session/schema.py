@@ -139,7 +139,39 @@ def _parent_foreign_key(db: sqlite_utils.Database) -> None:
     db.execute("alter table nodes_new rename to nodes")
 
 
-MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable)]
+STUDY_STATUSES = ("queued", "running", "finished", "failed", "interrupted")
+
+
+def _m004_study(db: sqlite_utils.Database) -> None:
+    """User studies (engine.study): a study's spec, and its grid of sessions, one row per cell.
+    A cell's session_id is null until its session is created (foreign keys are checked at once);
+    `status` is the study runner's last word, which `befair study status` reconciles with the
+    session's own status and heartbeat."""
+    statuses = ", ".join(f"'{s}'" for s in STUDY_STATUSES)
+    db.execute("""create table if not exists studies (
+        name text primary key, created_at float not null, updated_at float not null,
+        spec text not null, spec_sha256 text not null, source text, n_cells integer not null)""")
+    db.execute(f"""create table if not exists study_sessions (
+        study text not null references studies(name), cell integer not null,
+        session_id text references sessions(id), agent text not null, level text not null,
+        instruction_level text not null, participant_id text, repeat_index integer not null,
+        seed integer not null, status text not null default 'queued' check (status in ({statuses})),
+        attempts integer not null default 0, runner text, claimed_at float, started_at float,
+        finished_at float, exit_code integer, error text,
+        primary key (study, cell))""")
+    db.execute("create unique index if not exists study_sessions_session on study_sessions(session_id)")
+    db.execute("create index if not exists study_sessions_status on study_sessions(study, status)")
+    db.execute("drop view if exists study_overview")
+    db.execute(f"""create view study_overview as
+        select g.study, g.cell, g.agent, g.level, g.participant_id, g.repeat_index, g.seed,
+               g.status as grid_status, s.status as session_status, g.session_id, g.attempts,
+               s.steps, s.budget, s.best_auc as best_val_auc, s.best_gap as best_val_gap,
+               {_iso('g.started_at')} as started, {_iso('g.finished_at')} as finished, g.error
+        from study_sessions g left join sessions s on s.id = g.session_id""")
+
+
+MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),
+              ("004_study", _m004_study)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
