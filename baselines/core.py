@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -192,8 +196,10 @@ def _autocast(device: torch.device):
 
 
 def train_epoch(model, optimizer, images: torch.Tensor, labels: torch.Tensor, *, size: int,
-                batch_size: int, device: torch.device, generator: torch.Generator) -> float:
-    """One epoch over a uint8 image store (on `device` or the CPU). Returns the mean loss."""
+                batch_size: int, device: torch.device, generator: torch.Generator,
+                on_batch: Callable[[int], None] | None = None) -> float:
+    """One epoch over a uint8 image store (on `device` or the CPU). Returns the mean loss.
+    `on_batch(images_done)` is called after each batch (progress)."""
     model.train()
     n = images.shape[0]
     order = torch.randperm(n, generator=generator)
@@ -215,6 +221,8 @@ def train_epoch(model, optimizer, images: torch.Tensor, labels: torch.Tensor, *,
         optimizer.step()
         total += float(loss.detach()) * idx.numel()
         seen += idx.numel()
+        if on_batch is not None:
+            on_batch(min(start + batch_size, n))
     return total / max(seen, 1)
 
 

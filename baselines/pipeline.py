@@ -46,6 +46,7 @@ from baselines.variants import VARIANT_LABELS, VARIANTS  # noqa: F401 (re-export
 from engine.errors import BefairError, DataError
 from engine.evaluation.metrics import compute_metrics
 from engine.evaluation.pareto import minimax_pareto
+from engine.progress import ProgressFn
 
 KEEP_LIST_NAMES = ("fitzpatrick17k_c_keep.csv", "fitzpatrick17k-c.csv", "keep_list.csv")
 
@@ -298,10 +299,19 @@ def select_epoch(epoch_metrics: list[dict[str, Any]]) -> int | None:
     return minimax_pareto({m["epoch"]: m["val_group_auc"] for m in epoch_metrics})
 
 
+def _epoch_progress(progress: ProgressFn | None, stage: str, before: int,
+                    total: int) -> Callable[[int], None] | None:
+    """A batch callback reporting images trained so far, across epochs, to `progress`."""
+    if progress is None:
+        return None
+    return lambda done: progress(stage, before + done, total)
+
+
 def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
               checkpoint_dir: str | os.PathLike | None = None, log: Log = print,
-              stores: dict | None = None) -> dict[str, Any]:
-    """Train one seed; returns the row for the baselines table (not yet recorded)."""
+              stores: dict | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Train one seed; returns the row for the baselines table (not yet recorded). `progress`
+    (engine.progress) hears images trained so far out of epochs × training images."""
     started = time.perf_counter()
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -340,7 +350,9 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
     for epoch in range(1, config.epochs + 1):
         t0 = time.perf_counter()
         loss = core.train_epoch(model, optimizer, train_x, train_y, size=config.size,
-                                batch_size=config.batch_size, device=device, generator=gen)
+                                batch_size=config.batch_size, device=device, generator=gen,
+                                on_batch=_epoch_progress(progress, f"{data.variant} seed {seed}",
+                                                         (epoch - 1) * n_train, config.epochs * n_train))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t_train = time.perf_counter() - t0
@@ -369,6 +381,8 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
         if since_best >= config.patience:
             log(f"  early stop after epoch {epoch} (no worst-group gain in {config.patience})")
             break
+    if progress is not None:
+        progress(f"{data.variant} seed {seed}", config.epochs * n_train, config.epochs * n_train)
 
     selected = select_epoch(epochs)
     if selected is not None and selected != best_epoch:  # cannot happen: the max rank is on the front
@@ -450,7 +464,8 @@ def parse_seeds(text: str | Sequence[int]) -> list[int]:
 
 
 def train_variant(variant: str, data_dir, seeds: Sequence[int], config: TrainConfig | None = None, *,
-                  store=None, workspace=None, checkpoint_dir=None, log: Log = print) -> list[dict[str, Any]]:
+                  store=None, workspace=None, checkpoint_dir=None, log: Log = print,
+                  progress: ProgressFn | None = None) -> list[dict[str, Any]]:
     """Train `variant` once per seed; each run is recorded in `store` (if given) as it finishes.
     Returns the rows (with "id" when recorded)."""
     config = config or TrainConfig()
@@ -461,7 +476,7 @@ def train_variant(variant: str, data_dir, seeds: Sequence[int], config: TrainCon
     stores: dict[str, torch.Tensor] = {}
     rows = []
     for seed in seeds:
-        row = train_run(data, seed, config, checkpoint_dir=checkpoint_dir, log=log, stores=stores)
+        row = train_run(data, seed, config, checkpoint_dir=checkpoint_dir, log=log, stores=stores, progress=progress)
         if store is not None:
             row["id"] = record(store, row)
         log(f"  seed {seed}: epoch {row['selected_epoch']} kept; test AUC {_f(row['test_auc'])} "

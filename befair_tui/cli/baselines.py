@@ -96,10 +96,13 @@ def cmd_train(args) -> int:
     variants = list(VARIANTS) if args.variant == "all" else [args.variant]
     from PIL import Image, UnidentifiedImageError
 
+    from engine.progress import task_progress
+
     for v in variants:
         try:
-            train_variant(v, args.data, seeds, config, store=store, workspace=args.workspace,
-                          checkpoint_dir=ckpt, log=lambda s: print(s, flush=True))
+            with task_progress("training (images)") as progress:
+                train_variant(v, args.data, seeds, config, store=store, workspace=args.workspace,
+                              checkpoint_dir=ckpt, log=lambda s: print(s, flush=True), progress=progress)
         except (Image.DecompressionBombError, UnidentifiedImageError) as exc:
             raise _image_failure(exc, [p for p in (args.data, args.workspace) if p is not None]) from None
     print(f"recorded in {store.path}")

@@ -46,8 +46,10 @@ def trained(synth_dir, workspace, store, tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("ckpt")
     logs: list[str] = []
     cfg = TrainConfig(epochs=2, size=SIZE, batch_size=32, threads=1)
+    progress: list[tuple[str, int, int]] = []
     rows = train_variant("medfair", synth_dir, [11], cfg, store=store, workspace=workspace,
-                         checkpoint_dir=ckpt, log=logs.append)
+                         checkpoint_dir=ckpt, log=logs.append, progress=lambda *a: progress.append(a))
+    rows[0]["_progress"] = progress
     small = TrainConfig(epochs=1, size=SIZE, batch_size=32, threads=1, limit=64)
     for v in ("medfair-dedup", "medfair-filtered"):
         rows += train_variant(v, synth_dir, [11], small, store=store, workspace=workspace, log=logs.append)
@@ -161,6 +163,15 @@ def test_a_run_completes_and_keeps_the_best_worst_group_checkpoint(trained, stor
     assert any("notice" in line for line in logs) or "imagenet" in db_row["weights"]
 
 
+def test_training_reports_images_trained_batch_by_batch(trained):
+    progress = trained[0][0]["_progress"]
+    total = progress[-1][2]
+    assert {stage for stage, _, _ in progress} == {"medfair seed 11"}
+    done = [d for _, d, _ in progress]
+    assert done == sorted(done) and done[-1] == total and len(done) > 2  # more than one report per epoch
+    assert total == 2 * (total // 2)  # two epochs of the same training set
+
+
 def test_results_land_in_the_database(trained, store):
     rows, _ = trained
     got = {r["variant"]: r for r in store.baselines()}
@@ -259,7 +270,7 @@ def test_cli_rejects_bad_input(tmp_path):
 
 
 ALLOWED = {"torch", "torchvision", "numpy", "pandas", "PIL", "sklearn", "__future__", "math", "os", "sys",
-           "copy", "pathlib"}
+           "copy", "pathlib", "typing", "collections"}  # third-party: the study's packages; the rest stdlib
 
 
 def test_exported_solution_trains_and_passes_the_harness(workspace, tmp_path, monkeypatch):
