@@ -170,3 +170,32 @@ def test_steering_from_another_process(tmp_path, workspace):
     print("\ncommand latency (ms):", json.dumps({k: round(v, 1) for k, v in latencies}),
           "median", round(statistics.median(ms), 1))
     assert max(ms) < 5000
+
+
+def test_a_run_request_file_starts_the_session_it_describes(tmp_path, workspace):
+    """The console's detached run: `run --headless --request FILE` runs the validated settings and
+    opening guidance written by write_run_request, whatever flags the child itself was given."""
+    from befair_tui.cli import build_parser
+    from befair_tui.cli.run import write_run_request
+
+    db, sid = tmp_path / "befair.db", "req-1"
+    args = build_parser().parse_args(_run_argv(db, workspace, sid, 1, "--failure-rate", "0")[3:])
+    request = tmp_path / "req-1.request.json"
+    config = write_run_request(request, args)
+    proc = subprocess.run([sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet", "--steps", "9",
+                           "--request", str(request), "--session-id", sid, "--db", str(db)],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    state = SessionStore(db).state(sid)
+    assert state.config == config.to_dict() and state.budget == 1  # the request's 1 step, not the flag's 9
+    assert [g.text for g in state.guidance.values()] == [FAST]
+    _check_consistent(db, sid)
+
+
+def test_a_request_file_that_is_not_one_is_refused(tmp_path):
+    bad = tmp_path / "bad.request.json"
+    bad.write_text("{not json")
+    proc = subprocess.run([sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--request", str(bad),
+                           "--db", str(tmp_path / "b.db")], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 3 and "not a run request" in proc.stderr
