@@ -1,0 +1,338 @@
+"""A study spec (TOML): the grid of sessions a user study runs, and each session's settings.
+
+    name = "levels-demo"
+    levels = ["base", "fairness-methods"]     # any of the four, or {label = "...", text = "..."}
+    repeats = 2
+    steps = 3
+    seed = 1                                  # repeat r runs with seed + r (or seeds = [..])
+
+    [coder]                                   # or [[coders]] for several agents
+    name = "offline"
+
+    [data]
+    synth = { n_train = 300, n_test = 120, size = 32 }     # or workspace = "path/to/workspace"
+
+The grid is coders × participants × levels × repeats, in that order; a cell's index is its place
+in it, and its session id is derived from the study name and the cell (stable across runs of the
+same spec). docs/study.md lists every key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.config import BEST_CRITERIA, SANDBOX_MODES, SessionConfig
+from engine.errors import DataError
+from engine.task import CUSTOM, LEVELS
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+
+TOP_KEYS = {"name", "description", "levels", "repeats", "seed", "seeds", "steps", "best", "blind_test",
+            "step_timeout", "eval_timeout", "memory_limit_mb", "sandbox", "participants", "coder", "coders",
+            "data", "resources", "search"}
+SEARCH_KEYS = {"num_drafts", "debug_prob", "max_debug_depth", "failure_rate"}
+CODER_KEYS = {"name", "label", "model", "factory", *SEARCH_KEYS}
+SYNTH_KEYS = {"n_train", "n_test", "size", "seed"}
+RESOURCE_KEYS = {"num_cpus", "num_gpus", "memory_mb"}
+
+
+class SpecError(DataError):
+    """A study spec that cannot be run as written (the message names the key)."""
+
+
+@dataclass(frozen=True)
+class Level:
+    label: str                    # the "prompt" column of the report
+    level: str                    # an instruction level name, or "custom"
+    text: str | None = None       # the instruction of a custom level
+
+
+@dataclass(frozen=True)
+class CoderSpec:
+    label: str                    # the "model" column of the report (the agent's name)
+    name: str                     # offline | openai (make_coder), or "factory"
+    model: str | None = None
+    factory: str | None = None    # "module:callable" building a coder from a SessionConfig
+    search: dict[str, Any] = field(default_factory=dict)    # num_drafts, failure_rate, ...
+    llm: dict[str, Any] = field(default_factory=dict)       # base_url, budget_usd, ...: extra["llm"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One session of the grid."""
+
+    index: int
+    coder: CoderSpec
+    participant: str | None
+    level: Level
+    repeat: int
+    seed: int
+    session_id: str
+
+
+@dataclass
+class StudySpec:
+    name: str
+    levels: list[Level]
+    repeats: int
+    seeds: list[int]
+    coders: list[CoderSpec]
+    steps: int = 20
+    best: str = "validation"
+    blind_test: bool = False
+    participants: list[str | None] = field(default_factory=lambda: [None])
+    data: dict[str, Any] = field(default_factory=lambda: {"synth": {}})
+    limits: dict[str, Any] = field(default_factory=dict)      # step_timeout, eval_timeout, memory_limit_mb, sandbox
+    resources: dict[str, float] = field(default_factory=lambda: {"num_cpus": 1.0, "num_gpus": 0.0})
+    description: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    # -- the grid -------------------------------------------------------------------------
+    def cells(self) -> list[Cell]:
+        out: list[Cell] = []
+        for coder in self.coders:
+            for participant in self.participants:
+                for level in self.levels:
+                    for repeat in range(self.repeats):
+                        out.append(Cell(len(out), coder, participant, level, repeat, self.seeds[repeat],
+                                        self._session_id(coder, participant, level, repeat)))
+        return out
+
+    def _session_id(self, coder: CoderSpec, participant: str | None, level: Level, repeat: int) -> str:
+        parts = [self.name]
+        if len(self.coders) > 1:
+            parts.append(coder.label)
+        if participant is not None:
+            parts.append(participant)
+        parts += [level.label, f"r{repeat}"]
+        return "-".join(parts)
+
+    def session_config(self, cell: Cell) -> SessionConfig:
+        """The settings of a cell's session (recorded in its session_started event)."""
+        extra: dict[str, Any] = {"study": {"cell": cell.index, "level_label": cell.level.label,
+                                           "agent": cell.coder.label}}
+        if "synth" in self.data:
+            extra["synth"] = dict(self.data["synth"])
+        if cell.coder.llm:
+            extra["llm"] = dict(cell.coder.llm)
+        if cell.coder.factory:
+            extra["study"]["factory"] = cell.coder.factory
+        kw: dict[str, Any] = dict(
+            level=cell.level.level, custom_text=cell.level.text, steps=self.steps, best=self.best,
+            blind_test=self.blind_test, coder=cell.coder.name, model=cell.coder.model, seed=cell.seed,
+            data="synth" if "synth" in self.data else str(self.data["workspace"]),
+            participant_id=cell.participant, study_id=self.name, repeat_index=cell.repeat, extra=extra,
+        )
+        kw.update(self.limits)
+        kw.update(cell.coder.search)
+        if kw.get("sandbox", "auto") == "auto":
+            kw["sandbox"] = "bwrap"  # as `befair run --sandbox auto`: bwrap, or a refusal where it cannot run
+        return SessionConfig(**kw)
+
+    def to_json(self) -> str:
+        """The spec as recorded in the database (its TOML's table, canonical JSON)."""
+        return json.dumps(self.raw, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and check a study spec file (SpecError naming the problem)."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"no study spec at {p}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the study spec {p}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p}: not valid TOML ({exc})") from None
+    return parse_spec(raw, where=str(p))
+
+
+def parse_spec(raw: dict[str, Any], *, where: str = "study spec") -> StudySpec:
+    def fail(message: str) -> SpecError:
+        return SpecError(f"{where}: {message}")
+
+    unknown = sorted(set(raw) - TOP_KEYS)
+    if unknown:
+        raise fail(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(TOP_KEYS))}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise fail("name must be 1-64 letters, digits, '.', '_' or '-' (starting with a letter or digit)")
+    repeats = _int(raw.get("repeats", 1), "repeats", fail, minimum=1)
+    spec = StudySpec(
+        name=name, levels=_levels(raw.get("levels"), fail), repeats=repeats,
+        seeds=_seeds(raw, repeats, fail), coders=_coders(raw, fail),
+        steps=_int(raw.get("steps", 20), "steps", fail, minimum=1),
+        best=_choice(raw.get("best", "validation"), "best", BEST_CRITERIA, fail),
+        blind_test=_bool(raw.get("blind_test", False), "blind_test", fail),
+        participants=_participants(raw.get("participants"), fail),
+        data=_data(raw.get("data"), fail), limits=_limits(raw, fail),
+        resources=_resources(raw.get("resources"), fail),
+        description=str(raw.get("description") or ""), raw=raw,
+    )
+    try:  # every cell's settings must be a valid session (levels, limits, search settings)
+        for cell in spec.cells():
+            spec.session_config(cell)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return spec
+
+
+def _int(value: Any, key: str, fail: Any, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail(f"{key} must be a whole number, not {value!r}")
+    if minimum is not None and value < minimum:
+        raise fail(f"{key} must be at least {minimum} (got {value})")
+    return value
+
+
+def _number(value: Any, key: str, fail: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise fail(f"{key} must be a number of 0 or more, not {value!r}")
+    return float(value)
+
+
+def _bool(value: Any, key: str, fail: Any) -> bool:
+    if not isinstance(value, bool):
+        raise fail(f"{key} must be true or false, not {value!r}")
+    return value
+
+
+def _choice(value: Any, key: str, choices: tuple[str, ...], fail: Any) -> str:
+    if value not in choices:
+        raise fail(f"{key} must be one of {', '.join(choices)}, not {value!r}")
+    return str(value)
+
+
+def _levels(value: Any, fail: Any) -> list[Level]:
+    if not isinstance(value, list) or not value:
+        raise fail(f"levels must be a non-empty list of {', '.join(LEVELS)} or {{label, text}} tables")
+    out: list[Level] = []
+    for item in value:
+        if isinstance(item, str):
+            if item not in LEVELS:
+                raise fail(f"unknown level {item!r}; one of {', '.join(LEVELS)}, or {{label = ..., text = ...}}")
+            out.append(Level(label=item, level=item))
+        elif isinstance(item, dict):
+            label, text = item.get("label"), item.get("text")
+            if set(item) - {"label", "text"} or not isinstance(label, str) or not LABEL_RE.match(label) \
+                    or not isinstance(text, str) or not text.strip():
+                raise fail("a custom level is {label = \"short-name\", text = \"the instruction\"} "
+                           "(label: letters, digits, '.', '_', '-')")
+            out.append(Level(label=label, level=CUSTOM, text=text))
+        else:
+            raise fail(f"a level is a name or a {{label, text}} table, not {item!r}")
+    labels = [lv.label for lv in out]
+    if len(set(labels)) != len(labels):
+        raise fail(f"level labels repeat: {labels}")
+    return out
+
+
+def _seeds(raw: dict[str, Any], repeats: int, fail: Any) -> list[int]:
+    if "seeds" in raw:
+        seeds = raw["seeds"]
+        if "seed" in raw:
+            raise fail("give seed or seeds, not both")
+        if not isinstance(seeds, list) or len(seeds) != repeats:
+            raise fail(f"seeds must list one seed per repeat ({repeats})")
+        return [_int(s, "seeds", fail) for s in seeds]
+    base = _int(raw.get("seed", 0), "seed", fail)
+    return [base + r for r in range(repeats)]
+
+
+def _coders(raw: dict[str, Any], fail: Any) -> list[CoderSpec]:
+    if "coder" in raw and "coders" in raw:
+        raise fail("give [coder] or [[coders]], not both")
+    tables = raw.get("coders", [raw.get("coder", {"name": "offline"})])
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise fail("coders must be a list of tables ([[coders]])")
+    out = [_coder(t, fail) for t in tables]
+    labels = [c.label for c in out]
+    if len(set(labels)) != len(labels):
+        raise fail(f"coder labels repeat ({labels}); give each a label")
+    return out
+
+
+def _coder(table: dict[str, Any], fail: Any) -> CoderSpec:
+    factory = table.get("factory")
+    name = table.get("name", "factory" if factory else None)
+    if factory is not None and (not isinstance(factory, str) or ":" not in factory):
+        raise fail(f"coder factory must be \"module:callable\", not {factory!r}")
+    if name not in ("offline", "openai", "factory") or (name == "factory") != (factory is not None):
+        raise fail(f"coder name must be offline or openai (or give factory = \"module:callable\"), not {name!r}")
+    model = table.get("model")
+    if name == "openai" and not model:
+        raise fail("an openai coder needs its model")
+    label = table.get("label") or (model if name == "openai" else name)
+    if not isinstance(label, str) or not LABEL_RE.match(label.replace("/", "_").replace(":", "_")):
+        raise fail(f"coder label {label!r}: letters, digits, '.', '_', '-'")
+    label = label.replace("/", "_").replace(":", "_")
+    search = {k: table[k] for k in SEARCH_KEYS if k in table}
+    llm = {k: v for k, v in table.items() if k not in CODER_KEYS}
+    if "api_key" in llm:
+        raise fail("never put an API key in a study spec; use OPENAI_API_KEY or ~/.config/befair/llm.toml")
+    if llm and name != "openai":
+        raise fail(f"unknown coder key(s) {', '.join(sorted(llm))} for the {name} coder")
+    return CoderSpec(label=label, name=str(name), model=model, factory=factory, search=search, llm=llm)
+
+
+def _participants(value: Any, fail: Any) -> list[str | None]:
+    if value is None:
+        return [None]
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) and LABEL_RE.match(p) for p in value):
+        raise fail("participants must be a list of ids (letters, digits, '.', '_', '-')")
+    if len(set(value)) != len(value):
+        raise fail("participant ids repeat")
+    return list(value)
+
+
+def _data(value: Any, fail: Any) -> dict[str, Any]:
+    value = {"synth": {}} if value is None else value
+    if not isinstance(value, dict) or len(value) != 1 or not set(value) <= {"synth", "workspace"}:
+        raise fail("[data] takes synth = {n_train, n_test, size, seed} or workspace = \"path\"")
+    if "workspace" in value:
+        if not isinstance(value["workspace"], str) or not value["workspace"]:
+            raise fail("data.workspace must be the path of a prepared workspace")
+        return {"workspace": str(Path(value["workspace"]).expanduser().resolve())}
+    synth = value["synth"]
+    if not isinstance(synth, dict) or set(synth) - SYNTH_KEYS:
+        raise fail(f"data.synth takes {', '.join(sorted(SYNTH_KEYS))}")
+    return {"synth": {k: _int(v, f"data.synth.{k}", fail, minimum=0 if k == "seed" else 1) for k, v in synth.items()}}
+
+
+def _limits(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("step_timeout", "eval_timeout"):
+        if key in raw:
+            out[key] = _number(raw[key], key, fail)
+    if "memory_limit_mb" in raw:
+        out["memory_limit_mb"] = _int(raw["memory_limit_mb"], "memory_limit_mb", fail, minimum=0)
+    if "sandbox" in raw:
+        out["sandbox"] = _choice(raw["sandbox"], "sandbox", ("auto", *SANDBOX_MODES), fail)
+    search = raw.get("search") or {}
+    if not isinstance(search, dict) or set(search) - SEARCH_KEYS:
+        raise fail(f"[search] takes {', '.join(sorted(SEARCH_KEYS))}")
+    out.update(search)
+    return out
+
+
+def _resources(value: Any, fail: Any) -> dict[str, float]:
+    value = value or {}
+    if not isinstance(value, dict) or set(value) - RESOURCE_KEYS:
+        raise fail(f"[resources] takes {', '.join(sorted(RESOURCE_KEYS))}")
+    out = {"num_cpus": 1.0, "num_gpus": 0.0}
+    out.update({k: _number(v, f"resources.{k}", fail) for k, v in value.items()})
+    return out

@@ -1,0 +1,114 @@
+"""Run one cell of a study in this process: `python -m engine.study.worker --db DB --study NAME --cell N`.
+
+Each session of a study runs in its own worker process (started by the local pool, or by a Ray
+task), so a crash takes down one session, not the grid, and Ctrl-C / SIGTERM / SIGKILL act on it
+as on `befair run --headless`. The worker is idempotent: a cell whose session exists is resumed
+(its interrupted node marked, the search continued), one whose session finished is left alone.
+
+It also ends its session (stopped, so the next `study run` resumes it) when the process that
+started it dies, so that killing a study runner never leaves orphan sessions running.
+
+Exit codes: 0 the session finished, 1 it failed, 130 it was interrupted, 75 another process is
+running it, 2/3 as the CLI (bad usage, bad data).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.config import SessionConfig
+from engine.errors import EXIT_FAILED, EXIT_INTERRUPTED, BefairError, UsageError
+from engine.session.store import SessionNotFound, SessionStore
+from engine.study import grid
+from engine.study.grid import EXIT_BUSY
+from engine.study.spec import Cell
+
+PARENT_POLL_S = 0.5
+
+
+def build_coder(cell: Cell, config: SessionConfig) -> Any:
+    """The cell's coder: make_coder for offline/openai, or the spec's `factory = "module:callable"`."""
+    if cell.coder.factory:
+        module_name, _, attr = cell.coder.factory.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise UsageError(f"coder factory {cell.coder.factory!r} cannot be imported ({exc})") from None
+        return factory(config)
+    from engine.agent.runner import make_coder
+
+    return make_coder(config)
+
+
+def run_cell(db_path: str | Path, study: str, cell_index: int) -> int:
+    """Start or resume a cell's session and run it to its end; returns the exit code."""
+    from engine.agent.runner import recover, resolve_workspace, run, start_session
+    from engine.session.liveness import runner_status
+
+    store = SessionStore(db_path)
+    spec = grid.stored_spec(store, study)
+    cells = spec.cells()
+    if not 0 <= cell_index < len(cells):
+        raise UsageError(f"study {study} has cells 0..{len(cells) - 1}, not {cell_index}")
+    cell = cells[cell_index]
+    config = spec.session_config(cell)
+    coder = build_coder(cell, config)
+    sid = cell.session_id
+    try:
+        store.session(sid)
+    except SessionNotFound:
+        workspace = resolve_workspace(config)
+        writer = start_session(store, config, coder=coder, session_id=sid, workspace=workspace)
+        grid.link_session(store, study, cell.index, sid)
+    else:
+        grid.link_session(store, study, cell.index, sid)
+        state = store.state(sid)
+        if state.status == "finished":
+            return 0
+        if runner_status(store, sid) == "alive":
+            return EXIT_BUSY
+        writer, _ = recover(store, sid, by=f"study {study}", force=True)
+    final = run(store, sid, coder=coder, writer=writer)
+    return {"finished": 0, "stopped": EXIT_INTERRUPTED}.get(final.status, EXIT_FAILED)
+
+
+def watch_parent(parent_pid: int, poll: float = PARENT_POLL_S) -> threading.Thread:
+    """SIGTERM this process (the runner stops its session) once `parent_pid` is no longer its parent."""
+    def loop() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=loop, name="study-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.agent.runner import install_sigterm_handler
+
+    parser = argparse.ArgumentParser(prog="python -m engine.study.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, type=Path)
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--cell", required=True, type=int)
+    args = parser.parse_args(argv)
+    install_sigterm_handler()
+    watch_parent(os.getppid())
+    try:
+        return run_cell(args.db, args.study, args.cell)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BefairError as exc:
+        print(f"befair study worker: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
