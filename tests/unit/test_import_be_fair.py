@@ -1,0 +1,172 @@
+"""The be-fair artifact tree imported whole: a tree written here with AIDE and MLZero runs, their
+published predictions, failed runs, a broken run and a folder that is no run; then the study's
+table from the imported sessions."""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.imports.be_fair import STUDY_ID, find_runs, import_be_fair, parse_run_name, study_rows, study_table
+from engine.imports.predictions import score_published
+from engine.session.store import SessionStore
+from engine.study.aggregate import METRIC_COLUMNS
+from engine.task import LEVELS
+
+CODE = "import pandas as pd\nprint('Validation AUROC: {auc}')\n"
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SessionStore(tmp_path / "study.db")
+    yield s
+    s.close()
+
+
+def _metadata(path: Path) -> Path:
+    rows = [",DDI_ID,DDI_file,skin_tone,malignant,disease"]
+    for i in range(60):
+        tone = (12, 34, 56)[i % 3]
+        rows.append(f"{i},{i + 1},{i + 1:06d}.png,{tone},{'True' if i % 4 == 0 else 'False'},x")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _predictions(path: Path, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["DDI_file,predicted_probability"] + [f"{i + 1:06d}.png,{float(p)!r}" for i, p in enumerate(rng.random(60))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _aide_run(folder: Path, level: str) -> None:
+    folder.mkdir(parents=True)
+    nodes = [{"id": "a", "step": 0, "ctime": 1.0, "code": CODE.format(auc=0.7), "plan": "draft", "is_buggy": False,
+              "metric": {"value": 0.7, "maximize": True}, "_term_out": ["Validation AUROC: 0.7\n"]},
+             {"id": "b", "step": 1, "ctime": 2.0, "code": CODE.format(auc=0.8), "plan": "improve", "is_buggy": False,
+              "metric": {"value": 0.8, "maximize": True}, "_term_out": ["Validation AUROC: 0.8\n"]}]
+    (folder / "journal.json").write_text(json.dumps({"nodes": nodes, "node2parent": {"b": "a"}}))
+    (folder / "config.yaml").write_text(json.dumps({"goal": LEVELS[level], "agent": {"steps": 2}}))
+    (folder / "best_solution.py").write_text(CODE.format(auc=0.8))
+
+
+def _mlzero_run(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    brief = "2026-05-01 10:00:{s} BRIEF    [autogluon.assistant.coding_agent] {m}"
+    (folder / "info_logs.txt").write_text("\n".join([
+        brief.format(s="00", m="Starting MCTS iteration 1/1"),
+        brief.format(s="01", m="Found unused tool t, creating evolve node from root using this tool"),
+        brief.format(s="30", m="Planner decision: SUCCESS"),
+    ]) + "\n")
+    (folder / "token_usage.json").write_text(json.dumps({
+        "total": {"total_input_tokens": 40, "total_output_tokens": 2, "total_tokens": 42},
+        "sessions": {"single_turn_retriever_20260501100005": {"input_tokens": 40, "output_tokens": 2}}}))
+    (folder / "best_run_0").write_text(f"/remote/{folder.name}/node_0")
+
+
+def _tree(root: Path) -> Path:
+    for name, level in (("0-basic_prompt", "base"), ("1-basic_prompt", "base"), ("2-addition_1", "fairness-hint")):
+        _aide_run(root / "aide" / "logs" / name, level)
+    broken = root / "aide" / "logs" / "3-addition_1"
+    broken.mkdir(parents=True)
+    (broken / "journal.json").write_text("{not json")
+    killed = root / "aide" / "failed_runs" / "logs_broken_cuda" / "4-basic_prompt_killed"
+    killed.mkdir(parents=True)
+    (killed / "4_basic_prompt.e8777802").write_text("Traceback ...\nRuntimeError: CUDA error: no kernel image\n")
+    _aide_run(root / "aide" / "failed_runs" / "logs_broken_cuda" / "5-basic_prompt", "base")
+    for name in ("6-basic_prompt", "7-basic_prompt"):
+        _mlzero_run(root / "mlzero" / name)
+    (root / "mlzero" / "basic_prompt_data").mkdir()
+    for seed, (agent, name) in enumerate((("aide", "0-basic_prompt"), ("aide", "1-basic_prompt"),
+                                          ("aide", "2-addition_1"), ("aide", "3-addition_1"),
+                                          ("mlzero", "6-basic_prompt"), ("mlzero", "7-basic_prompt"))):
+        _predictions(root / "evaluation" / agent / name / f"{name}_DDI_predictions.csv", seed)
+    return root
+
+
+def test_run_names():
+    assert parse_run_name("30-basic_prompt") == (30, "basic_prompt", "")
+    assert parse_run_name("4-basic_prompt_killed") == (4, "basic_prompt", "_killed")
+    assert parse_run_name("28-basic_prompt-with-smaller-dataset") == (28, "basic_prompt", "-with-smaller-dataset")
+    assert parse_run_name("12-addition_1") == (12, "addition_1", "")
+    assert parse_run_name("mlzero_add3") == (None, "mlzero_add3", "")
+    assert parse_run_name("report") is None
+
+
+def test_tree_imported_whole(store, tmp_path):
+    root, metadata = _tree(tmp_path / "be-fair"), _metadata(tmp_path / "ddi.csv")
+    calls: list[tuple[str, int, int]] = []
+    report = import_be_fair(store, root, metadata=metadata, progress=lambda *a: calls.append(a))
+
+    assert [run for run, _ in report.imported] == [
+        "aide/0-basic_prompt", "aide/1-basic_prompt", "aide/2-addition_1", "mlzero/6-basic_prompt",
+        "mlzero/7-basic_prompt", "aide/failed_runs/logs_broken_cuda/4-basic_prompt_killed",
+        "aide/failed_runs/logs_broken_cuda/5-basic_prompt"]
+    assert [run for run, _ in report.skipped] == ["aide/3-addition_1"]     # reported by name, the rest went on
+    assert "not JSON" in report.skipped[0][1]
+    assert report.ignored == [("mlzero/basic_prompt_data", "not a run folder (<id>-<prompt>)")]
+    assert (report.failed_runs, report.scored) == (2, 5)
+    assert calls[0] == ("runs", 0, 8) and calls[-1] == ("runs", 8, 8)
+
+    sessions = {s["id"]: s for s in store.sessions()}
+    assert set(sessions) == {sid for _, sid in report.imported}
+    for sid in sessions:
+        state = store.state(sid)
+        assert state.config["study_id"] == STUDY_ID and state.config["protocol"] == "be-fair"
+    aide0 = store.state("be-fair-aide-0-basic_prompt")
+    assert aide0.level == "base" and len(aide0.nodes) == 2 and aide0.status == "finished"
+    assert aide0.nodes[2].test is not None and aide0.nodes[1].test is None    # best_solution.py is node 2
+    assert aide0.config["extra"]["be_fair"]["table_prompt"] == "basic_prompt"
+    ml6 = store.state("be-fair-mlzero-6-basic_prompt")
+    assert ml6.config["extra"]["be_fair"]["table_prompt"] == "mlzero_bp" and ml6.tokens_in + ml6.tokens_out == 42
+    killed = store.state("be-fair-aide-failed-broken_cuda-4-basic_prompt_killed")
+    assert killed.status == "failed" and not killed.nodes
+    assert "broken CUDA" in killed.finish_reason and "killed" in killed.finish_reason
+    assert "RuntimeError: CUDA error: no kernel image" in killed.finish_reason
+    failed5 = store.state("be-fair-aide-failed-broken_cuda-5-basic_prompt")
+    assert failed5.status == "failed" and len(failed5.nodes) == 2 and "broken CUDA" in failed5.finish_reason
+
+    # importing again changes nothing
+    again = import_be_fair(store, root, metadata=metadata)
+    assert not again.imported and len(again.existing) == 7 and len(store.sessions()) == 7
+
+
+def test_study_table_from_the_imported_runs(store, tmp_path):
+    root, metadata = _tree(tmp_path / "be-fair"), _metadata(tmp_path / "ddi.csv")
+    import_be_fair(store, root, metadata=metadata)
+    rows = study_rows(store)
+    assert [(r["model"], r["id"], r["prompt"]) for r in rows] == [
+        ("AIDE", 0, "basic_prompt"), ("AIDE", 1, "basic_prompt"), ("AIDE", 2, "addition_1"),
+        ("MLZero", 6, "mlzero_bp"), ("MLZero", 7, "mlzero_bp")]
+    table = study_table(store)
+    assert [(r["statistic"], r["model"], r["prompt"]) for r in table][::4] == [
+        ("mean", "AIDE", "addition_1"), ("mean", "AIDE", "basic_prompt"), ("mean", "MLZero", "mlzero_bp")]
+
+    def scored(agent: str, name: str) -> dict:
+        return score_published(root / "evaluation" / agent / name / f"{name}_DDI_predictions.csv",
+                               metadata).medfair(prefix="Test ")
+
+    base = [scored("aide", "0-basic_prompt"), scored("aide", "1-basic_prompt")]
+    mean = {r["statistic"]: r for r in table if r["model"] == "AIDE" and r["prompt"] == "basic_prompt"}
+    for column in METRIC_COLUMNS:
+        values = [b[column] for b in base]
+        assert math.isclose(mean["mean"][column], statistics.fmean(values), abs_tol=1e-12), column
+        assert math.isclose(mean["std"][column], statistics.stdev(values), abs_tol=1e-12), column
+        half = 1.96 * statistics.stdev(values) / math.sqrt(2)
+        assert math.isclose(mean["ci95_hi"][column], statistics.fmean(values) + half, abs_tol=1e-12), column
+    single = next(r for r in table if r["statistic"] == "std" and r["prompt"] == "addition_1")
+    assert single["Test Overall AUC"] is None    # one run: no spread
+
+
+def test_find_runs_refuses_other_folders(tmp_path):
+    from engine.errors import DataError
+
+    with pytest.raises(DataError, match="not the be-fair artifact tree"):
+        find_runs(tmp_path)
+    with pytest.raises(DataError, match="not a folder"):
+        find_runs(tmp_path / "missing")
