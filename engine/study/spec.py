@@ -280,7 +280,7 @@ def _coder(table: dict[str, Any], fail: Any) -> CoderSpec:
     if not isinstance(label, str) or not LABEL_RE.match(label.replace("/", "_").replace(":", "_")):
         raise fail(f"coder label {label!r}: letters, digits, '.', '_', '-'")
     label = label.replace("/", "_").replace(":", "_")
-    search = {k: table[k] for k in SEARCH_KEYS if k in table}
+    search = _search({k: table[k] for k in SEARCH_KEYS if k in table}, fail)
     llm = {k: v for k, v in table.items() if k not in CODER_KEYS}
     if "api_key" in llm:
         raise fail("never put an API key in a study spec; use OPENAI_API_KEY or ~/.config/befair/llm.toml")
@@ -325,7 +325,20 @@ def _limits(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
     search = raw.get("search") or {}
     if not isinstance(search, dict) or set(search) - SEARCH_KEYS:
         raise fail(f"[search] takes {', '.join(sorted(SEARCH_KEYS))}")
-    out.update(search)
+    out.update(_search(search, fail))
+    return out
+
+
+def _search(table: dict[str, Any], fail: Any) -> dict[str, Any]:
+    """The search's settings, checked as `befair run` checks its flags."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in ("num_drafts", "max_debug_depth"):
+            out[key] = _int(value, key, fail, minimum=1 if key == "num_drafts" else 0)
+        else:
+            out[key] = _number(value, key, fail)
+            if out[key] > 1:
+                raise fail(f"{key} must be between 0 and 1 (got {value})")
     return out
 
 
