@@ -307,6 +307,113 @@ def _epoch_progress(progress: ProgressFn | None, stage: str, before: int,
     return lambda done: progress(stage, before + done, total)
 
 
+def _load_stores(data: BaselineData, config: TrainConfig, stores: dict, log: Log) -> None:
+    """Decode (or read from the tensor cache) each split once; kept in `stores` across seeds."""
+    for name, split in (("train", data.train), ("val", data.val), ("test", data.test)):
+        if name not in stores and split is not None:
+            t0 = time.perf_counter()
+            info: dict[str, Any] = {}
+            stores[name] = load_store(split.paths, config.resize, cache=config.cache, info=info)
+            log(f"  {name}: {len(split)} images at {config.resize}px "
+                f"({'cached' if info.get('hit') else 'decoded'} in {time.perf_counter() - t0:.1f} s)")
+
+
+def _training_set(data: BaselineData, stores: dict, seed: int, config: TrainConfig, device: torch.device):
+    train_x, train_labels = stores["train"], np.array(data.train.labels, dtype=np.float32)
+    n_train = len(train_labels)
+    if config.limit and config.limit < n_train:
+        keep = np.sort(np.random.default_rng(seed).choice(n_train, config.limit, replace=False))
+        train_x, train_labels = train_x[torch.from_numpy(keep)], train_labels[keep]
+    train_x = _to_device_store(train_x, device)
+    train_y = torch.from_numpy(train_labels)
+    train_y = train_y.to(device) if train_x.device.type == "cuda" else train_y
+    return train_x, train_y, train_labels
+
+
+@dataclass
+class _Fit:
+    """What the epoch loop keeps: every epoch's metrics and the best worst-group checkpoint."""
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    best_state: dict | None = None
+    best_rank: Any = None
+    best_epoch: int | None = None
+    best_val_scores: np.ndarray | None = None
+    train_seconds: float = 0.0
+    train_images: int = 0
+
+
+def _fit(model, data: BaselineData, stores: dict, train_x, train_y, seed: int, gen: torch.Generator,
+         config: TrainConfig, device: torch.device, log: Log, progress: ProgressFn | None) -> _Fit:
+    """Train up to config.epochs, keeping the epoch with the best worst-group validation AUC;
+    stop after `patience` epochs without a gain."""
+    fit, since_best, n_train = _Fit(), 0, int(train_y.shape[0])
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    for epoch in range(1, config.epochs + 1):
+        t0 = time.perf_counter()
+        loss = core.train_epoch(model, optimizer, train_x, train_y, size=config.size,
+                                batch_size=config.batch_size, device=device, generator=gen,
+                                on_batch=_epoch_progress(progress, f"{data.variant} seed {seed}",
+                                                         (epoch - 1) * n_train, config.epochs * n_train))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t_train = time.perf_counter() - t0
+        fit.train_seconds += t_train
+        fit.train_images += n_train
+        scores = core.predict_scores(model, stores["val"], size=config.size,
+                                     batch_size=config.eval_batch_size, device=device)
+        ms = _metrics(data.val, scores).summary()
+        row = {
+            "epoch": epoch, "train_loss": loss, "val_auc": ms["auc"], "val_worst": ms["worst_auc"],
+            "val_gap": ms["auc_gap"], "val_group_auc": ms["group_auc"],
+            "train_s": round(t_train, 3), "epoch_s": round(time.perf_counter() - t0, 3),
+            "images_per_s": n_train / t_train if t_train > 0 else None,
+        }
+        fit.epochs.append(row)
+        rank = core.worst_group_rank(ms["group_auc"])
+        improved = fit.best_rank is None or rank > fit.best_rank
+        if improved:
+            fit.best_rank, fit.best_epoch, fit.best_val_scores = rank, epoch, scores
+            fit.best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+            since_best = 0
+        else:
+            since_best += 1
+        log(f"  seed {seed} epoch {epoch}: loss {loss:.4f}  val AUC {_f(ms['auc'])}  worst {_f(ms['worst_auc'])}"
+            f"  gap {_f(ms['auc_gap'])}  {row['images_per_s'] or 0:.0f} img/s{'  *' if improved else ''}")
+        if since_best >= config.patience:
+            log(f"  early stop after epoch {epoch} (no worst-group gain in {config.patience})")
+            break
+    if progress is not None:
+        progress(f"{data.variant} seed {seed}", config.epochs * n_train, config.epochs * n_train)
+    return fit
+
+
+def _save_checkpoint(checkpoint_dir, data: BaselineData, seed: int, fit: _Fit, config: TrainConfig,
+                     weights: str) -> str | None:
+    if checkpoint_dir is None:
+        return None
+    cdir = Path(checkpoint_dir)
+    cdir.mkdir(parents=True, exist_ok=True)
+    checkpoint = str(cdir / f"{data.variant}_seed{seed}_{int(time.time())}.pt")
+    torch.save({"model": fit.best_state, "variant": data.variant, "seed": seed, "epoch": fit.best_epoch,
+                "size": config.size, "resize": config.resize, "weights": weights}, checkpoint)
+    return checkpoint
+
+
+def _run_notes(data: BaselineData, n_train: int, n_malignant: int, config: TrainConfig, weights: str,
+               device: torch.device) -> str:
+    notes = [f"train {n_train} ({n_malignant} malignant), "
+             f"val {len(data.val)}, test {len(data.test) if data.test else 0}; "
+             f"size {config.size} (stored {config.resize})",
+             f"batch {config.batch_size}, lr {config.lr:g}, wd {config.weight_decay:g}, patience {config.patience}"]
+    if n_train < len(data.train):
+        notes.append(f"LIMITED to {n_train} of {len(data.train)} training images")
+    if weights.startswith("random"):
+        notes.append("NOTICE: ResNet-18 from random init (no ImageNet weights cached offline)")
+    if device.type == "cuda":
+        notes.append("channels_last + bf16 autocast")
+    return "; ".join(notes)
+
+
 def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
               checkpoint_dir: str | os.PathLike | None = None, log: Log = print,
               stores: dict | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
@@ -319,115 +426,40 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         torch.backends.cudnn.benchmark = True
-
     stores = stores if stores is not None else {}
-    for name, split in (("train", data.train), ("val", data.val), ("test", data.test)):
-        if name not in stores and split is not None:
-            t0 = time.perf_counter()
-            info: dict[str, Any] = {}
-            stores[name] = load_store(split.paths, config.resize, cache=config.cache, info=info)
-            log(f"  {name}: {len(split)} images at {config.resize}px "
-                f"({'cached' if info.get('hit') else 'decoded'} in {time.perf_counter() - t0:.1f} s)")
-    train_x, train_labels = stores["train"], np.array(data.train.labels, dtype=np.float32)
-    n_train = len(train_labels)
-    if config.limit and config.limit < n_train:
-        keep = np.sort(np.random.default_rng(seed).choice(n_train, config.limit, replace=False))
-        train_x, train_labels, n_train = train_x[torch.from_numpy(keep)], train_labels[keep], int(config.limit)
-    train_x = _to_device_store(train_x, device)
-    train_y = torch.from_numpy(train_labels)
-    train_y = train_y.to(device) if train_x.device.type == "cuda" else train_y
-
+    _load_stores(data, config, stores, log)
+    train_x, train_y, train_labels = _training_set(data, stores, seed, config, device)
     gen = _seed_everything(seed)
     model, weights = core.build_model(config.weights)
     if weights.startswith("random"):
         log(f"  notice: {weights}")
     model = core.prepare_model(model, device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-
-    epochs: list[dict[str, Any]] = []
-    best_state, best_rank, best_epoch, best_val_scores = None, None, None, None
-    since_best, train_seconds, train_images = 0, 0.0, 0
-    for epoch in range(1, config.epochs + 1):
-        t0 = time.perf_counter()
-        loss = core.train_epoch(model, optimizer, train_x, train_y, size=config.size,
-                                batch_size=config.batch_size, device=device, generator=gen,
-                                on_batch=_epoch_progress(progress, f"{data.variant} seed {seed}",
-                                                         (epoch - 1) * n_train, config.epochs * n_train))
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t_train = time.perf_counter() - t0
-        train_seconds += t_train
-        train_images += n_train
-        scores = core.predict_scores(model, stores["val"], size=config.size,
-                                     batch_size=config.eval_batch_size, device=device)
-        ms = _metrics(data.val, scores).summary()
-        row = {
-            "epoch": epoch, "train_loss": loss, "val_auc": ms["auc"], "val_worst": ms["worst_auc"],
-            "val_gap": ms["auc_gap"], "val_group_auc": ms["group_auc"],
-            "train_s": round(t_train, 3), "epoch_s": round(time.perf_counter() - t0, 3),
-            "images_per_s": n_train / t_train if t_train > 0 else None,
-        }
-        epochs.append(row)
-        rank = core.worst_group_rank(ms["group_auc"])
-        improved = best_rank is None or rank > best_rank
-        if improved:
-            best_rank, best_epoch, best_val_scores = rank, epoch, scores
-            best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
-            since_best = 0
-        else:
-            since_best += 1
-        log(f"  seed {seed} epoch {epoch}: loss {loss:.4f}  val AUC {_f(ms['auc'])}  worst {_f(ms['worst_auc'])}"
-            f"  gap {_f(ms['auc_gap'])}  {row['images_per_s'] or 0:.0f} img/s{'  *' if improved else ''}")
-        if since_best >= config.patience:
-            log(f"  early stop after epoch {epoch} (no worst-group gain in {config.patience})")
-            break
-    if progress is not None:
-        progress(f"{data.variant} seed {seed}", config.epochs * n_train, config.epochs * n_train)
-
-    selected = select_epoch(epochs)
-    if selected is not None and selected != best_epoch:  # cannot happen: the max rank is on the front
-        raise RuntimeError(f"checkpoint bookkeeping disagrees with minimax Pareto ({best_epoch} vs {selected})")
-    model.load_state_dict(best_state)
-    assert best_val_scores is not None  # set with best_state, which the line above needs
-    val_ms = _metrics(data.val, best_val_scores)
+    fit = _fit(model, data, stores, train_x, train_y, seed, gen, config, device, log, progress)
+    if select_epoch(fit.epochs) not in (None, fit.best_epoch):  # cannot happen: the max rank is on the front
+        raise RuntimeError(f"checkpoint bookkeeping disagrees with minimax Pareto ({fit.best_epoch})")
+    model.load_state_dict(fit.best_state)
+    assert fit.best_val_scores is not None  # set with best_state, which the line above needs
+    val_ms = _metrics(data.val, fit.best_val_scores)
     test_ms = None
     if data.test is not None:
-        test_scores = core.predict_scores(model, stores["test"], size=config.size,
-                                          batch_size=config.eval_batch_size, device=device)
-        test_ms = _metrics(data.test, test_scores)
-
-    checkpoint = None
-    if checkpoint_dir is not None:
-        cdir = Path(checkpoint_dir)
-        cdir.mkdir(parents=True, exist_ok=True)
-        checkpoint = str(cdir / f"{data.variant}_seed{seed}_{int(time.time())}.pt")
-        torch.save({"model": best_state, "variant": data.variant, "seed": seed, "epoch": best_epoch,
-                    "size": config.size, "resize": config.resize, "weights": weights}, checkpoint)
-
+        test_ms = _metrics(data.test, core.predict_scores(model, stores["test"], size=config.size,
+                                                           batch_size=config.eval_batch_size, device=device))
     peak_gpu = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    notes = [f"train {n_train} ({int(train_labels.sum())} malignant), "
-             f"val {len(data.val)}, test {len(data.test) if data.test else 0}; "
-             f"size {config.size} (stored {config.resize})",
-             f"batch {config.batch_size}, lr {config.lr:g}, wd {config.weight_decay:g}, patience {config.patience}"]
-    if n_train < len(data.train):
-        notes.append(f"LIMITED to {n_train} of {len(data.train)} training images")
-    if weights.startswith("random"):
-        notes.append("NOTICE: ResNet-18 from random init (no ImageNet weights cached offline)")
-    if device.type == "cuda":
-        notes.append("channels_last + bf16 autocast")
+    n_train = len(train_labels)
     return {
         "variant": data.variant, "seed": int(seed), "dataset": data.dataset, "device": str(device),
-        "epochs": len(epochs), "selected_epoch": best_epoch, "weights": weights,
+        "epochs": len(fit.epochs), "selected_epoch": fit.best_epoch, "weights": weights,
         "val_auc": val_ms.auc, "val_gap": val_ms.auc_gap, "val_worst": val_ms.worst_auc,
         "test_auc": test_ms.auc if test_ms else None, "test_gap": test_ms.auc_gap if test_ms else None,
         "test_worst": test_ms.worst_auc if test_ms else None,
         "val_metrics": {**val_ms.summary(), "medfair": val_ms.medfair()},
         "test_metrics": {**test_ms.summary(), "medfair": test_ms.medfair()} if test_ms else None,
-        "epoch_metrics": epochs, "checkpoint": checkpoint,
+        "epoch_metrics": fit.epochs,
+        "checkpoint": _save_checkpoint(checkpoint_dir, data, seed, fit, config, weights),
         "wall_s": round(time.perf_counter() - started, 3),
-        "images_per_s": train_images / train_seconds if train_seconds > 0 else None,
+        "images_per_s": fit.train_images / fit.train_seconds if fit.train_seconds > 0 else None,
         "peak_rss_mb": round(peak_rss_mb(), 1), "peak_gpu_mb": round(peak_gpu, 1) if peak_gpu else None,
-        "notes": "; ".join(notes),
+        "notes": _run_notes(data, n_train, int(train_labels.sum()), config, weights, device),
         "config": asdict(config), "cleaning": data.cleaning,
     }
 
