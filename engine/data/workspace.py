@@ -162,38 +162,13 @@ def prepare_workspace(
         agent.to_csv(ws.agent_csv, index=False)
         for name, md5 in zip(amap["image_name"], amap["md5hash"], strict=True):
             place(fitz_images / image_file(md5), ws.agent_images / f"{name}.jpg", link)
-
-        # validation: shuffled, neutral names
-        ws.validation_images.mkdir(parents=True)
-        vorder = np.random.default_rng(seed + 1).permutation(len(val))
-        val = val.iloc[vorder]
-        vnames = [f"val_{i + 1}.jpg" for i in range(len(val))]
-        for name, md5 in zip(vnames, val["md5hash"], strict=True):
-            place(fitz_images / image_file(md5), ws.validation_images / name, link)
-        _labels_frame(
-            vnames, val["three_partition_label"] == "malignant",
-            [fitzpatrick_to_group(s) for s in val["fitzpatrick_scale"]], val["fitzpatrick_scale"],
-        ).to_csv(ws.validation_labels, index=False)
-
-        n_test = 0
-        if ddi is not None and ddi_csv is not None:  # ddi is loaded from ddi_csv
-            test_dir = tmp / "heldout" / "test"
-            (test_dir / "images").mkdir(parents=True)
-            ddi_dir = Path(ddi.attrs["images_dir"])
-            for f in ddi["DDI_file"]:
-                place(ddi_dir / f, test_dir / "images" / f, link)
-            _labels_frame(ddi["DDI_file"], ddi["malignant"], ddi["group"], ddi["skin_tone"]).to_csv(
-                test_dir / "labels.csv", index=False)
-            shutil.copyfile(ddi_csv, test_dir / "ddi_metadata.csv")
-            n_test = len(ddi)
-
-        mapping = pd.concat([
+        val, vnames = _write_validation(ws, val, fitz_images, seed, link)
+        n_test = _write_test(tmp, ddi, ddi_csv, link) if ddi is not None and ddi_csv is not None else 0
+        pd.concat([
             amap.assign(split="agent"),
             pd.DataFrame({"image_name": [n[:-4] for n in vnames], "md5hash": val["md5hash"].to_numpy(),
                           "split": "validation"}),
-        ], ignore_index=True)
-        mapping.to_csv(ws.mapping, index=False)
-
+        ], ignore_index=True).to_csv(ws.mapping, index=False)
         manifest = {
             "format": FORMAT,
             "source": source or "fitzpatrick17k",
@@ -203,16 +178,7 @@ def prepare_workspace(
             "ddi_images": str(Path(ddi.attrs["images_dir"]).resolve()) if ddi is not None else None,
             "seed": seed,
             "val_fraction": val_fraction,
-            "counts": {
-                "source_rows": len(fitz),
-                "agent": len(agent),
-                "agent_unknown_skin_tone": int((agent["skin_tone"] == -1).sum()),
-                "validation": len(val),
-                "validation_by_group": {g: int(n) for g, n in pd.Series(
-                    [fitzpatrick_to_group(s) for s in val["fitzpatrick_scale"]]).value_counts().sort_index().items()},
-                "validation_malignant": int((val["three_partition_label"] == "malignant").sum()),
-                "test": n_test,
-            },
+            "counts": _counts(fitz, agent, val, n_test),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - started, 2),
         }
@@ -224,6 +190,47 @@ def prepare_workspace(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Workspace.open(out)
+
+
+def _write_validation(ws: Workspace, val: pd.DataFrame, fitz_images: Path, seed: int,
+                      link: bool) -> tuple[pd.DataFrame, list[str]]:
+    """The held-out validation images, shuffled under neutral names, and their labels."""
+    ws.validation_images.mkdir(parents=True)
+    val = val.iloc[np.random.default_rng(seed + 1).permutation(len(val))]
+    vnames = [f"val_{i + 1}.jpg" for i in range(len(val))]
+    for name, md5 in zip(vnames, val["md5hash"], strict=True):
+        place(fitz_images / image_file(md5), ws.validation_images / name, link)
+    _labels_frame(
+        vnames, val["three_partition_label"] == "malignant",
+        [fitzpatrick_to_group(s) for s in val["fitzpatrick_scale"]], val["fitzpatrick_scale"],
+    ).to_csv(ws.validation_labels, index=False)
+    return val, vnames
+
+
+def _write_test(root: Path, ddi: pd.DataFrame, ddi_csv: Path | str, link: bool) -> int:
+    """The held-out DDI-format test set: its images, labels and the metadata file as given."""
+    test_dir = root / "heldout" / "test"
+    (test_dir / "images").mkdir(parents=True)
+    ddi_dir = Path(ddi.attrs["images_dir"])
+    for f in ddi["DDI_file"]:
+        place(ddi_dir / f, test_dir / "images" / f, link)
+    _labels_frame(ddi["DDI_file"], ddi["malignant"], ddi["group"], ddi["skin_tone"]).to_csv(
+        test_dir / "labels.csv", index=False)
+    shutil.copyfile(ddi_csv, test_dir / "ddi_metadata.csv")
+    return len(ddi)
+
+
+def _counts(fitz: pd.DataFrame, agent: pd.DataFrame, val: pd.DataFrame, n_test: int) -> dict[str, Any]:
+    groups = pd.Series([fitzpatrick_to_group(s) for s in val["fitzpatrick_scale"]]).value_counts().sort_index()
+    return {
+        "source_rows": len(fitz),
+        "agent": len(agent),
+        "agent_unknown_skin_tone": int((agent["skin_tone"] == -1).sum()),
+        "validation": len(val),
+        "validation_by_group": {g: int(n) for g, n in groups.items()},
+        "validation_malignant": int((val["three_partition_label"] == "malignant").sum()),
+        "test": n_test,
+    }
 
 
 # ----------------------------------------------------------------------------- SynthDerm default
