@@ -1,0 +1,140 @@
+"""The be-fair protocol lays out the input exactly as the study did: the real Fitzpatrick17k
+metadata (../shared/data, skipped when absent) with generated images, checked against what the
+study's AIDE agent was shown (aide.log's Data Overview); and a small SynthDerm set end to end."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from engine.data.protocol import (
+    CSV_HEADER, BeFairWorkspace, aide_data_preview, heldout_splits, natural_size, prepare_be_fair_workspace,
+    study_layout,
+)
+from engine.errors import DataError
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+FITZ = DATA / "fitzpatrick17k.csv"
+AIDE_LOG = DATA / "aide_journal_example" / "aide.log"
+
+# What the study's agent saw of mydataset.csv (aide.log of AIDE run 5, "Data Overview"): the
+# order in which each column's values first appear is a fingerprint of the shuffle.
+STUDY_COLUMN_LINES = [
+    "-> input/mydataset.csv has 16577 rows and 7 columns.",
+    "Here is some information about the columns:",
+    "Unnamed: 0 (int64) has range: 0.00 - 16576.00, 0 nan values",
+    "alternative_skin_tone (int64) has 7 unique values: [2, 5, 1, 3, -1, 4, 6]",
+    "expert_opinion (object) has 5 unique values: [nan, '1 Diagnostic', '5 Potentially', '3 Wrongly labelled', "
+    "'2 Characteristic', '4 Other']",
+    "image_name (object) has 16577 unique values. Some example values: ['image_1', 'image_11074', 'image_11044', "
+    "'image_11045']",
+    "label (object) has 3 unique values: ['non-neoplastic', 'malignant', 'benign']",
+    "skin_tone (int64) has 7 unique values: [2, 4, 5, 3, 6, 1, -1]",
+    "super_label (object) has 9 unique values: ['inflammatory', 'malignant melanoma', 'genodermatoses', "
+    "'benign dermal', 'benign epidermal', 'malignant dermal', 'malignant epidermal', "
+    "'malignant cutaneous lymphoma', 'benign melanocyte']",
+]
+
+
+def _images_for(md5s: list[str], folder: Path) -> None:
+    """A small JPEG per md5hash, each distinct (its md5 in the JPEG comment)."""
+    folder.mkdir(parents=True)
+    for i, md5 in enumerate(md5s):
+        Image.new("RGB", (4, 4), (i % 256, (i // 256) % 256, 90)).save(folder / f"{md5}.jpg", comment=md5.encode())
+
+
+def _study_overview_from_log() -> list[str] | None:
+    """The column lines of the first Data Overview in the study's aide.log, when present."""
+    if not AIDE_LOG.is_file():
+        return None
+    text = AIDE_LOG.read_text(encoding="utf-8")
+    start = text.index("-> input/mydataset.csv has")
+    return text[start:text.index("\n, user=", start)].splitlines()
+
+
+@pytest.mark.skipif(not FITZ.is_file(), reason="../shared/data/fitzpatrick17k.csv is not present")
+def test_real_metadata_laid_out_as_the_study_did(tmp_path):
+    original = pd.read_csv(FITZ, dtype={"md5hash": str})
+    _images_for(original["md5hash"].tolist(), tmp_path / "images")
+    ws = prepare_be_fair_workspace(FITZ, tmp_path / "images", tmp_path / "ws")
+
+    # the file: the unnamed index column, the study's column order, 16,577 rows
+    with ws.agent_csv.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert tuple(rows[0]) == CSV_HEADER == ("", "super_label", "skin_tone", "alternative_skin_tone",
+                                            "expert_opinion", "label", "image_name")
+    assert len(rows) == 16_578
+    assert [r[0] for r in rows[1:]] == [str(i) for i in range(16_577)]
+    assert [r[-1] for r in rows[1:]] == [f"image_{i}" for i in range(1, 16_578)]
+
+    # row order: what the study's agent was shown, line for line (but for image_name's examples,
+    # which the study's pandas 2 picked in hash order)
+    preview = aide_data_preview(ws.agent_input)
+    lines = preview.split("```")[-1].strip().splitlines()
+    expected = _study_overview_from_log() or STUDY_COLUMN_LINES
+    assert expected == STUDY_COLUMN_LINES
+    assert [x for x in lines if not x.startswith("image_name")] == \
+        [x for x in STUDY_COLUMN_LINES if not x.startswith("image_name")]
+    assert next(x for x in lines if x.startswith("image_name")).startswith(
+        "image_name (object) has 16577 unique values. Some example values: ")
+    tree = preview.split("```")[1]
+    assert re.fullmatch(r"\ninput/\n    mydataset.csv \(16578 lines\)\n    MyImages/\n"
+                        r"(        image_(1|10|100|1000)\.jpg \(\d+ Bytes\)\n){4}"
+                        r"        \.\.\. and 16573 other files\nworking/\n", tree), tree
+
+    # names: image_<k>.jpg is the image of the row's md5hash, and the mapping stays outside the input
+    mapping = pd.read_csv(ws.mapping)
+    assert mapping["image_name"].tolist()[:3] == ["image_1", "image_2", "image_3"]
+    for k in (1, 2, 5000, 16_577):
+        md5 = mapping.loc[k - 1, "md5hash"]
+        with Image.open(ws.agent_images / f"image_{k}.jpg") as im:
+            assert im.info["comment"] == md5.encode()
+    assert len(os.listdir(ws.agent_images)) == 16_577
+    assert not (ws.agent_input / "mapping.csv").exists() and "md5hash" not in rows[0]
+    # the frame the notebook made, step by step, equals the file
+    agents, _ = study_layout(original)
+    assert agents.columns.tolist() == list(CSV_HEADER[1:])
+    assert agents["super_label"].tolist() == [r[1] for r in rows[1:]]
+
+
+def test_synthderm_be_fair_workspace(tmp_path):
+    from engine.data.synth import SynthPaths, generate
+
+    generate(tmp_path / "synth", seed=3, n_train=60, n_test=30, size=16)
+    paths = SynthPaths.at(tmp_path / "synth")
+    ws = prepare_be_fair_workspace(paths.train_csv, paths.train_images, tmp_path / "ws", ddi_csv=paths.test_csv,
+                                   ddi_images=paths.test_images)
+    reopened = BeFairWorkspace.open(ws.root)
+    assert reopened.manifest["protocol"] == "be-fair" and reopened.manifest["counts"]["validation"] == 0
+    assert sorted(p.name for p in ws.agent_input.iterdir()) == ["MyImages", "mydataset.csv"]
+    df = pd.read_csv(ws.agent_csv)
+    assert df.columns.tolist() == ["Unnamed: 0", *CSV_HEADER[1:]] and len(df) == 60   # nothing withheld
+    source = pd.read_csv(paths.train_csv, dtype={"md5hash": str})
+    order = source.sample(frac=1, random_state=4242).reset_index(drop=True)
+    assert df["skin_tone"].tolist() == order["fitzpatrick_scale"].tolist()
+    assert df["label"].tolist() == order["three_partition_label"].tolist()
+    assert heldout_splits(ws) == {"test": (ws.test_images, ws.test_labels)}
+    assert len(list(ws.test_images.iterdir())) == 30 and ws.validation_images is None
+    preview = aide_data_preview(ws.agent_input)
+    assert preview.startswith("```\ninput/\n    mydataset.csv (61 lines)\n    MyImages/\n")
+    assert "-> input/mydataset.csv has 60 rows and 7 columns." in preview
+    with pytest.raises(DataError, match="not empty"):
+        prepare_be_fair_workspace(paths.train_csv, paths.train_images, tmp_path / "ws")
+
+
+def test_missing_images_and_sizes(tmp_path):
+    csv_path = tmp_path / "f.csv"
+    csv_path.write_text("md5hash,fitzpatrick_scale,fitzpatrick_centaur,label,nine_partition_label,"
+                        "three_partition_label,qc,url,url_alphanum\n"
+                        "abc,2,2,x,inflammatory,non-neoplastic,,u,u\n")
+    (tmp_path / "img").mkdir()
+    with pytest.raises(DataError, match="1 image"):
+        prepare_be_fair_workspace(csv_path, tmp_path / "img", tmp_path / "ws")
+    assert not (tmp_path / "ws").exists()
+    assert [natural_size(n) for n in (1, 999, 1000, 285_700, 2_500_000)] == [
+        "1 Byte", "999 Bytes", "1.0 kB", "285.7 kB", "2.5 MB"]
