@@ -170,3 +170,36 @@ def test_find_runs_refuses_other_folders(tmp_path):
         find_runs(tmp_path)
     with pytest.raises(DataError, match="not a folder"):
         find_runs(tmp_path / "missing")
+
+
+def _cli(*argv: object) -> int:
+    import argparse
+
+    from befair_tui.cli import imports
+
+    parser = argparse.ArgumentParser(prog="befair")
+    imports.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args([str(a) for a in argv])
+    return int(args.func(args))
+
+
+def test_cli_imports_the_tree_and_writes_the_table(tmp_path, capsys):
+    import csv
+
+    root, metadata = _tree(tmp_path / "be-fair"), _metadata(tmp_path / "ddi.csv")
+    db, table = tmp_path / "cli.db", tmp_path / "table.csv"
+    assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db, "--table", table) == 0
+    out = capsys.readouterr().out
+    assert "imported 7 runs (2 published as failed, 5 scored" in out
+    assert "skipped aide/3-addition_1: " in out
+    with table.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["statistic"], r["model"], r["prompt"]) for r in rows][:2] == [
+        ("mean", "AIDE", "addition_1"), ("std", "AIDE", "addition_1")]
+    store = SessionStore(db)
+    expected = study_table(store)
+    store.close()
+    assert float(rows[4]["Test Overall AUC"]) == expected[4]["Test Overall AUC"]
+    assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db, "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["imported"] == [] and len(report["existing"]) == 7
