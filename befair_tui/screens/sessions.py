@@ -111,6 +111,7 @@ class SessionsScreen(Screen):
         Binding("slash", "filter", "Filter", id="sessions-filter"),
         Binding("t", "sort", "Sort", id="sessions-sort"),
         Binding("n", "new", "New session", id="sessions-new"),
+        Binding("s", "study", "Study", id="sessions-study"),
         Binding("escape", "back", "Back", id="sessions-back"),
         Binding("q", "app.quit", "Quit", id="quit"),
     ]
@@ -290,6 +291,13 @@ class SessionsScreen(Screen):
 
     def action_new(self) -> None:
         self.app.open_setup()
+
+    def action_study(self) -> None:
+        """The Study screen: the selected session's study, else the newest study."""
+        from befair_tui.screens.study import StudyScreen, study_of
+
+        selected = self._cursor_key() if self.query_one(DataTable).row_count else None
+        self.app.push_screen(StudyScreen(self.store, study_of(self.store, selected)))
 
     def action_export(self) -> None:
         sid = self.selected_id()

@@ -1,0 +1,202 @@
+"""A user study, live: its grid of sessions with each one's state, the aggregate so far, and
+Figure 2 (AUC against skin-tone AUC gap per agent × level) in the terminal.
+
+Opened from the sessions screen (`s`: the selected session's study, else the newest study). A
+thread worker re-reads the grid every REFRESH seconds; the aggregate (a fold of every finished
+session) is recomputed only when a session finishes."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from engine.session.store import SessionStore
+from engine.study import grid
+from engine.study.figure import Point, reference_points, study_points
+from engine.study.report import StudyReport, build_report
+
+from befair_tui.widgets.study_grid import StudyGrid
+from befair_tui.widgets.study_plot import StudyPlot
+from befair_tui.widgets.study_summary import StudySummary
+
+REFRESH = 2.0
+
+
+class StudyRead(Message):
+    """The refresher read the grid (and, when a session finished since, the report)."""
+
+    def __init__(self, rows: list[dict], report: StudyReport | None, references: list[Point],
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.rows, self.report, self.references, self.error = rows, report, references, error
+
+
+def published_references(report: StudyReport | None) -> list[Point]:
+    """The experts' and dermatologists' published rows (baselines/reference.csv), as the figure draws them."""
+    from baselines.reference import load_reference_rows
+
+    rows = [{"name": r["name"], "auc": r["auc_mean"], "auc_std": r["auc_std"], "gap": r["gap_mean"],
+             "gap_std": r["gap_std"], "source": r["source"],
+             "kind": {"dermatologists": "human", "expert": "expert"}.get(str(r.get("agent")), "published")}
+            for r in load_reference_rows() if r.get("agent") in ("expert", "dermatologists")]
+    return reference_points(rows)
+
+
+class StudyScreen(Screen):
+    DEFAULT_CSS = """
+    StudyScreen #study-title { height: 1; padding: 0 1; background: $boost; }
+    StudyScreen #study-body { height: 1fr; }
+    StudyScreen #study-grid { width: 3fr; height: 1fr; }
+    StudyScreen #study-side { width: 2fr; height: 1fr; }
+    StudyScreen #study-summary { height: auto; max-height: 14; padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("enter,o", "open", "Open session", id="study-open"),
+        Binding("r", "replay", "Replay", id="study-replay"),
+        Binding("n", "next_study", "Next study", id="study-next"),
+        Binding("escape", "back", "Back", id="study-back"),
+        Binding("q", "app.quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, store: SessionStore, name: str | None = None) -> None:
+        super().__init__()
+        self.store = store
+        names = grid.study_names(store)
+        self.study = name if name in names else (names[-1] if names else None)
+        self.rows: list[dict] = []
+        self.report: StudyReport | None = None
+        self.reads = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="study-title")
+        with Horizontal(id="study-body"):
+            yield StudyGrid(id="study-grid")
+            with Vertical(id="study-side"):
+                yield StudySummary(id="study-summary")
+                yield StudyPlot(id="study-plot")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(StudyGrid).focus()
+        self._read_now()
+        self.refresher()
+
+    def _title(self) -> str:
+        if self.study is None:
+            return f"Studies in {self.store.path.name} · none yet: befair study run SPEC --db {self.store.path}"
+        return f"Study {self.study} in {self.store.path.name} · {len(self.rows)} sessions"
+
+    def _read(self, store: SessionStore, seen: tuple | None, report: StudyReport | None
+              ) -> tuple[list[dict], StudyReport | None, tuple | None]:
+        """The grid, and the report when a session finished (or failed) since `seen`."""
+        if self.study is None:
+            return [], None, None
+        rows = grid.grid_rows(store, self.study)
+        finished = tuple(sorted((r["cell"], r["session_status"], r["updated_at"]) for r in rows
+                                if r["state"] in (grid.FINISHED, grid.FAILED)))
+        if finished != seen or report is None:
+            report = build_report(store, self.study)
+        return rows, report, finished
+
+    def _read_now(self) -> None:
+        try:
+            rows, report, _ = self._read(self.store, None, None)
+        except Exception as exc:  # noqa: BLE001 - the screen says it and keeps trying
+            self.notify(f"cannot read study {self.study}: {exc}", severity="error")
+            rows, report = [], None
+        self._show(rows, report, published_references(report))
+
+    @work(thread=True, exclusive=True, group="study-refresh", name="study-refresh")
+    def refresher(self) -> None:
+        """Read the grid every REFRESH seconds on the worker's own connection; never touches widgets."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        store = SessionStore(self.store.path)
+        references = published_references(None)
+        study, seen, report = self.study, None, None
+        try:
+            while not worker.is_cancelled:
+                deadline = time.monotonic() + REFRESH
+                while not worker.is_cancelled and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if worker.is_cancelled:
+                    break
+                if study != self.study:  # another study was chosen meanwhile
+                    study, seen, report = self.study, None, None
+                try:
+                    rows, report, seen = self._read(store, seen, report)
+                except Exception as exc:  # noqa: BLE001
+                    self.post_message(StudyRead([], None, [], error=str(exc)))
+                    continue
+                self.reads += 1
+                self.post_message(StudyRead(rows, report, references))
+        finally:
+            store.close()
+
+    @on(StudyRead)
+    def _on_read(self, message: StudyRead) -> None:
+        if message.error:
+            self.notify(f"cannot read study {self.study}: {message.error}", severity="error")
+            return
+        self._show(message.rows, message.report, message.references)
+
+    def _show(self, rows: list[dict], report: StudyReport | None, references: list[Point]) -> None:
+        self.rows, self.report = rows, report
+        self.query_one("#study-title", Static).update(self._title())
+        self.query_one(StudyGrid).sync(rows)
+        self.query_one(StudySummary).sync(report, grid.counts(rows))
+        self.query_one(StudyPlot).sync(study_points(report.table) if report else [], references)
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "study-refresh")
+
+    # -- actions -----------------------------------------------------------------------------
+    def _selected_session(self) -> str | None:
+        row = self.query_one(StudyGrid).selected()
+        if row is None or not row.get("session_id") or row.get("session_status") is None:
+            self.notify("This cell has no session yet.", severity="warning")
+            return None
+        return str(row["session_id"])
+
+    def action_open(self) -> None:
+        sid = self._selected_session()
+        if sid:
+            self.app.open_console(sid)
+
+    def action_replay(self) -> None:
+        sid = self._selected_session()
+        if sid:
+            self.app.open_replay(sid)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def action_next_study(self) -> None:
+        names = grid.study_names(self.store)
+        if len(names) < 2 or self.study not in names:
+            self.notify("No other study in this database.")
+            return
+        self.study = names[(names.index(self.study) + 1) % len(names)]
+        self.report = None
+        self._read_now()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def study_of(store: SessionStore, session_id: str | None) -> str | None:
+    """The study a session belongs to (its grid cell), else None."""
+    if not session_id:
+        return None
+    found: Any = store.db.conn.execute("select study from study_sessions where session_id = ?",
+                                       [session_id]).fetchone()
+    return str(found[0]) if found else None

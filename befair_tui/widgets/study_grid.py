@@ -1,0 +1,61 @@
+"""A study's grid on the Study screen: one row per session (cell) with its live state."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from befair_tui.format import num
+
+COLUMNS = [("cell", "cell"), ("agent", "agent"), ("level", "level"), ("participant", "participant_id"),
+           ("repeat", "repeat_index"), ("state", "state"), ("steps", "steps"), ("val AUC", "best_auc"),
+           ("val gap", "best_gap"), ("session", "session_id")]
+STATE_STYLE = {"finished": "green", "running": "bold cyan", "queued": "dim", "interrupted": "yellow",
+               "failed": "bold red"}
+
+
+def cells(row: dict) -> tuple[str | Text, ...]:
+    steps = f"{row.get('steps') or 0}/{row.get('budget') or '?'}" if row.get("session_id") else "-"
+    state = str(row.get("state") or "?")
+    return (str(row["cell"]), str(row.get("agent") or ""), str(row.get("level") or ""),
+            str(row.get("participant_id") or ""), str(row.get("repeat_index")),
+            Text(state, style=STATE_STYLE.get(state, "")),
+            steps, num(row.get("best_auc")), num(row.get("best_gap")), str(row.get("session_id") or "-"))
+
+
+class StudyGrid(DataTable):
+    """Redrawn only when what it shows changed; the cursor stays on its cell."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("cursor_type", "row")
+        kwargs.setdefault("zebra_stripes", True)
+        super().__init__(**kwargs)
+        self._shown: list | None = None
+        self.rows_by_key: dict[str, dict] = {}
+
+    def on_mount(self) -> None:
+        for label, key in COLUMNS:
+            self.add_column(label, key=key)
+
+    def sync(self, rows: list[dict]) -> None:
+        shown = [tuple(str(c) for c in cells(r)) for r in rows]
+        if shown == self._shown:
+            return
+        self._shown = shown
+        cursor = self.cursor_row if self.row_count else 0
+        self.clear()
+        self.rows_by_key = {}
+        for row in rows:
+            key = str(row["cell"])
+            self.rows_by_key[key] = row
+            self.add_row(*cells(row), key=key)
+        if self.row_count:
+            self.move_cursor(row=min(cursor, self.row_count - 1), animate=False)
+
+    def selected(self) -> dict | None:
+        if not self.row_count:
+            return None
+        try:
+            row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        except Exception:  # noqa: BLE001 - no row under the cursor
+            return None
+        return self.rows_by_key.get(str(row_key.value))
