@@ -259,6 +259,7 @@ def read_aide_log(path: str | Path) -> AideLog:
         if _REQUEST.match(message):
             body = message.split("system=", 1)[1]
             system, _, user = body.rpartition(_USER_SPLIT) if _USER_SPLIT in body else (body, "", "None")
+            system += "\n" if _USER_SPLIT in body else ""  # AIDE's compiled prompt ends with a newline
             call = AideCall(role=_role(system), system=system, user=None if user.strip() == "None" else user)
             log.calls.append(call)
             if call.role == "review":

@@ -138,3 +138,55 @@ def test_missing_images_and_sizes(tmp_path):
     assert not (tmp_path / "ws").exists()
     assert [natural_size(n) for n in (1, 999, 1000, 285_700, 2_500_000)] == [
         "1 Byte", "999 Bytes", "1.0 kB", "285.7 kB", "2.5 MB"]
+
+
+@pytest.mark.skipif(not AIDE_LOG.is_file(), reason="../shared/data/aide_journal_example/aide.log is not present")
+def test_prompts_are_the_ones_the_study_sent():
+    """Given what the study's AIDE had (the task, its data overview, its memory, the previous
+    code), the be-fair prompts are byte for byte the ones aide.log recorded, but for the order of
+    the package list (AIDE shuffles it for every prompt)."""
+    import json
+
+    from engine.agent import prompts as P
+    from engine.agent.coder import NodeView
+    from engine.imports.aide import read_aide_log
+    from engine.task import LEVELS, METRIC_LINE
+
+    log = read_aide_log(AIDE_LOG)
+    draft = log.calls[0]
+    preview = draft.system.split("# Data Overview\n\n", 1)[1].rstrip("\n")
+
+    def context(step: int, memory: str = "") -> P.BeFairContext:
+        return P.BeFairContext(instruction=LEVELS["base"], metric_line=METRIC_LINE, data_preview=preview, step=step,
+                               seed=0, journal_summary=memory)
+
+    def same_packages(text: str) -> str:
+        head, rest = text.split("such as: ", 1)
+        listed, tail = rest.split(". Feel free", 1)
+        return head + "such as: " + ", ".join(sorted(listed.split(", "))) + ". Feel free" + tail
+
+    messages = P.to_messages(P.draft_prompt(context(1), 3600))
+    assert [m["role"] for m in messages] == ["system"]
+    assert same_packages(messages[0]["content"]) == same_packages(draft.system)
+    assert "fairlearn" not in messages[0]["content"] and "`timm`" in messages[0]["content"]
+
+    improve = next(c for c in log.calls if c.role == "improve")
+    reviewed = sum(1 for c in log.calls[:log.calls.index(improve)] if c.role == "review")
+    journal = sorted(json.loads((AIDE_LOG.parent / "journal.json").read_text())["nodes"], key=lambda n: n["step"])
+    memory = P.aide_memory([(n["plan"], n["analysis"], n["metric"]["value"])
+                            for n in journal[:reviewed] if not n["is_buggy"]])
+    previous = improve.system.split("## Code\n\n```python\n", 1)[1].rsplit("\n```", 1)[0]
+    parent = NodeView(node_id=1, stage="draft", plan="", code=previous, status="ok")
+    assert P.to_messages(P.improve_prompt(context(7, memory), parent, 3600))[0]["content"] == improve.system
+
+    debug = next(c for c in log.calls if c.role == "debug")
+    code = debug.system.split("implementation\n\n```python\n", 1)[1].split("\n```\n\n# Execution output", 1)[0]
+    output = debug.system.split("# Execution output\n\n```\n", 1)[1].split("\n```\n\n# Instructions", 1)[0]
+    buggy = NodeView(node_id=2, stage="draft", plan="", code=code, status="buggy", output=output)
+    assert P.to_messages(P.debug_prompt(context(1), buggy, 3600))[0]["content"] == debug.system
+
+    review = log.calls[1]
+    code = review.system.split("# Implementation\n\n```python\n", 1)[1].split("\n```\n\n# Execution output", 1)[0]
+    output = review.system.split("# Execution output\n\n```\n", 1)[1].rsplit("\n```", 1)[0]
+    node = NodeView(node_id=1, stage="draft", plan="", code=code, status="ok", output=output)
+    assert P.to_messages(P.review_prompt(context(1), node))[0]["content"] == review.system
