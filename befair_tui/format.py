@@ -9,26 +9,19 @@ from collections.abc import Mapping
 from rich.text import Text
 
 from engine.session.state import NodeState, SessionState
-from engine.session.views import AUDIT_BADGES, BADGE_HELP, audit_badges
+from engine.session import views
+from engine.session.views import (  # noqa: F401 - IMPORTED_UNMEASURED, STATUS_WORD: re-exported for the screens
+    AUDIT_BADGES, BADGE_HELP, IMPORTED_UNMEASURED, STATUS_WORD, audit_badges, node_summary,
+)
 
 SPINNER = "◐◓◑◒"
-STATUS_GLYPH = {
-    "queued": ("○", "dim"),
-    "running": ("◐", "bold yellow"),
-    "ok": ("●", "green"),
-    "buggy": ("✗", "red"),
-    "timeout": ("⧖", "red"),
-    "interrupted": ("◌", "magenta"),
-}
-STATUS_WORD = {
-    "queued": "queued", "running": "running…", "ok": "ok", "buggy": "bug",
-    "timeout": "timeout", "interrupted": "interrupted",
-}
+_STATUS_STYLE = {"queued": "dim", "running": "bold yellow", "ok": "green", "buggy": "red", "timeout": "red",
+                 "interrupted": "magenta"}
+STATUS_GLYPH = {status: (views.STATUS_ICONS[status], style) for status, style in _STATUS_STYLE.items()}
 # Audit badges: flag -> (badge, meaning)
 # One spelling and legend for every surface: engine.session.views decides, the console draws.
 BADGES = {flag: (code, BADGE_HELP[code]) for flag, code in AUDIT_BADGES.items()}
 BADGE_LEGEND: dict[str, str] = dict(BADGE_HELP)
-IMPORTED_UNMEASURED = "imported (not measured here)"
 CRITERION_LABEL = {
     "claimed": "claimed metric (as AIDE)",
     "validation": "validation AUC",
@@ -87,44 +80,31 @@ def badges(node: NodeState) -> Text:
     return text
 
 
+FIGURE_STYLE = {"measured": "", "pending": "yellow", "problem": "red", "imported": "dim", "unmeasured": "yellow"}
+
+
 def node_label(state: SessionState, node: NodeState, *, best: bool = False, frame: int = 0) -> Text:
-    """One line of the search tree: glyph, id, stage, metrics or reason, badges."""
+    """One line of the search tree: views.NodeSummary.compact(), styled (glyph, id, stage, val
+    AUC / gap or what went wrong, ★ best, badges, ⇢ next, ✂ pruned)."""
+    summary = node_summary(state, node, best=node.node_id if best else None)
     glyph, style = STATUS_GLYPH.get(node.status, ("?", ""))
     if node.status == "running":
         glyph = SPINNER[frame % len(SPINNER)]
-    pruned = state.is_pruned(node.node_id)
     text = Text()
     text.append(glyph + " ", style=style)
     text.append(f"{node.node_id} ", style="bold")
-    text.append(node.stage)
-    reason = node.failure_reason
-    unmeasured_import = (node.origin == "import" and node.status == "ok" and not reason
-                         and node.val_auc is None and not node.eval_verdicts)
-    if node.origin == "import" and not unmeasured_import:
-        text.append(" (imported)", style="dim")
-    text.append(" ")
-    if unmeasured_import:
-        # ran elsewhere (an AIDE journal); befair never ran or measured it
-        text.append(IMPORTED_UNMEASURED, style="dim")
-    elif node.status == "ok" and node.val_auc is not None:
-        text.append(f"{num(node.val_auc)} / {num(node.val_gap)}", style="bold green" if best else "")
-    elif node.status in ("queued", "running"):
-        text.append(STATUS_WORD[node.status], style="yellow")
-    elif node.status == "ok" and not reason:
-        # ran cleanly; the harness has not measured it yet (or measured no AUC)
-        text.append("ran ok · measuring…" if "validation" not in node.eval_verdicts else "ok · no AUC",
-                    style="yellow")
-    else:
-        text.append(f"{STATUS_WORD.get(node.status, node.status)}: {_short(reason or '')}", style="red")
-    if best:  # before the badges, so a narrow tree does not clip it
+    text.append(summary.stage_text(with_parent=False) + " ")
+    figure_style = "bold green" if best and summary.kind == "measured" else FIGURE_STYLE.get(summary.kind, "")
+    text.append(summary.figures, style=figure_style)
+    if summary.best:  # before the badges, so a narrow tree does not clip it
         text.append(" ★ best", style="bold yellow")
     b = badges(node)
     if b:
         text.append(" ")
         text.append_text(b)
-    if node.node_id in state.pending_expand:
+    if summary.next:
         text.append(" ⇢ next", style="bold magenta")
-    if pruned:
+    if summary.pruned:
         text.append(" ✂ pruned", style="dim")
         text.stylize("dim")
     return text
@@ -138,15 +118,16 @@ def node_tooltip(state: SessionState, node: NodeState) -> str:
         lines.append(f"{num(node.val_auc)} / {num(node.val_gap)}: validation AUC / skin-tone AUC gap, measured "
                      "here on the held-out validation split (test figures: scoreboard, Groups tab).")
     elif node.origin == "import" and node.status == "ok" and not node.eval_verdicts:
-        lines.append("Imported from an AIDE run: it ran elsewhere and was not measured here.")
+        lines.append("Imported from an AIDE run: it ran elsewhere and was not measured here; its only figure "
+                     "is the one that run reported.")
     if node.claimed_metric is not None:
         lines.append(f"The agent claimed {num(node.claimed_metric, 4)} (its own report, not a measurement).")
     if node.failure_reason:
         lines.append(f"Problem: {node.failure_reason}")
-    for code in badge_codes(node):
-        lines.append(f"[{code}] {BADGE_LEGEND[code]}")
+    for badge in views.badges(node):
+        lines.append(f"[{badge.code}] {badge.meaning}" + (f": {badge.evidence}" if badge.evidence else ""))
     if state.is_pruned(node.node_id):
-        lines.append("✂ pruned: the search will not expand it or its subtree.")
+        lines.append("✂ pruned: the search will not expand it or its subtree, and it is never chosen best.")
     return "\n".join(lines)
 
 

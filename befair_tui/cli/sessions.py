@@ -16,7 +16,7 @@ from engine.session import views
 from engine.session.export import export_session
 from engine.session.lifecycle import open_store, remove_run_dir, stop_runner
 from engine.session.liveness import runner_status
-from engine.session.state import best_node
+from engine.session.sealed import open_sealed
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
@@ -154,17 +154,24 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _comparisons(store: SessionStore, state: Any, unblind: bool) -> dict[str, views.Comparison]:
+    from befair_tui.compare import reference_rows
+
+    trained, published = reference_rows(store)
+    return {split: views.comparison(state, trained, published, split, unblind=unblind) for split in views.SPLITS}
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
-    state = store.state(sid)
+    state = open_sealed(store, sid, unblind=args.unblind)
+    comparisons = _comparisons(store, state, args.unblind)
     if args.json:
-        _json_out(views.session_json(state, unblind=args.unblind))
+        _json_out(views.session_json(state, unblind=args.unblind, comparisons=comparisons))
         return 0
     coder = state.coder.get("label") or state.coder.get("name", "?")
     if state.simulated and "simulated" not in coder:
         coder += " (simulated)"
-    criterion = state.config.get("best", "validation")
     print(f"session {sid} · {state.level or '?'} · {coder} · step {state.agent_steps}/{state.budget} · "
           f"{state.status.upper()}" + (f" · {views.UNSANDBOXED}" if state.unsandboxed else ""))
     if state.unsandboxed:
@@ -173,13 +180,30 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"tokens {state.tokens_in + state.tokens_out:,} · cost ${state.cost:.2f}")
     lines = views.tree_lines(state, unblind=args.unblind)
     print("\n".join(lines) if lines else "(no nodes yet)")
-    choices = views.final_choices(state)
-    best = best_node(state, criterion)
-    print(f"best by {criterion}: node {best.node_id if best else '–'}  ·  final choice: "
-          + ", ".join(f"{k} → {v if v is not None else '–'}" for k, v in choices.items()))
-    if any(n.audit_flags or n.claim for n in state.nodes.values()):
+    _print_best(state, args.unblind)
+    for split in views.SPLITS:
+        print()
+        print("\n".join(comparisons[split].lines()))
+    if any(n.audit_flags or n.claim or n.guidance_ids for n in state.nodes.values()):
         print("badges: " + ", ".join(f"[{b}] {h}" for b, h in views.BADGE_HELP.items()))
     return 0
+
+
+def _print_best(state: Any, unblind: bool) -> None:
+    """The best node by each criterion, with the reason; ★ marks the session's own criterion."""
+    criterion = views.session_criterion(state)
+    choices = views.best_by_criterion(state)
+    own = choices[criterion].node_id
+    which = "final choice" if views.ended(state) else "so far"
+    print(f"best by {criterion}: node {own if own is not None else '–'}  ·  {which}: "
+          + ", ".join(f"{c} → {b.node_id if b.node_id is not None else '–'}" for c, b in choices.items()))
+    for c, b in choices.items():
+        mark = "★" if c == criterion else " "
+        where = "final choice" if b.recorded else "so far"
+        print(f"  {mark} {c} ({where}): {b.reason}")
+    visibility = views.visibility(state, unblind)
+    if visibility["test_hidden"]:
+        print(f"test metrics: {visibility['note']} (a researcher sees them with --unblind)")
 
 
 def cmd_steer(args: argparse.Namespace) -> int:
@@ -230,7 +254,10 @@ def cmd_steer(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
-    info = export_session(store, sid, Path(args.out), criterion=args.criterion, unblind=args.unblind)
+    from befair_tui.compare import reference_rows
+
+    info = export_session(store, sid, Path(args.out), criterion=args.criterion, unblind=args.unblind,
+                          reference=reference_rows(store)[1])
     if info["best_node"] is None:
         print(f"no successful node by {info['criterion']}; solution.py not written", file=sys.stderr)
     else:

@@ -19,10 +19,11 @@ from textual.widgets import Footer, Tree
 from textual.worker import get_current_worker
 
 from engine.session import events as ev
-from engine.session.state import SessionState, apply, best_node, fold, new_state
+from engine.session import views
+from engine.session.state import SessionState, apply, fold, new_state
 from engine.session.store import SessionStore
 
-from befair_tui.compare import baseline_points, published_points
+from befair_tui.compare import baseline_points, published_points, reference_rows
 from befair_tui.launch import log_tail, runner_state
 from befair_tui.messages import EventsArrived, FollowProblem
 from befair_tui.widgets.comparison_plot import ComparisonPlot
@@ -118,15 +119,8 @@ class ConsoleScreen(Screen):
         baselines: list[dict] = []
         published: list[dict] = []
         try:
-            baselines = baseline_points(self.store.baselines(), self.state)
-            rows = self.store.reference_rows()
-            if not rows:
-                try:
-                    from baselines.reference import load_reference_rows  # published figures
-
-                    rows = list(load_reference_rows())
-                except Exception:  # noqa: BLE001 - published rows are optional
-                    rows = []
+            trained, rows = reference_rows(self.store)
+            baselines = baseline_points(trained, self.state)
             level = self.state.level or self._level_hint()
             published = published_points(rows, level)
         except Exception as exc:  # noqa: BLE001
@@ -246,8 +240,7 @@ class ConsoleScreen(Screen):
                 output: dict[int, list[str]], scores: bool) -> None:
         self.renders += 1
         state = self.state
-        best = best_node(state, state.config.get("best", "validation"))
-        self.best = best.node_id if best else None
+        self.best = views.best_id(state)  # the ★: the same choice as the final one (views.best_choice)
         tree = self.query_one(SearchTree)
         tree.sync(state, dirty, guidance, self.best, self._frame)
         for nid in subtree:

@@ -12,10 +12,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
+from engine.session import views
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUP_LABELS, GROUPS
 
-from befair_tui import compare
 from befair_tui.format import BADGES, STATUS_WORD, num
 
 OUTPUT_LINES = 2_000
@@ -128,7 +128,7 @@ class NodeDetail(Vertical):
         table.add_column("test", justify="right")
         val = node.validation or {}
         test = node.test or {}
-        blinded = node.test is not None and not compare.test_visible(state, node)
+        blinded = views.test_withheld(state, node)
         hidden = "hidden" if blinded else None
 
         def cell(summary: dict, key: str, group: str | None = None, split: str = "validation") -> str:
@@ -154,7 +154,7 @@ class NodeDetail(Vertical):
             if verdict and verdict != "ok":
                 parts.append(Text(f"{split}: {verdict} — {node.eval_reasons.get(split) or ''}", style="red"))
         if blinded:
-            parts.append(Text(f"{compare.blinded_note(state).capitalize()}.", style="dim italic"))
+            parts.append(Text(f"{views.blinded_note(state).capitalize()}.", style="dim italic"))
         parts.append(Text("validation: held-out split of the training data · test: DDI-format test set; "
                           "both measured here", style="dim"))
         return Group(*parts)

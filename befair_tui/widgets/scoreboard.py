@@ -1,7 +1,7 @@
 """Scoreboard: like with like. The test view puts the best nodes' held-out DDI-format test
 metrics next to the baselines' test rows and the study's published DDI rows; the validation
 view (key v) shows the validation split apart. Every row says where its numbers come from, and a
-tooltip (mouse over a row) explains it. Which rows: befair_tui.compare."""
+tooltip (mouse over a row) explains it. Which rows: engine.session.views (the presentation model)."""
 from __future__ import annotations
 
 from typing import Any
@@ -108,8 +108,7 @@ class Scoreboard(Static):
             source = Text(row.source, style=SOURCE_STYLE.get(row.source, ""))
             if row.kind == "baseline" and row.note:
                 name.append(" · other data", style="dim")
-            hidden = row.kind == "node" and row.auc is None and row.note in (compare.BLINDED_NOTE,
-                                                                            compare.STUDY_BLINDED_NOTE)
+            hidden = row.hidden
             auc = "hidden" if hidden else num(row.auc)
             gap = "hidden" if hidden else num(row.gap)
             if row.kind == "node" and row.auc is None and not hidden and row.note:

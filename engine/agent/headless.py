@@ -16,7 +16,6 @@ from engine.session import views
 from engine.session.state import NodeState, SessionState
 
 
-
 class Progress:
     """A progress bar line and one line per finished node. On a terminal the bar is redrawn
     every second by a ticker thread (elapsed time, step, the running node's last output line),
@@ -150,21 +149,7 @@ def _clock(seconds: float) -> str:
     return f"{m:02d}:{s:02d}"
 
 
-def _f(x: float | None) -> str:
-    return "  —  " if x is None else f"{x:.3f}"
-
-
 def node_line(state: SessionState, node: NodeState) -> str:
-    stage = node.stage if node.parent_id is None else f"{node.stage} of {node.parent_id}"
-    status = node.status
-    if node.status == "ok" and node.eval_verdicts.get("validation") not in (None, "ok"):
-        status = f"ok/{node.eval_verdicts['validation']}"
-    metrics = f"val {_f(node.val_auc)} / gap {_f(node.val_gap)}"
-    if node.test and not node.test_blinded:
-        metrics += f"  test {_f(node.test.get('auc'))} / {_f(node.test.get('auc_gap'))}"
-    badges = "".join(f"[{b}]" for b in views.audit_badges(node))
-    extra = ""
-    if node.status != "ok":
-        extra = f"  {node.failure_reason or ''}"
-    t = f"{node.exec_time:5.1f}s" if node.exec_time is not None else "     "
-    return f"  node {node.node_id:>3}  {stage:<14} {status:<11} {metrics}  {t}  {badges}{extra}"
+    """views.node_line (the line `befair show` prints), with the run's time."""
+    t = f"  ({node.exec_time:.1f} s)" if node.exec_time is not None else ""
+    return f"  {views.node_line(state, node)}{t}"

@@ -1,6 +1,7 @@
 """A session written out as files: its best pipeline (solution.py), its tree (tree.json), one
-row per node (nodes.csv) and its events (events.jsonl). Used by `befair export` and the
-sessions screen."""
+row per node (nodes.csv), what its figures compare with (comparison.txt) and its events
+(events.jsonl), all rendered by engine.session.views like every other surface. Used by
+`befair export` and the sessions screen."""
 from __future__ import annotations
 
 import csv
@@ -9,13 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.session import views
-from engine.session.state import best_node
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
 
 NODE_CSV_COLUMNS = [
-    "node_id", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
+    "node_id", "summary", "best", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
     "claimed_metric", "val_auc", "val_gap", "val_worst", "val_best", "val_group_0", "val_group_1",
     "val_group_2", "val_n", "val_verdict", "test_auc", "test_gap", "test_worst", "test_best",
     "test_group_0", "test_group_1", "test_group_2", "test_n", "test_verdict", "test_blinded",
@@ -45,6 +45,7 @@ def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
     row["claim_difference"] = claim.get("difference")
     row["guidance_ids"] = " ".join(str(g) for g in d["guidance_ids"])
     row["pruned"] = int(d["pruned"])
+    row["best"] = int(d["best"])
     row["test_blinded"] = int(d["test_blinded"])
     row["sandbox"] = trust["sandbox"]
     row["unsandboxed"] = int(bool(trust["unsandboxed"]))
@@ -52,36 +53,43 @@ def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
 
 
 def export_session(store: SessionStore, session_id: str, out: Path, *, criterion: str | None = None,
-                   unblind: bool = False) -> dict[str, Any]:
-    """Write solution.py (best pipeline), tree.json, nodes.csv and events.jsonl into `out`."""
-    events = store.events(session_id)
-    from engine.session.state import fold
+                   unblind: bool = False, reference: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write solution.py (best pipeline), tree.json, nodes.csv, comparison.txt and events.jsonl
+    into `out`. `unblind`: a researcher's export (sealed test figures included); `reference`:
+    the published rows to compare with (default: the database's)."""
+    from engine.session.sealed import open_sealed, unsealed_events
 
-    state = fold(events, session_id)
-    criterion = criterion or state.config.get("best", "validation")
+    state = open_sealed(store, session_id, unblind=unblind)
+    criterion = criterion or views.session_criterion(state)
     out.mkdir(parents=True, exist_ok=True)
-    best = best_node(state, criterion)
+    choice = views.best_choice(state, criterion)
+    best = state.nodes.get(choice.node_id) if choice.node_id is not None else None
     written = []
     if best is not None and best.code:
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
+                  f"# why: {choice.reason}\n"
                   f"# coder: {state.coder.get('label') or state.coder.get('name')}"
                   f"{' (simulated)' if state.simulated else ''}\n"
                   + (f"# {views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}\n" if state.unsandboxed else ""))
         (out / "solution.py").write_text(header + best.code, encoding="utf-8")
         written.append("solution.py")
-    tree = views.session_json(state, unblind=unblind)
-    tree["export"] = {"criterion": criterion, "best_node": best.node_id if best else None}
+    published = store.reference_rows() if reference is None else reference
+    comparisons = {split: views.comparison(state, store.baselines(), published, split, unblind=unblind)
+                   for split in views.SPLITS}
+    tree = views.session_json(state, unblind=unblind, comparisons=comparisons)
+    tree["export"] = {"criterion": criterion, "best_node": choice.node_id}  # why: tree["best"]
     (out / "tree.json").write_text(json.dumps(tree, indent=2, default=str) + "\n", encoding="utf-8")
     with (out / "nodes.csv").open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=NODE_CSV_COLUMNS)
         w.writeheader()
         for d in tree["nodes"]:
             w.writerow(_csv_row(d, views.trust_fields(state)))
+    lines = [line for split in views.SPLITS for line in [*comparisons[split].lines(), ""]]
+    (out / "comparison.txt").write_text("\n".join(lines), encoding="utf-8")
+    events = store.events(session_id)
     with (out / "events.jsonl").open("w", encoding="utf-8") as fh:
-        for e in events:
+        for e in unsealed_events(store, session_id, events) if unblind else events:
             fh.write(json.dumps({"seq": e.seq, "ts": e.ts, "kind": e.kind, "payload": e.payload},
                                 sort_keys=True) + "\n")
-    written += ["tree.json", "nodes.csv", "events.jsonl"]
-    return {"best_node": best.node_id if best else None, "criterion": criterion, "files": written}
-
-
+    written += ["tree.json", "nodes.csv", "comparison.txt", "events.jsonl"]
+    return {"best_node": choice.node_id, "criterion": criterion, "reason": choice.reason, "files": written}

@@ -170,8 +170,36 @@ def _m004_study(db: sqlite_utils.Database) -> None:
         from study_sessions g left join sessions s on s.id = g.session_id""")
 
 
+def _m006_sealed(db: sqlite_utils.Database) -> None:
+    """Blinded test metrics, sealed (engine.session.sealed): a blinded test evaluation's figures
+    are kept here, out of `events` and `nodes`, until the session ends (never, in a study).
+    Sessions recorded before this migration whose blinded figures are not revealed yet (still
+    running, or a study's) are sealed the same way."""
+    db.execute("""create table if not exists sealed_metrics (
+        session_id text not null references sessions(id), seq integer not null, node_id integer,
+        split text not null, payload text not null, sealed_at float not null, revealed_seq integer,
+        primary key (session_id, seq))""")
+    unrevealed = """from events e join sessions s on s.id = e.session_id
+        where e.kind = 'evaluated' and json_extract(e.payload, '$.split') = 'test'
+          and json_extract(e.payload, '$.blinded') and not coalesce(json_extract(e.payload, '$.revealed'), 0)
+          and not coalesce(json_extract(e.payload, '$.sealed'), 0)
+          and (s.study_id is not null or s.status not in ('finished', 'stopped', 'failed'))"""
+    db.execute(f"""insert or ignore into sealed_metrics (session_id, seq, node_id, split, payload, sealed_at)
+        select e.session_id, e.seq, json_extract(e.payload, '$.node_id'), 'test',
+               json_object('medfair', json(coalesce(json_extract(e.payload, '$.medfair'), 'null')),
+                           'summary', json(coalesce(json_extract(e.payload, '$.summary'), 'null'))), e.ts
+        {unrevealed}""")
+    db.execute("""update events set payload = json_set(json_remove(payload, '$.summary', '$.medfair'),
+                                                      '$.sealed', json('true'))
+        where exists (select 1 from sealed_metrics m where m.session_id = events.session_id and m.seq = events.seq
+                      and m.revealed_seq is null)""")
+    db.execute("""update nodes set test_auc = null, test_gap = null, test_worst = null
+        where exists (select 1 from sealed_metrics m where m.session_id = nodes.session_id
+                      and m.node_id = nodes.node_id and m.revealed_seq is null)""")
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),
-              ("004_study", _m004_study)]
+              ("004_study", _m004_study), ("006_sealed", _m006_sealed)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

@@ -449,6 +449,7 @@ def _session_resumed(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.stop_requested = False
     s.finished_ts = None
     s.finish_reason = None
+    s.final_choice = None  # chosen when the session ended; a resumed session chooses again
 
 
 def _final_choice(s: SessionState, p: Payload, e: ev.Event) -> None:
@@ -505,15 +506,30 @@ def metric_for(node: NodeState, criterion: str) -> float | None:
     raise ValueError(f"unknown criterion {criterion!r}")
 
 
-def best_node(state: SessionState, criterion: str, *, include_pruned: bool = True) -> NodeState | None:
-    """The ok node with the highest metric by the criterion (earliest node wins ties)."""
+def _rank(node: NodeState, criterion: str) -> tuple[float, float] | None:
+    """What "best" maximises. Minimax breaks ties of the worst group by the mean group AUC, as
+    engine.evaluation.pareto.minimax_pareto (the final choice) does: the node with the highest
+    (worst, mean) is never dominated, so both pick the same node."""
+    value = metric_for(node, criterion)
+    if value is None:
+        return None
+    if criterion != "minimax":
+        return value, 0.0
+    groups = [float(v) for v in ((node.validation or {}).get("group_auc") or {}).values() if v is not None]
+    return value, sum(groups) / len(groups) if groups else float("-inf")
+
+
+def best_node(state: SessionState, criterion: str, *, include_pruned: bool = False) -> NodeState | None:
+    """The working (ok) node with the highest metric by the criterion, earliest node on ties.
+    Pruned nodes (or under a pruned ancestor) are left out unless `include_pruned`: the search
+    never expands them and the final choice never picks them."""
     best: NodeState | None = None
-    best_value = float("-inf")
+    best_rank: tuple[float, float] | None = None
     pruned = set() if include_pruned else state.pruned_ids()
     for node in state.nodes.values():
         if node.status != "ok" or node.node_id in pruned:
             continue
-        value = metric_for(node, criterion)
-        if value is not None and value > best_value:
-            best, best_value = node, value
+        rank = _rank(node, criterion)
+        if rank is not None and (best_rank is None or rank > best_rank):
+            best, best_rank = node, rank
     return best

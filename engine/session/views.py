@@ -1,41 +1,31 @@
-"""Read-only views of a folded session, shared by `befair show/export` and the console.
+"""The presentation model: what a folded session means for a reader, on every surface.
 
-Everything here is computed from a `SessionState` (the fold of a session's events): nothing
-is read from anywhere else.
+The console (tree, node panel, scoreboard, plot), `befair show` (text and --json), the headless
+progress lines and the exports all render from here, so they agree on:
+
+- which node is best by each criterion, and why (pruned and failed nodes are never chosen);
+- who may see test metrics: a participant sees a blinded session's test metrics when the session
+  ends, unless the session belongs to a study (`study_id` set), which keeps them blind for good;
+  a researcher sees them with `unblind=True` (`--unblind`);
+- the badges: one spelling, one legend, each with the evidence it came from;
+- each node's one-line summary;
+- what may be compared with what: test against test (the DDI-format test set next to the
+  published DDI rows), validation apart, with a note whenever the data is generated.
+
+Everything is computed from a `SessionState` (the fold of a session's events) and, for the
+comparison, the baselines and published rows the caller passes in; nothing else is read.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from engine.session.state import NodeState, SessionState, best_node
+from engine.session.state import NodeState, SessionState, best_node, metric_for
 
-# Audit flag -> short badge, in display order.
-AUDIT_BADGES: dict[str, str] = {
-    "reads_skin_tone": "ST",
-    "per_group_metric": "PG",
-    "reweighting": "RW",
-    "upsampling": "UP",
-    "filtering": "FI",
-    "pareto_selection": "PA",
-}
-# Every badge any surface shows (console, CLI, exports), one spelling, with what it means.
-BADGE_HELP: dict[str, str] = {
-    "ST": "reads the skin-tone column",
-    "PG": "computes a per-group (per skin tone) metric",
-    "RW": "reweights groups in the loss",
-    "UP": "upsamples under-represented groups",
-    "FI": "filters training rows (e.g. drops some lesions)",
-    "PA": "Pareto / minimax model selection (best worst-group AUC)",
-    "!": "reports a metric that no run supports (an unsupported claim)",
-    "≠": "its reported metric differs from the measured one by .05 or more",
-    "G": "a person's guidance was in force when the agent wrote this node",
-}
-CLAIM_DIFFERENCE_FLAG = 0.05
-STATUS_ICONS = {"queued": "○", "running": "◐", "ok": "●", "buggy": "◍", "timeout": "⧗", "interrupted": "◌"}
-
-
+# -- trust markers ----------------------------------------------------------------------------
 # The trust marker of a session that ran agent code on this machine without the sandbox.
 UNSANDBOXED = "UNSANDBOXED"
 UNSANDBOXED_MEANING = "agent code ran on this machine without the sandbox (--sandbox none)"
@@ -67,23 +57,203 @@ def row_state(row: Mapping[str, Any]) -> SessionState:
                         coder={"name": row.get("coder") or ""})
 
 
-def audit_badges(node: NodeState) -> list[str]:
-    badges = [b for flag, b in AUDIT_BADGES.items() if node.audit_flags.get(flag)]
+# -- badges -----------------------------------------------------------------------------------
+# Audit flag -> short badge, in display order.
+AUDIT_BADGES: dict[str, str] = {
+    "reads_skin_tone": "ST",
+    "per_group_metric": "PG",
+    "reweighting": "RW",
+    "upsampling": "UP",
+    "filtering": "FI",
+    "pareto_selection": "PA",
+}
+# Every badge any surface shows (console, CLI, exports), one spelling, with what it means.
+BADGE_HELP: dict[str, str] = {
+    "ST": "reads the skin-tone column",
+    "PG": "computes a per-group (per skin tone) metric",
+    "RW": "reweights groups in the loss",
+    "UP": "upsamples under-represented groups",
+    "FI": "filters training rows (e.g. drops some lesions)",
+    "PA": "Pareto / minimax model selection (best worst-group AUC)",
+    "!": "reports a metric that no run supports (an unsupported claim)",
+    "≠": "its reported metric differs from the measured one by .05 or more",
+    "G": "a person's guidance was in force when the agent wrote this node",
+}
+CLAIM_DIFFERENCE_FLAG = 0.05
+
+
+@dataclass(frozen=True)
+class Badge:
+    code: str          # one of BADGE_HELP's keys
+    meaning: str       # BADGE_HELP[code]
+    evidence: str      # the line of code, the claim or the guidance it came from
+
+
+def badges(node: NodeState) -> list[Badge]:
+    """The node's badges in BADGE_HELP's order, each with its evidence."""
+    out = [Badge(code, BADGE_HELP[code], node.audit_evidence.get(flag, ""))
+           for flag, code in AUDIT_BADGES.items() if node.audit_flags.get(flag)]
     claim = node.claim or {}
     if claim.get("unsupported"):
-        badges.append("!")
+        out.append(Badge("!", BADGE_HELP["!"], str(claim.get("reason") or
+                                                     f"claimed {fmt(claim.get('claimed'), 4)}, no measurement")))
     elif claim.get("difference") is not None and abs(claim["difference"]) >= CLAIM_DIFFERENCE_FLAG:
-        badges.append("≠")
+        out.append(Badge("≠", BADGE_HELP["≠"], f"claimed {fmt(claim.get('claimed'), 4)}, measured "
+                                               f"{fmt(claim.get('measured'), 4)} ({claim['difference']:+.3f})"))
     if node.guidance_ids:
-        badges.append("G")
-    return badges
+        out.append(Badge("G", BADGE_HELP["G"], "guidance " + ", ".join(f"#{g}" for g in node.guidance_ids)))
+    return out
+
+
+def audit_badges(node: NodeState) -> list[str]:
+    return [b.code for b in badges(node)]
+
+
+# -- who sees test metrics, and when ----------------------------------------------------------
+ENDED = ("finished", "stopped", "failed")
+BLINDED_NOTE = "test metrics hidden until the session ends"
+STUDY_BLINDED_NOTE = "test metrics blinded for this study"
+
+
+def ended(state: SessionState) -> bool:
+    return state.status in ENDED
+
+
+def kept_blind(state: SessionState) -> bool:
+    """A study's session keeps its blinded test metrics blind after the end (researchers unblind)."""
+    return bool(state.config.get("study_id"))
+
+
+def blinds_test(state: SessionState) -> bool:
+    """Does the session blind test metrics at all (its setting, or a node evaluated blinded)?"""
+    return bool(state.config.get("blind_test")) or any(n.test_blinded for n in state.nodes.values())
+
+
+def test_revealed(state: SessionState) -> bool:
+    """Blinded test metrics are revealed to participants once the session ends, unless a study
+    keeps them blind."""
+    return ended(state) and not kept_blind(state)
 
 
 def test_visible(state: SessionState, node: NodeState, unblind: bool = False) -> bool:
-    """Test metrics are hidden when the session blinds them (studies), unless asked."""
-    if unblind:
+    """May this reader see the node's test metrics? `unblind`: a researcher's explicit request."""
+    if unblind or not (node.test_blinded or state.config.get("blind_test")):
         return True
-    return not (node.test_blinded or state.config.get("blind_test"))
+    return test_revealed(state)
+
+
+def test_hidden(state: SessionState, unblind: bool = False) -> bool:
+    """Does this session hide test metrics from this reader right now?"""
+    return not unblind and blinds_test(state) and not test_revealed(state)
+
+
+def blinded_note(state: SessionState) -> str:
+    return STUDY_BLINDED_NOTE if kept_blind(state) else BLINDED_NOTE
+
+
+def visible_test(state: SessionState, node: NodeState, unblind: bool = False) -> dict[str, Any] | None:
+    """The node's test summary when this reader may see it, else None."""
+    return node.test if test_visible(state, node, unblind) else None
+
+
+def test_withheld(state: SessionState, node: NodeState, unblind: bool = False) -> bool:
+    """The node was measured on test but this reader may not see it (or it is sealed)."""
+    measured = node.test is not None or node.eval_verdicts.get("test") == "ok"
+    return measured and (not test_visible(state, node, unblind) or node.test is None)
+
+
+def visibility(state: SessionState, unblind: bool = False) -> dict[str, Any]:
+    """What this reader sees of the test metrics, for JSON."""
+    hidden = test_hidden(state, unblind)
+    return {"audience": "researcher" if unblind else "participant", "blinds_test": blinds_test(state),
+            "kept_blind": kept_blind(state), "revealed": test_revealed(state), "test_hidden": hidden,
+            "note": blinded_note(state) if hidden else None}
+
+
+# -- the best node by each criterion ----------------------------------------------------------
+CRITERIA = ("claimed", "validation", "minimax")
+CRITERION_WORDS = {
+    "claimed": "the metric the agent itself reported (its claim)",
+    "validation": "validation AUC",
+    "minimax": "minimax (best worst-group validation AUC)",
+}
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    criterion: str
+    node_id: int | None
+    reason: str
+    recorded: bool     # the engine's recorded final choice (True) or computed from the state so far
+
+
+def session_criterion(state: SessionState) -> str:
+    criterion = str(state.config.get("best", "validation"))
+    return criterion if criterion in CRITERIA else "validation"
+
+
+def _not_considered(state: SessionState) -> str:
+    """Why nodes are out of the running: pruned (it or an ancestor) or not working."""
+    pruned = state.pruned_ids()
+    failed = sum(1 for n in state.nodes.values() if n.node_id not in pruned and n.finished and n.status != "ok")
+    parts = [f"{len(pruned)} pruned"] if pruned else []
+    if failed:
+        parts.append(f"{failed} failed")
+    return f"; not considered: {', '.join(parts)}" if parts else ""
+
+
+def _computed_choice(state: SessionState, criterion: str) -> BestChoice:
+    node = best_node(state, criterion)
+    excluded = _not_considered(state)
+    if node is None:
+        return BestChoice(criterion, None, f"no working, unpruned node has a {criterion} figure yet{excluded}", False)
+    value = metric_for(node, criterion)
+    what = {"claimed": "the highest AUC the agent reported", "validation": "the highest measured validation AUC",
+            "minimax": "the best worst-group validation AUC"}[criterion]
+    figure = f" ({value:.4f})" if value is not None else ""
+    return BestChoice(criterion, node.node_id, f"node {node.node_id}: {what}{figure}{excluded}", False)
+
+
+def best_choice(state: SessionState, criterion: str | None = None) -> BestChoice:
+    """The best node by one criterion (default: the session's own, the tree's ★). After the end
+    it is the engine's recorded final choice; before, the same rule on the state so far."""
+    criterion = criterion or session_criterion(state)
+    recorded = state.final_choice or {}
+    key = f"by_{criterion}"
+    if key in recorded:
+        reason = str((recorded.get("reasons") or {}).get(criterion) or "the engine's final choice")
+        node_id = recorded[key]
+        return BestChoice(criterion, node_id if isinstance(node_id, int) else None, reason, True)
+    return _computed_choice(state, criterion)
+
+
+def best_by_criterion(state: SessionState) -> dict[str, BestChoice]:
+    return {c: best_choice(state, c) for c in CRITERIA}
+
+
+def best_id(state: SessionState, criterion: str | None = None) -> int | None:
+    """best_choice(...).node_id without the reason (the console asks after every batch)."""
+    criterion = criterion or session_criterion(state)
+    recorded = (state.final_choice or {}).get(f"by_{criterion}", False)
+    if recorded is not False:
+        return recorded if isinstance(recorded, int) else None
+    node = best_node(state, criterion)
+    return node.node_id if node else None
+
+
+def final_choices(state: SessionState) -> dict[str, int | None]:
+    """Best node id by each criterion (recorded final choice where there is one, else computed)."""
+    return {c: b.node_id for c, b in best_by_criterion(state).items()}
+
+
+# -- a node's one-line summary ----------------------------------------------------------------
+STATUS_ICONS = {"queued": "○", "running": "◐", "ok": "●", "buggy": "✗", "timeout": "⧖", "interrupted": "◌"}
+STATUS_WORD = {
+    "queued": "queued", "running": "running…", "ok": "ok", "buggy": "bug",
+    "timeout": "timeout", "interrupted": "interrupted",
+}
+IMPORTED_UNMEASURED = "imported (not measured here)"
+SHORT_REASON = 32  # characters of a failure reason the tree shows
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -91,6 +261,111 @@ def fmt(value: float | None, digits: int = 3) -> str:
         return "–"
     text = f"{value:.{digits}f}"
     return text[1:] if text.startswith("0.") else text.replace("-0.", "-.")
+
+
+def short(text: str, width: int = SHORT_REASON) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    """Everything a node's line says; `line()` for text surfaces, `compact()` for the tree."""
+
+    node_id: int
+    status: str
+    glyph: str
+    stage: str                 # draft | improve | debug | human
+    parent_id: int | None
+    imported: bool
+    kind: str                  # measured | pending | problem | imported | unmeasured: how to style `figures`
+    figures: str               # ".812 / .052" (validation AUC / gap), "running…", "bug: KeyError" …
+    test: str                  # "test .790 / .061", "test hidden" or ""
+    badges: tuple[str, ...]
+    best: bool                 # the best node by the session's criterion (★)
+    pruned: bool
+    next: bool                 # a person asked to expand it next
+    reason: str = ""           # the full failure reason (figures holds it shortened)
+
+    def stage_text(self, *, with_parent: bool) -> str:
+        of = f" of {self.parent_id}" if with_parent and self.parent_id is not None else ""
+        imported = " (imported)" if self.imported and self.kind != "imported" else ""
+        return f"{self.stage}{of}{imported}"
+
+    def head(self, *, with_parent: bool) -> str:
+        return f"{self.glyph} {self.node_id} {self.stage_text(with_parent=with_parent)}"
+
+    def tail(self) -> list[str]:
+        parts = ["★ best"] if self.best else []
+        if self.badges:
+            parts.append("".join(f"[{b}]" for b in self.badges))
+        if self.next:
+            parts.append("⇢ next")
+        if self.pruned:
+            parts.append("✂ pruned")
+        return parts
+
+    def line(self) -> str:
+        """The text surfaces' line: `befair show`, the headless progress, exports."""
+        figures = self.figures
+        if self.kind == "measured":
+            figures = f"val {figures}"
+        elif self.kind == "problem" and self.reason:
+            figures = f"{STATUS_WORD.get(self.status, self.status)}: {self.reason}"
+        parts = [self.head(with_parent=True), figures] + ([self.test] if self.test else []) + self.tail()
+        return "  ".join(parts)
+
+    def compact(self) -> str:
+        """The tree's line: no parent (the tree shows it), no test figures, reasons shortened."""
+        return " ".join([self.head(with_parent=False), self.figures, *self.tail()])
+
+
+def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
+    """(kind, compact figures) of a node (see NodeSummary)."""
+    reason = node.failure_reason
+    if node.origin == "import" and node.status == "ok" and not reason and node.val_auc is None \
+            and not node.eval_verdicts:
+        # ran elsewhere (an AIDE journal): its only figure is the one the run reported
+        if node.claimed_metric is not None:
+            return "imported", f"{IMPORTED_UNMEASURED} · reported {fmt(node.claimed_metric, 4)}"
+        return "imported", IMPORTED_UNMEASURED
+    if node.status == "ok" and node.val_auc is not None:
+        return "measured", f"{fmt(node.val_auc)} / {fmt(node.val_gap)}"
+    if node.status in ("queued", "running"):
+        return "pending", STATUS_WORD[node.status]
+    if node.status == "ok" and not reason:
+        if "validation" in node.eval_verdicts:
+            return "unmeasured", "ok · no AUC"
+        return ("unmeasured", "ran ok · not measured") if ended(state) else ("pending", "ran ok · measuring…")
+    return "problem", f"{STATUS_WORD.get(node.status, node.status)}: {short(reason or '')}"
+
+
+def _test_part(state: SessionState, node: NodeState, unblind: bool) -> str:
+    if test_withheld(state, node, unblind):
+        return "test hidden"
+    test = visible_test(state, node, unblind)
+    if test and test.get("auc") is not None:
+        return f"test {fmt(test.get('auc'))} / {fmt(test.get('auc_gap'))}"
+    return ""
+
+
+def node_summary(state: SessionState, node: NodeState, *, best: int | None, unblind: bool = False,
+                 pruned: set[int] | None = None) -> NodeSummary:
+    """`best`: the ★ node, `best_id(state)` (the caller finds it once: it is O(nodes));
+    `pruned`: `state.pruned_ids()` when the caller has it."""
+    kind, figures = _figures(state, node)
+    is_pruned = node.node_id in pruned if pruned is not None else state.is_pruned(node.node_id)
+    return NodeSummary(
+        node_id=node.node_id, status=node.status, glyph=STATUS_ICONS.get(node.status, "?"), stage=node.stage,
+        parent_id=node.parent_id, imported=node.origin == "import", kind=kind, figures=figures,
+        test=_test_part(state, node, unblind) if kind == "measured" else "",
+        badges=tuple(audit_badges(node)), best=best == node.node_id, pruned=is_pruned,
+        next=node.node_id in state.pending_expand, reason=node.failure_reason or "")
+
+
+def node_line(state: SessionState, node: NodeState, *, unblind: bool = False) -> str:
+    """One line per node: icon, id, stage (of parent), val AUC / gap, test, ★, badges, pruned."""
+    return node_summary(state, node, unblind=unblind, best=best_id(state)).line()
 
 
 def tree_order(state: SessionState) -> list[tuple[NodeState, int]]:
@@ -106,10 +381,14 @@ def tree_order(state: SessionState) -> list[tuple[NodeState, int]]:
         for child in sorted(state.children(node.node_id), key=lambda n: n.created_seq):
             visit(child, depth + 1)
 
-    roots = [n for n in state.nodes.values() if n.parent_id is None or n.parent_id not in state.nodes]
-    for root in sorted(roots, key=lambda n: n.created_seq):
+    for root in _roots(state):
         visit(root, 0)
     return out
+
+
+def _roots(state: SessionState) -> list[NodeState]:
+    roots = [n for n in state.nodes.values() if n.parent_id is None or n.parent_id not in state.nodes]
+    return sorted(roots, key=lambda n: n.created_seq)
 
 
 def guidance_by_node(state: SessionState) -> dict[int, list[int]]:
@@ -121,22 +400,316 @@ def guidance_by_node(state: SessionState) -> dict[int, list[int]]:
     return out
 
 
-def final_choices(state: SessionState) -> dict[str, int | None]:
-    """Best node by each criterion: the recorded final choice where there is one, else computed."""
-    recorded = state.final_choice or {}
-    out = {}
-    for criterion in ("claimed", "validation", "minimax"):
-        key = f"by_{criterion}"
-        if key in recorded:
-            out[criterion] = recorded[key]
-        else:
-            best = best_node(state, criterion)
-            out[criterion] = best.node_id if best else None
+def tree_lines(state: SessionState, *, unblind: bool = False) -> list[str]:
+    """The search tree as text lines (├/└ connectors), with guidance where it took effect."""
+    by_node = guidance_by_node(state)
+    star, pruned = best_id(state), state.pruned_ids()
+    lines: list[str] = []
+
+    def visit(node: NodeState, prefix: str, last: bool, root: bool) -> None:
+        connector = "" if root else ("└ " if last else "├ ")
+        summary = node_summary(state, node, unblind=unblind, best=star, pruned=pruned)
+        lines.append(prefix + connector + summary.line())
+        child_prefix = prefix if root else prefix + ("  " if last else "│ ")
+        for gid in by_node.get(node.node_id, []):
+            g = state.guidance[gid]
+            where = "global" if g.scope == "global" else f"for node {g.node_id}"
+            lines.append(f"{child_prefix}  ✎ guidance #{gid} ({where}): {g.text!r}")
+        kids = sorted(state.children(node.node_id), key=lambda n: n.created_seq)
+        for i, child in enumerate(kids):
+            visit(child, child_prefix, i == len(kids) - 1, False)
+
+    for root in _roots(state):
+        visit(root, "", True, True)
+    return lines
+
+
+# -- like with like: what the scoreboard and the plot may put side by side ---------------------
+# "test": the best nodes' held-out DDI-format TEST metrics next to the published DDI test rows and
+# the baselines' test rows. "validation": the held-out validation split (carved out of the
+# training data, never seen by the agent) next to the baselines scored on that same split;
+# published figures are test results only, never in this view.
+SPLITS = ("test", "validation")
+CRITERION_SHORT = {"claimed": "claim", "validation": "val", "minimax": "minimax"}
+SYNTH_NOTE = "generated data: not comparable to published DDI numbers"
+IMPORTED_NOTE = "imported run: not measured here"
+PUBLISHED_NOTE = "published rows are DDI test results: see the test view (v)"
+SOURCE_MEASURED = "measured here"
+SOURCE_TRAINED = "trained here"
+SOURCE_PUBLISHED = "published"
+SOURCE_HELP = {
+    SOURCE_MEASURED: "measured by befair on this session's held-out images (the node's predict() "
+                     "was run here; labels never reached the node)",
+    SOURCE_TRAINED: "an expert baseline (MEDFAIR ResNet-18) trained and scored by befair on this "
+                    "database's data, mean over its seeds",
+    SOURCE_PUBLISHED: "a figure published by the Be Fair! study (Richter, Stoyanovich, Schelter "
+                      "2026) on the real DDI test set: not a result of this product",
+}
+SPLIT_TITLE = {"test": "test (DDI format)", "validation": "validation (held-out split of the training data)"}
+SPLIT_WORDS = {
+    "test": "held-out DDI-format test set",
+    "validation": "held-out validation split (training-data images the agent never saw)",
+}
+AXIS = {  # split -> (y axis, x axis)
+    "test": ("test AUC", "skin-tone AUC gap (test)"),
+    "validation": ("validation AUC", "skin-tone AUC gap (validation)"),
+}
+
+
+def data_kind(state: SessionState) -> str:
+    """"synth" (generated SynthDerm), "real" (a prepared workspace), "imported" (an AIDE run
+    measured elsewhere) or "" (not known yet)."""
+    kind = str((state.data or {}).get("kind") or "")
+    if kind == "synth":
+        return "synth"
+    if "import" in kind or "import" in str(state.coder.get("name", "")):
+        return "imported"
+    return "real" if kind else ""
+
+
+def synth(state: SessionState) -> bool:
+    return data_kind(state) == "synth"
+
+
+def same_data(dataset: str | None, state: SessionState) -> bool | None:
+    """Was a baseline trained on this session's data? True / False, None when it cannot be told.
+
+    A session records its workspace folder (`data.path`); a baseline records the data folder the
+    workspace was prepared from (the SynthDerm cache names the workspace `<data>-workspace`)."""
+    path = str((state.data or {}).get("path") or "")
+    if not dataset or not path:
+        return None
+    a, b = Path(str(dataset)), Path(path)
+    if a == b or b.name == f"{a.name}-workspace" and a.parent == b.parent:
+        return True
+    if str(dataset) in ("synth", "synthderm"):
+        return synth(state) and "synthderm" in path
+    return False
+
+
+def node_metrics(state: SessionState, node: NodeState, split: str,
+                 unblind: bool = False) -> tuple[float | None, float | None]:
+    """(AUC, gap) of a node on a split, or (None, None) when it has none or it is hidden."""
+    if split == "validation":
+        return node.val_auc, node.val_gap
+    test = visible_test(state, node, unblind) or {}
+    return test.get("auc"), test.get("auc_gap")
+
+
+@dataclass
+class Row:
+    name: str
+    auc: float | None
+    gap: float | None
+    source: str                       # measured here | trained here | published
+    kind: str                         # node | baseline | published
+    std: tuple[float | None, float | None] = (None, None)
+    node_id: int | None = None
+    criteria: list[str] = field(default_factory=list)
+    chosen: bool = False              # the best node by the session's own criterion
+    hidden: bool = False              # blinded: the figures exist but this reader may not see them
+    note: str = ""                    # why a number is missing, or a caveat
+    explain: str = ""                 # the tooltip: what the row's numbers are
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return None, None
+    mean = sum(vals) / len(vals)
+    std = (sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) ** 0.5 if len(vals) > 1 else 0.0
+    return mean, std
+
+
+def baseline_points(baselines: list[dict[str, Any]], state: SessionState | None = None) -> list[dict[str, Any]]:
+    """Mean test and validation AUC / gap per baseline variant trained here (and on which data)."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in baselines:
+        by_key.setdefault((row.get("variant") or "baseline", str(row.get("dataset") or "")), []).append(row)
+    out = []
+    for (variant, dataset), rows in sorted(by_key.items()):
+        auc, auc_std = _mean_std(r.get("test_auc") for r in rows)
+        gap, gap_std = _mean_std(r.get("test_gap") for r in rows)
+        val_auc, val_auc_std = _mean_std(r.get("val_auc") for r in rows)
+        val_gap, val_gap_std = _mean_std(r.get("val_gap") for r in rows)
+        out.append({"name": variant, "dataset": dataset, "n": len(rows),
+                    "auc": auc, "auc_std": auc_std, "gap": gap, "gap_std": gap_std,
+                    "val_auc": val_auc, "val_auc_std": val_auc_std, "val_gap": val_gap, "val_gap_std": val_gap_std,
+                    "same_data": same_data(dataset, state) if state is not None else None})
     return out
 
 
-def node_json(state: SessionState, node: NodeState, *, unblind: bool = False) -> dict[str, Any]:
-    show_test = test_visible(state, node, unblind)
+def published_points(reference: list[dict[str, Any]], level: str) -> list[dict[str, Any]]:
+    """The experts' and dermatologists' published rows, plus the agents' rows at this level."""
+    out = []
+    for row in reference:
+        if row.get("agent") and row.get("level") not in (level, None, ""):
+            continue  # an agent's row at another instruction level
+        name = str(row.get("name") or row.get("id"))
+        out.append({"name": name, "auc": row.get("auc_mean"), "auc_std": row.get("auc_std"),
+                    "gap": row.get("gap_mean"), "gap_std": row.get("gap_std"),
+                    "source": row.get("source") or SOURCE_PUBLISHED})
+    return out
+
+
+def published_label(name: str) -> str:
+    return f"{name} (published)"
+
+
+def best_nodes(state: SessionState) -> dict[int, list[str]]:
+    """node id -> the criteria it is best by (claimed, validation, minimax), in criteria order."""
+    out: dict[int, list[str]] = {}
+    for criterion, choice in best_by_criterion(state).items():
+        if choice.node_id is not None and choice.node_id in state.nodes:
+            out.setdefault(choice.node_id, []).append(criterion)
+    return out
+
+
+def _node_note(state: SessionState, node: NodeState, split: str, auc: float | None, hidden: bool) -> str:
+    if auc is not None:
+        return ""
+    if hidden:
+        return blinded_note(state)
+    if node.origin == "import":
+        return IMPORTED_NOTE
+    return "not measured on test yet" if split == "test" else "no validation measurement"
+
+
+def node_rows(state: SessionState, split: str, unblind: bool = False) -> list[Row]:
+    chosen = session_criterion(state)
+    rows = []
+    for node_id, crits in best_nodes(state).items():
+        node = state.nodes[node_id]
+        auc, gap = node_metrics(state, node, split, unblind)
+        hidden = split == "test" and test_withheld(state, node, unblind)
+        note = _node_note(state, node, split, auc, hidden)
+        explain = (f"Node {node_id}: the best node by {', '.join(CRITERION_WORDS[c] for c in crits)}. "
+                   f"AUC and skin-tone AUC gap on the {SPLIT_WORDS[split]}, {SOURCE_MEASURED}."
+                   + (f" {note[0].upper() + note[1:]}." if note else ""))
+        rows.append(Row(name=f"node {node_id} · best {'/'.join(CRITERION_SHORT[c] for c in crits)}", auc=auc,
+                        gap=gap, source=SOURCE_MEASURED, kind="node", node_id=node_id, criteria=crits,
+                        chosen=chosen in crits, hidden=hidden, note=note, explain=explain))
+    return rows
+
+
+def _baseline_row(b: dict[str, Any], split: str) -> Row:
+    other = b.get("same_data") is False
+    if split == "test":
+        auc, gap, std = b.get("auc"), b.get("gap"), (b.get("auc_std"), b.get("gap_std"))
+    else:
+        auc, gap, std = b.get("val_auc"), b.get("val_gap"), (b.get("val_auc_std"), b.get("val_gap_std"))
+    where = "DDI-format test set" if split == "test" else "validation split"
+    return Row(name=f"{b['name']} (n={b['n']})", auc=auc, gap=gap, source=SOURCE_TRAINED, kind="baseline", std=std,
+               note="other data: not comparable" if other else "",
+               explain=f"Expert baseline {b['name']} trained here: mean over {b['n']} seed(s) on the "
+                       f"{where} of {b.get('dataset') or 'its data'}."
+                       + (" It was trained on other data than this session's, so it is not comparable."
+                          if other else ""))
+
+
+def comparison_rows(state: SessionState, baselines: list[dict[str, Any]], published: list[dict[str, Any]],
+                    split: str, unblind: bool = False) -> list[Row]:
+    """The scoreboard's rows for one split, like with like. `baselines`: baseline_points();
+    `published`: published_points()."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    rows = node_rows(state, split, unblind) + [_baseline_row(b, split) for b in baselines]
+    if split == "test":
+        caveat = " This session uses generated data: not comparable." if synth(state) else ""
+        for p in published:
+            rows.append(Row(name=published_label(p["name"]), auc=p.get("auc"), gap=p.get("gap"),
+                            source=SOURCE_PUBLISHED, kind="published", std=(p.get("auc_std"), p.get("gap_std")),
+                            note="not comparable: generated data" if synth(state) else "",
+                            explain=f"{p['name']}: mean over runs on the real DDI test set as the Be Fair! "
+                                    f"study published it (not measured by this product).{caveat}"))
+    return rows
+
+
+def notes(state: SessionState, split: str, *, has_published: bool = True, unblind: bool = False) -> list[str]:
+    """The caveats a reader must see next to this split's numbers."""
+    if split != "test":
+        return [PUBLISHED_NOTE]
+    out = [SYNTH_NOTE] if synth(state) and has_published else []
+    if test_hidden(state, unblind) and state.nodes:
+        out.append(blinded_note(state))
+    return out
+
+
+def plot_points(state: SessionState, split: str, unblind: bool = False) -> list[tuple[int, float, float]]:
+    """(node id, gap, AUC) of every measured, working node on this split (nothing hidden is plotted)."""
+    out = []
+    for node in state.nodes.values():
+        if node.status != "ok":
+            continue
+        auc, gap = node_metrics(state, node, split, unblind)
+        if auc is not None and gap is not None:
+            out.append((node.node_id, gap, auc))
+    return out
+
+
+def reference_points(baselines: list[dict[str, Any]], published: list[dict[str, Any]],
+                     split: str) -> list[tuple[str, float, float, str]]:
+    """(name, gap, AUC, kind) of the baselines (same or unknown data) and, on test, the published rows."""
+    out = []
+    for b in baselines:
+        if b.get("same_data") is False:
+            continue
+        auc, gap = (b.get("auc"), b.get("gap")) if split == "test" else (b.get("val_auc"), b.get("val_gap"))
+        if auc is not None and gap is not None:
+            out.append((b["name"], gap, auc, "baseline"))
+    if split == "test":
+        for p in published:
+            if p.get("auc") is not None and p.get("gap") is not None:
+                out.append((p["name"], p["gap"], p["auc"], "published"))
+    return out
+
+
+@dataclass
+class Comparison:
+    """One split's comparison, as the scoreboard, `befair show` and the exports present it."""
+
+    split: str
+    title: str
+    axes: tuple[str, str]             # (y, x)
+    rows: list[Row]
+    notes: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"split": self.split, "title": self.title, "y_axis": self.axes[0], "x_axis": self.axes[1],
+                "notes": list(self.notes), "rows": [r.to_json() for r in self.rows]}
+
+    def lines(self) -> list[str]:
+        """Plain text: a title, the notes, one row per line."""
+        label = "test AUC" if self.split == "test" else "val AUC"
+        out = [f"{self.title}: {label} / skin-tone AUC gap"]
+        out += [f"  {'note:' if n == PUBLISHED_NOTE else '⚠'} {n}" for n in self.notes]
+        for r in self.rows:
+            figures = "hidden" if r.hidden else f"{fmt(r.auc)} / {fmt(r.gap)}"
+            star = "★" if r.chosen else " "
+            # a published row's caveat is the note above; a node's or baseline's is its own
+            note = f"  ({r.note})" if r.note and not r.hidden and r.kind != "published" else ""
+            out.append(f"  {star} {r.name:<38} {figures:>13}  {r.source}{note}")
+        return out
+
+
+def comparison(state: SessionState, baselines: list[dict[str, Any]], reference: list[dict[str, Any]],
+               split: str, *, unblind: bool = False) -> Comparison:
+    """From raw rows: `baselines` (the baselines table) and `reference` (the published rows)."""
+    points = baseline_points(baselines, state)
+    published = published_points(reference, state.level)
+    return Comparison(split=split, title=SPLIT_TITLE[split], axes=AXIS[split],
+                      rows=comparison_rows(state, points, published, split, unblind),
+                      notes=notes(state, split, has_published=bool(published), unblind=unblind))
+
+
+# -- JSON -------------------------------------------------------------------------------------
+def node_json(state: SessionState, node: NodeState, *, unblind: bool = False, best: int | None = None,
+              pruned: set[int] | None = None) -> dict[str, Any]:
+    summary = node_summary(state, node, unblind=unblind, best=best, pruned=pruned)
+    show_test = test_visible(state, node, unblind) and node.test is not None
     return {
         "node_id": node.node_id,
         "parent_id": node.parent_id,
@@ -144,7 +717,9 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False) ->
         "stage": node.stage,
         "status": node.status,
         "origin": node.origin,
-        "pruned": state.is_pruned(node.node_id),
+        "pruned": summary.pruned,
+        "best": summary.best,
+        "summary": summary.line(),
         "plan": node.plan,
         "exec_time": node.exec_time,
         "exc_type": node.exc_type,
@@ -154,11 +729,12 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False) ->
         "validation_verdict": node.eval_verdicts.get("validation"),
         "test": node.test if show_test else None,
         "test_verdict": node.eval_verdicts.get("test"),
-        "test_blinded": not show_test,
+        "test_blinded": test_withheld(state, node, unblind) or not test_visible(state, node, unblind),
         "audit": {
             "flags": dict(node.audit_flags),
             "claim": node.claim,
-            "badges": audit_badges(node),
+            "badges": [b.code for b in badges(node)],
+            "evidence": [asdict(b) for b in badges(node)],
         },
         "guidance_ids": list(node.guidance_ids),
         "tokens_in": node.tokens_in,
@@ -168,10 +744,12 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False) ->
     }
 
 
-def session_json(state: SessionState, *, unblind: bool = False) -> dict[str, Any]:
-    criterion = state.config.get("best", "validation")
-    best = best_node(state, criterion)
-    return {
+def session_json(state: SessionState, *, unblind: bool = False,
+                 comparisons: Mapping[str, Comparison] | None = None) -> dict[str, Any]:
+    criterion = session_criterion(state)
+    choices = best_by_criterion(state)
+    star, pruned = choices[criterion].node_id, state.pruned_ids()
+    out = {
         "session_id": state.session_id,
         "status": state.status,
         "level": state.level,
@@ -179,14 +757,17 @@ def session_json(state: SessionState, *, unblind: bool = False) -> dict[str, Any
         "coder": state.coder,
         "simulated": state.simulated,
         **trust_fields(state),
+        "data": data_kind(state),
         "participant_id": state.config.get("participant_id"),
         "study_id": state.config.get("study_id"),
         "repeat_index": state.config.get("repeat_index"),
         "steps": state.agent_steps,
         "budget": state.budget,
         "best_criterion": criterion,
-        "best_node": best.node_id if best else None,
-        "final_choice": final_choices(state),
+        "best_node": star,
+        "final_choice": {c: b.node_id for c, b in choices.items()},
+        "best": {c: asdict(b) for c, b in choices.items()},
+        "visibility": visibility(state, unblind),
         "tokens_in": state.tokens_in,
         "tokens_out": state.tokens_out,
         "cost": round(state.cost, 10),
@@ -200,54 +781,9 @@ def session_json(state: SessionState, *, unblind: bool = False) -> dict[str, Any
             for g in sorted(state.guidance.values(), key=lambda g: g.guidance_id)
         ],
         "errors": list(state.errors),
-        "nodes": [node_json(state, n, unblind=unblind) for n, _ in tree_order(state)],
+        "badge_legend": dict(BADGE_HELP),
+        "nodes": [node_json(state, n, unblind=unblind, best=star, pruned=pruned) for n, _ in tree_order(state)],
     }
-
-
-def node_line(state: SessionState, node: NodeState, *, unblind: bool = False) -> str:
-    """One line per node: icon, id, stage (of parent), status, val AUC / gap, test, badges."""
-    icon = STATUS_ICONS.get(node.status, "?")
-    stage = node.stage if node.parent_id is None else f"{node.stage} of {node.parent_id}"
-    parts = [f"{icon} {node.node_id} {stage}"]
-    if node.status == "ok" and node.validation:
-        parts.append(f"val {fmt(node.val_auc)} / {fmt(node.val_gap)}")
-        if node.test and test_visible(state, node, unblind):
-            parts.append(f"test {fmt(node.test.get('auc'))} / {fmt(node.test.get('auc_gap'))}")
-        elif node.test or node.test_blinded:
-            parts.append("test blinded")
-    elif node.status == "ok" and node.claimed_metric is not None:
-        parts.append(f"claimed {fmt(node.claimed_metric, 4)}")
-    elif node.status == "running":
-        parts.append("running…")
-    else:
-        reason = node.failure_reason
-        parts.append(f"{node.status}" + (f": {reason}" if reason and reason != node.status else ""))
-    badges = audit_badges(node)
-    if badges:
-        parts.append("".join(f"[{b}]" for b in badges))
-    if state.is_pruned(node.node_id):
-        parts.append("(pruned)")
-    return "  ".join(parts)
-
-
-def tree_lines(state: SessionState, *, unblind: bool = False) -> list[str]:
-    """The search tree as text lines (├/└ connectors), with guidance where it took effect."""
-    by_node = guidance_by_node(state)
-    lines: list[str] = []
-
-    def visit(node: NodeState, prefix: str, last: bool, root: bool) -> None:
-        connector = "" if root else ("└ " if last else "├ ")
-        lines.append(prefix + connector + node_line(state, node, unblind=unblind))
-        child_prefix = prefix if root else prefix + ("  " if last else "│ ")
-        for gid in by_node.get(node.node_id, []):
-            g = state.guidance[gid]
-            where = "global" if g.scope == "global" else f"for node {g.node_id}"
-            lines.append(f"{child_prefix}  ✎ guidance #{gid} ({where}): {g.text!r}")
-        kids = sorted(state.children(node.node_id), key=lambda n: n.created_seq)
-        for i, child in enumerate(kids):
-            visit(child, child_prefix, i == len(kids) - 1, False)
-
-    roots = [n for n in state.nodes.values() if n.parent_id is None or n.parent_id not in state.nodes]
-    for root in sorted(roots, key=lambda n: n.created_seq):
-        visit(root, "", True, True)
-    return lines
+    if comparisons is not None:
+        out["comparison"] = {split: c.to_json() for split, c in comparisons.items()}
+    return out

@@ -133,8 +133,8 @@ def test_pruning_is_inherited():
     assert [s.is_pruned(n) for n in (1, 2, 3, 4)] == [False, True, True, False]
     assert s.nodes[2].pruned and not s.nodes[3].pruned
     assert s.pruned_ids() == {2, 3}
-    assert best_node(s, "validation").node_id == 2
-    assert best_node(s, "validation", include_pruned=False).node_id == 1
+    assert best_node(s, "validation", include_pruned=True).node_id == 2
+    assert best_node(s, "validation").node_id == 1  # pruned nodes are never best
 
 
 def test_budget():

@@ -58,8 +58,8 @@ def test_show_text(db, capsys):
     out = capsys.readouterr().out
     assert out.startswith("session demo-0-12 · fairness-metric · offline coder (simulated) · step 12/12 · FINISHED")
     assert "● 1 draft  val ." in out and "test ." in out
-    assert "◍ 2 draft  buggy: KeyError" in out and "[!]" in out and "(pruned)" in out
-    assert "debug of 2" in out and "improve of" in out and "⧗" in out
+    assert "✗ 2 draft  bug: KeyError" in out and "[!]" in out and "✂ pruned" in out
+    assert "debug of 2" in out and "improve of" in out and "⧖" in out
     assert "✎ guidance #1 (global): 'reweight dark skin in the loss'" in out
     assert "[ST][PG][RW]" in out and "best by validation: node 10" in out
     assert "● 3 draft  val .663 / .155  test .623 / .175  [≠]" in out  # claimed .9731, measured .663
@@ -93,7 +93,7 @@ def test_show_hides_blinded_test_metrics(tmp_path, capsys):
                               "medfair": {}, "blinded": split == "test"})
     assert run("show", "blind", "--db", str(store.path)) == 0
     out = capsys.readouterr().out
-    assert "test blinded" in out and ".610" not in out
+    assert "test hidden" in out and ".610" not in out
     run("show", "blind", "--json", "--db", str(store.path))
     node = json.loads(capsys.readouterr().out)["nodes"][0]
     assert node["test"] is None and node["test_blinded"] is True
