@@ -51,6 +51,11 @@ class SessionConfig:
             raise ValueError(f"sandbox must be one of {SANDBOX_MODES}, not {self.sandbox!r}")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, not {self.protocol!r}")
+        if self.protocol == "be-fair":
+            if self.best != "claimed":  # the study's task withholds no validation set to choose by
+                raise ValueError("the be-fair protocol withholds no validation set: best must be 'claimed' "
+                                 "(the agent's own choice, as in the study)")
+            self.blind_test = True      # measured on the test set only, blinded while the session runs
         instruction_text(self.level, self.custom_text)  # validates the level
 
     @property

@@ -304,3 +304,96 @@ def aide_data_preview(agent_input: str | Path, *, simple: bool = False) -> str:
         parts.append(_csv_preview(path, f"input/{path.relative_to(agent_input).as_posix()}", simple))
     text = "\n\n".join(parts)
     return aide_data_preview(agent_input, simple=True) if len(text) > 6_000 and not simple else text
+
+
+# --------------------------------------------------------------------------- a session under a protocol
+#
+# What the runner uses where the protocol decides: the workspace, the held-out splits a node is
+# measured on (and whose labels are fingerprinted), the read-only input copy, the evaluator and
+# the data preview. For the default protocol each is the product's own.
+
+
+def open_workspace(path: str | Path) -> Any:
+    """A prepared workspace of either protocol (its manifest says which)."""
+    from engine.data.workspace import Workspace
+
+    try:
+        manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        manifest = {}
+    return BeFairWorkspace.open(path) if manifest.get("protocol") == PROTOCOL else Workspace.open(path)
+
+
+def workspace_for(data: str, synth: dict[str, int], progress: ProgressFn | None = None) -> BeFairWorkspace:
+    """The be-fair workspace a be-fair session's `data` names: SynthDerm's (with these generator
+    settings) for "synth", else a prepared folder."""
+    if data == "synth":
+        return be_fair_synth_workspace(seed=synth["seed"], n_train=synth["n_train"], n_test=synth["n_test"],
+                                       size=synth["size"], progress=progress)
+    return BeFairWorkspace.open(Path(data))
+
+
+def heldout_of(workspace: Any) -> dict[str, tuple[Path, Path]]:
+    """The splits a session's nodes are measured on: the test set alone for a be-fair workspace."""
+    if isinstance(workspace, BeFairWorkspace):
+        return heldout_splits(workspace)
+    from engine.evaluation.evaluator import heldout_splits as default_splits
+
+    return default_splits(workspace)
+
+
+def label_digests_of(workspace: Any) -> dict[str, dict[str, str]]:
+    """{split: {"path", "sha256"}} of the label files of the splits `heldout_of` names."""
+    from engine.evaluation.evaluator import sha256_file
+
+    return {split: {"path": str(Path(labels).resolve()), "sha256": sha256_file(Path(labels))}
+            for split, (_, labels) in heldout_of(workspace).items()}
+
+
+def copy_session_input(runs_root: Path, session_id: str, agent_input: Path) -> Path:
+    """The session's read-only copy of the agent's input: engine.execution.prepare_session_input
+    for the default layout; for the be-fair layout (mydataset.csv, which that function does not
+    accept) the same copy, made the same way (a partial copy made read-only, then renamed, then
+    the `.copied` marker that engine.execution.workspace.session_input_of trusts)."""
+    import stat
+
+    from engine.execution import prepare_session_input
+    from engine.execution.workspace import _COMPLETE, INPUT_DIR, _make_read_only, _make_writable, session_run_dir
+
+    agent_input = Path(agent_input).resolve()
+    if not (agent_input / DATASET_CSV).is_file():
+        return prepare_session_input(runs_root, session_id, agent_input)
+    run_dir = session_run_dir(runs_root, session_id)
+    target = run_dir / INPUT_DIR
+    if (run_dir / _COMPLETE).is_file() and target.is_dir():
+        return target
+    run_dir.mkdir(parents=True, exist_ok=True)
+    partial = run_dir / (INPUT_DIR + ".partial")
+    for stale in (partial, target):
+        if stale.exists():
+            _make_writable(stale)
+            shutil.rmtree(stale)
+    shutil.copytree(agent_input, partial, symlinks=False)
+    _make_read_only(partial)
+    os.chmod(partial, stat.S_IRWXU)  # rename needs the folder itself writable for a moment
+    partial.rename(target)
+    os.chmod(target, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    (run_dir / _COMPLETE).write_text(str(agent_input))
+    return target
+
+
+def session_evaluator(workspace: Any, **settings: Any) -> Any:
+    """A NodeEvaluator that measures on `heldout_of(workspace)` (the test set alone under be-fair)."""
+    from engine.evaluation.evaluator import NodeEvaluator, verify_digests
+    from engine.evaluation.harness import EvalOutcome, evaluate_splits
+
+    class ProtocolEvaluator(NodeEvaluator):
+        def evaluate(self, node_dir: Path) -> dict[str, EvalOutcome]:
+            if self.digests:
+                verify_digests(self.digests)
+            return evaluate_splits(node_dir, Path(node_dir) / "solution.py", heldout_of(self.workspace),
+                                   timeout=self.timeout, device=self.device, sandbox=self.sandbox,
+                                   memory_limit_mb=self.memory_limit_mb, threads=self.threads)
+
+    return ProtocolEvaluator(workspace, **settings) if isinstance(workspace, BeFairWorkspace) \
+        else NodeEvaluator(workspace, **settings)

@@ -190,3 +190,15 @@ def test_prompts_are_the_ones_the_study_sent():
     output = review.system.split("# Execution output\n\n```\n", 1)[1].rsplit("\n```", 1)[0]
     node = NodeView(node_id=1, stage="draft", plan="", code=code, status="ok", output=output)
     assert P.to_messages(P.review_prompt(context(1), node))[0]["content"] == review.system
+
+
+def test_sessions_record_their_protocol():
+    from engine.config import SessionConfig
+
+    assert SessionConfig().protocol == "befair" and SessionConfig.from_dict({"level": "base"}).protocol == "befair"
+    config = SessionConfig(protocol="be-fair", best="claimed")
+    assert config.blind_test is True and config.to_dict()["protocol"] == "be-fair"
+    with pytest.raises(ValueError, match="withholds no validation set"):
+        SessionConfig(protocol="be-fair")
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        SessionConfig(protocol="aide")
