@@ -491,9 +491,10 @@ class Runner:
         cancelled = False
         try:
             for batch in self.executor.stream(handle):
-                for chunk in batch:
-                    if chunk.text:
-                        self.emit(ev.OUTPUT, {"node_id": node_id, "text": chunk.text, "stream": chunk.stream})
+                with self.writer.batch():  # one transaction per batch of output lines
+                    for chunk in batch:
+                        if chunk.text:
+                            self.emit(ev.OUTPUT, {"node_id": node_id, "text": chunk.text, "stream": chunk.stream})
                 self.poll_commands()
                 if self.stop and self.interrupt and not cancelled:
                     self.executor.cancel(handle)

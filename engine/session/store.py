@@ -24,6 +24,7 @@ import sqlite_utils
 
 from engine.errors import BefairError, DatabaseError, UsageError, WorkError
 from engine.session import events as ev
+from engine.session import sealed
 from engine.session.schema import check_schema, migrate
 from engine.session.state import NodeState, SessionState, apply, best_node, fold
 
@@ -301,18 +302,24 @@ class SessionStore:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection."""
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection. Inside a
+    transaction already open on this thread's connection (a writer's batch: an event hook that
+    issues a command) it joins that one, which commits or rolls back for both."""
 
     def __init__(self, db: sqlite_utils.Database):
         self.db = db
+        self.joined = False
 
     def __enter__(self) -> sqlite_utils.Database:
-        self.db.conn.execute("BEGIN IMMEDIATE")
+        self.joined = self.db.conn.in_transaction
+        if not self.joined:
+            self.db.conn.execute("BEGIN IMMEDIATE")
         return self.db
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  _tb: TracebackType | None) -> Literal[False]:
-        self.db.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if not self.joined:
+            self.db.conn.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
 
 
@@ -373,13 +380,23 @@ _NO_ROW_CHANGE = {ev.OUTPUT, ev.POLICY_DECISION, ev.ERROR}
 
 
 class SessionWriter:
-    """Appends a session's events, keeping the state, nodes table and summary in step."""
+    """Appends a session's events, keeping the state, nodes table and summary in step.
+
+    `emit` commits each event on return. Inside `with writer.batch():` (or `emit_many`) events
+    share one transaction: the node rows they touched and the session summary are written once,
+    at the batch's end, and the whole batch is durable when the block exits (a crash inside it
+    loses the batch, never part of it)."""
 
     def __init__(self, store: SessionStore, session_id: str):
         self.store = store
         self.session_id = session_id
         self.state = store.state(session_id)
         self._best: Any = _UNSET  # cached best node by the session's criterion
+        self._batch_depth = 0
+        self._batch_owns = False
+        self._dirty_nodes: set[int] = set()
+        self._summary_dirty = False
+        self._best_dirty = False
 
     def emit(
         self,
@@ -390,35 +407,70 @@ class SessionWriter:
         consumes: dict[str, Any] | None = None,
         result: str = "applied",
     ) -> ev.Event:
-        """Append one event (durable on return). `consumes`: the steering command this event
-        carries out, marked consumed in the same transaction (so never applied twice)."""
+        """Append one event (durable on return, or at the end of the enclosing batch).
+        `consumes`: the steering command this event carries out, marked consumed in the same
+        transaction (so never applied twice)."""
         if kind not in ev.KINDS:
             raise ValueError(f"unknown event kind {kind!r}")
+        with self.batch():
+            return self._append(kind, payload, ts, consumes, result)
+
+    def emit_many(self, items: Iterable[tuple[str, dict[str, Any]]], *, ts: float | None = None) -> list[ev.Event]:
+        """Append (kind, payload) events in one transaction; durable on return."""
+        with self.batch():
+            return [self.emit(kind, payload, ts=ts) for kind, payload in items]
+
+    def batch(self) -> _Batch:
+        """One transaction for every event emitted inside (nested batches join the outer one).
+        Keep a batch short: it holds the database's write lock until it ends."""
+        return _Batch(self)
+
+    def _append(self, kind: str, payload: dict[str, Any], ts: float | None, consumes: dict[str, Any] | None,
+                result: str) -> ev.Event:
+        payload = sealed.seal(self, kind, payload)  # blinded test figures: kept out of events and nodes
         event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
                          ts=time.time() if ts is None else ts, session_id=self.session_id)
         # Plain SQL on the raw connection: sqlite-utils' insert/upsert introspect the table on
         # every call, which cost ~4x the ingest rate. The rows are the same.
-        conn = self.store.db.conn
-        row = event.to_row()
-        with self.store._write():
-            conn.execute(_INSERT_EVENT, (row["session_id"], row["seq"], row["ts"], row["kind"], row["payload"]))
-            apply(self.state, event)
-            if kind not in _NO_ROW_CHANGE:
-                node_id = payload.get("node_id")
-                node = self.state.nodes.get(node_id) if node_id is not None else None
-                if node is not None:
-                    conn.execute(_UPSERT_NODE, tuple(node_row(self.session_id, node).values()))
-                if kind in _BEST_MAY_CHANGE or self._best is _UNSET:
-                    self._best = best_node(self.state, self.state.config.get("best", "validation"))
-                summary = session_summary(self.state, self._best)
-                conn.execute(_UPDATE_SESSION, (*summary.values(), self.session_id))
-            if consumes is not None:
-                self._mark_consumed(consumes, result, event.seq)
+        self.store.db.conn.execute(_INSERT_EVENT, (self.session_id, event.seq, event.ts, kind,
+                                                   json.dumps(payload, sort_keys=True)))
+        apply(self.state, event)
+        if kind not in _NO_ROW_CHANGE:
+            node_id = payload.get("node_id")
+            if node_id is not None and node_id in self.state.nodes:
+                self._dirty_nodes.add(node_id)
+            self._best_dirty |= kind in _BEST_MAY_CHANGE or self._best is _UNSET
+            self._summary_dirty = True
+        if consumes is not None:
+            self._mark_consumed(consumes, result, event.seq)
         return event
+
+    def _write_rows(self) -> None:
+        """The node rows and session summary folded from the batch's events."""
+        conn = self.store.db.conn
+        nodes = self.state.nodes
+        conn.executemany(_UPSERT_NODE, [tuple(node_row(self.session_id, nodes[n]).values())
+                                        for n in sorted(self._dirty_nodes) if n in nodes])
+        if self._summary_dirty:
+            if self._best_dirty:
+                self._best = best_node(self.state, self.state.config.get("best", "validation"))
+            summary = session_summary(self.state, self._best)
+            conn.execute(_UPDATE_SESSION, (*summary.values(), self.session_id))
+        self._clear_dirty()
+
+    def _clear_dirty(self) -> None:
+        self._dirty_nodes.clear()
+        self._summary_dirty = self._best_dirty = False
+
+    def _rolled_back(self) -> None:
+        """The batch's events were not written: forget them in memory too."""
+        self._clear_dirty()
+        self.state = self.store.state(self.session_id)
+        self._best = _UNSET
 
     def consume_command(self, command: dict[str, Any], result: str) -> None:
         """Mark a command consumed without an event (e.g. rejected: unknown node)."""
-        with self.store._write():
+        with self.batch():
             self._mark_consumed(command, result, None)
 
     def _mark_consumed(self, command: dict[str, Any], result: str, seq: int | None) -> None:
@@ -426,3 +478,44 @@ class SessionWriter:
             "update commands set consumed_at = ?, consumed_seq = ?, result = ? where id = ?",
             (time.time(), seq, result, int(command["id"])),
         )
+
+
+class _Batch:
+    """The writer's transaction: BEGIN IMMEDIATE at the outermost entry; at its exit the rows
+    folded from the events, then COMMIT (or ROLLBACK and a state reloaded from the log)."""
+
+    def __init__(self, writer: SessionWriter):
+        self.writer = writer
+
+    def __enter__(self) -> SessionWriter:
+        w = self.writer
+        if w._batch_depth == 0:
+            conn = w.store.db.conn
+            w._batch_owns = not conn.in_transaction  # else the store's open transaction commits it
+            if w._batch_owns:
+                conn.execute("BEGIN IMMEDIATE")
+        w._batch_depth += 1
+        return w
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 _tb: TracebackType | None) -> Literal[False]:
+        w = self.writer
+        w._batch_depth -= 1
+        if w._batch_depth > 0:
+            return False
+        conn = w.store.db.conn
+        if exc_type is None:
+            try:
+                w._write_rows()
+                if w._batch_owns:
+                    conn.execute("COMMIT")
+                return False
+            except BaseException:
+                if w._batch_owns:
+                    conn.execute("ROLLBACK")
+                w._rolled_back()
+                raise
+        if w._batch_owns:
+            conn.execute("ROLLBACK")
+        w._rolled_back()
+        return False
