@@ -129,7 +129,16 @@ def cell_status(row: dict[str, Any], *, now: float | None = None) -> str:
         return INTERRUPTED
     session_row = {"status": session_status, "heartbeat_at": row.get("heartbeat_at"), "pid": row.get("pid"),
                    "updated_at": row.get("updated_at")}
-    return RUNNING if runner_status(session_row, now=now) == "alive" else INTERRUPTED
+    if runner_status(session_row, now=now) != "alive" or _beat_before_settled(row):
+        return INTERRUPTED
+    return RUNNING
+
+
+def _beat_before_settled(row: dict[str, Any]) -> bool:
+    """The cell's worker ended (the driver settled it) and no runner has beaten since: a fresh
+    heartbeat left by a worker killed a moment ago is not a live runner."""
+    settled, beat = row.get("finished_at"), row.get("heartbeat_at")
+    return row.get("status") != RUNNING and settled is not None and (beat is None or float(beat) <= float(settled))
 
 
 def _claim_alive(runner: Any) -> bool:
@@ -155,7 +164,7 @@ def claim(store: SessionStore, name: str, cell: int, *, retry_failed: bool = Fal
         if state not in RUNNABLE and not (retry_failed and state == FAILED):
             return False
         conn.execute("update study_sessions set status = ?, runner = ?, claimed_at = ?, attempts = attempts + 1, "
-                     "exit_code = null, error = null where study = ? and cell = ?",
+                     "exit_code = null, error = null, finished_at = null where study = ? and cell = ?",
                      [RUNNING, runner_id(), time.time(), name, cell])
     return True
 
@@ -172,14 +181,15 @@ def settle(store: SessionStore, name: str, cell: int, *, exit_code: int | None, 
         cursor = conn.execute(_GRID_SQL.replace("order by g.cell", "and g.cell = ?"), [name, cell])
         row = dict(zip([d[0] for d in cursor.description], cursor.fetchone(), strict=True))
         row["status"] = INTERRUPTED if row.get("status") == RUNNING else row.get("status")
+        row["finished_at"] = None if exit_code == EXIT_BUSY else time.time()
         state = cell_status(row)
         if state == RUNNING and exit_code != EXIT_BUSY:  # our worker is gone: its session is not running
             state = INTERRUPTED
         if state == QUEUED and exit_code not in (0, None):
             state = FAILED if error else QUEUED
+        # finished_at: when the cell's worker ended, whatever its outcome (see _beat_before_settled)
         conn.execute("update study_sessions set status = ?, exit_code = ?, error = ?, finished_at = ? "
-                     "where study = ? and cell = ?",
-                     [state, exit_code, error, time.time() if state in (FINISHED, FAILED) else None, name, cell])
+                     "where study = ? and cell = ?", [state, exit_code, error, time.time(), name, cell])
         conn.execute("update studies set updated_at = ? where name = ?", [time.time(), name])
     return state
 
