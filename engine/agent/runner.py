@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 from collections.abc import Callable
 
 from engine.agent.coder import Coder, CoderContext, CoderReply, MemoryItem, NodeView, Review
@@ -32,9 +32,10 @@ from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
 from engine.config import SessionConfig
 from engine.errors import BefairError
-from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits, label_digests
+from engine.data.protocol import copy_session_input, heldout_of, label_digests_of, open_workspace, session_evaluator
+from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator
 from engine.execution import (
-    ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
+    ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir,
 )
 from engine.execution.sandbox import RunSpec, guard_outside
 from engine.execution.workspace import pgid_file, session_run_dir
@@ -44,9 +45,6 @@ from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState, best_node
 from engine.session.store import SessionStore, SessionWriter
 from engine.task import METRIC_LINE
-
-if TYPE_CHECKING:
-    from engine.data.workspace import Workspace
 
 EventHook = Callable[[ev.Event, SessionState], None]
 INTERRUPTED_ON_RESUME = "process ended while running"
@@ -91,10 +89,15 @@ def synth_settings(config: SessionConfig) -> dict[str, Any]:
     return synth
 
 
-def resolve_workspace(config: SessionConfig, progress: Any = None) -> Workspace:
-    """The data workspace a session's settings name: the cached SynthDerm one, or a folder."""
+def resolve_workspace(config: SessionConfig, progress: Any = None) -> Any:
+    """The data workspace a session's settings name: the cached SynthDerm one, or a folder; in
+    the layout of the session's protocol (engine.data.protocol)."""
     from engine.data.workspace import Workspace, synth_workspace
 
+    if config.protocol == "be-fair":
+        from engine.data.protocol import workspace_for
+
+        return workspace_for(config.data, synth_settings(config), progress)
     if config.data == "synth":
         return synth_workspace(**synth_settings(config), progress=progress)
     return Workspace.open(Path(config.data))
@@ -133,24 +136,25 @@ def start_session(
         else:
             raise BefairError(f"session {session_id!r} already exists in {store.path}; use `befair resume`")
     Sandbox.create(config.sandbox)  # refuse before anything is recorded when bwrap cannot run here
-    ws = workspace if workspace is not None else resolve_workspace(config)
     coder = coder if coder is not None else make_coder(config)
+    if config.protocol == "be-fair" and getattr(coder, "name", None) == "offline":
+        raise BefairError("the offline coder writes pipelines for the product's own task layout; under the be-fair "
+                          "protocol use an LLM coder (--coder openai)")
+    ws = workspace if workspace is not None else resolve_workspace(config)
     runs_root = runs_dir(store.path)
     guard_runs_root(runs_root, getattr(ws, "root", None))
     data = {"kind": "synth" if config.data == "synth" else "workspace", "path": str(Path(ws.root).resolve()),
-            "summary": _data_summary(ws), "label_sha256": label_digests(ws)}
+            "summary": _data_summary(ws), "label_sha256": label_digests_of(ws)}
     writer = store.create_session(config.to_dict(), instruction=config.instruction, coder=coder_info(coder),
                                   data=data, session_id=session_id)
-    prepare_session_input(runs_root, writer.session_id, Path(ws.agent_input))
+    copy_session_input(runs_root, writer.session_id, Path(ws.agent_input))
     return writer
 
 
-def _open_session_workspace(state: SessionState, config: SessionConfig) -> Workspace:
-    from engine.data.workspace import Workspace
-
+def _open_session_workspace(state: SessionState, config: SessionConfig) -> Any:
     path = (state.data or {}).get("path")
     if path and Path(path).is_dir():
-        return Workspace.open(Path(path))
+        return open_workspace(Path(path))
     return resolve_workspace(config)
 
 
@@ -201,13 +205,13 @@ class Runner:
         self.evaluator = self._evaluator()
         if self.sandbox.isolated:  # the runtime's folders must not expose what the sandbox hides
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
-                                                   *[labels for _, labels in heldout_splits(self.workspace).values()]])
+                                                   *[labels for _, labels in heldout_of(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
         self.stream_relay = StreamRelay()
         if hasattr(self.coder, "on_stream"):
             self.coder.on_stream = self.stream_relay
         self.runs_root = runs_dir(store.path)
-        prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
+        copy_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
         self.pause_poll = pause_poll
         self.stop = False
@@ -220,9 +224,10 @@ class Runner:
     def _evaluator(self) -> NodeEvaluator:
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
         timeout = self.config.eval_timeout or extra.get("eval_timeout") or self.config.step_timeout
-        return NodeEvaluator(self.workspace, sandbox=self.sandbox, digests=(self.state.data or {}).get("label_sha256"),
-                             timeout=float(timeout), memory_limit_mb=int(self.config.memory_limit_mb),
-                             device=extra.get("device"), threads=int(extra.get("threads", 2)))
+        return session_evaluator(self.workspace, sandbox=self.sandbox,
+                                 digests=(self.state.data or {}).get("label_sha256"), timeout=float(timeout),
+                                 memory_limit_mb=int(self.config.memory_limit_mb), device=extra.get("device"),
+                                 threads=int(extra.get("threads", 2)))
 
     def _llm_settings(self) -> dict[str, Any]:
         llm = self.config.extra.get("llm") if isinstance(self.config.extra, dict) else None
@@ -351,6 +356,12 @@ class Runner:
             guidance_global=[g.text for g in glob], guidance_node=[g.text for g in node],
             memory=memory, level=self.config.level,
         )
+        if self.config.protocol == "be-fair":  # AIDE's prompts, with AIDE's memory (engine.agent.prompts)
+            from engine.agent.prompts import BeFairContext, aide_memory
+
+            good = [(n.plan, n.review_summary or "", n.claimed_metric) for n in sorted(st.nodes.values(),
+                    key=lambda n: n.node_id) if n.status == "ok" and not n.is_bug and n.claimed_metric is not None]
+            ctx = BeFairContext(**vars(ctx), journal_summary=aide_memory(good))
         return ctx, [g.guidance_id for g in glob] + [g.guidance_id for g in node]
 
     def preview(self) -> str:
@@ -358,8 +369,10 @@ class Runner:
             agent_input = Path(self.workspace.agent_input)
             try:
                 from engine.data.preview import data_preview
+                from engine.data.protocol import aide_data_preview
 
-                self._preview = data_preview(agent_input)
+                be_fair = self.config.protocol == "be-fair"
+                self._preview = aide_data_preview(agent_input) if be_fair else data_preview(agent_input)
             except Exception:
                 head = (agent_input / "skin_lesions.csv").read_text(errors="replace").splitlines()[:6]
                 self._preview = "input/skin_lesions.csv (first rows):\n" + "\n".join(head) + "\ninput/images/*.jpg"

@@ -202,3 +202,101 @@ def test_sessions_record_their_protocol():
         SessionConfig(protocol="be-fair")
     with pytest.raises(ValueError, match="protocol must be one of"):
         SessionConfig(protocol="aide")
+
+
+BE_FAIR_PIPELINE = '''
+import os
+import zlib
+
+import pandas as pd
+
+
+def predict(folder):
+    return {n: (zlib.crc32(n.encode()) % 1000) / 1000.0 for n in sorted(os.listdir(folder))}
+
+
+if __name__ == "__main__":
+    df = pd.read_csv("./input/mydataset.csv")
+    assert df.columns[0] == "Unnamed: 0" and list(df.columns[1:]) == [
+        "super_label", "skin_tone", "alternative_skin_tone", "expert_opinion", "label", "image_name"]
+    assert all(os.path.exists(f"./input/MyImages/{n}.jpg") for n in df["image_name"])
+    assert sorted(os.listdir("./input")) == ["MyImages", "mydataset.csv"]
+    print(f"rows {len(df)}")
+    print("Validation AUROC: 0.66")
+'''
+
+
+class ProtocolCoder:
+    """Pipelines written for the study's layout; records the contexts it was given."""
+    name, label, simulated = "protocol-test", "be-fair layout pipelines (test)", True
+
+    def __init__(self):
+        self.contexts = []
+
+    def _reply(self, ctx, stage):
+        from engine.agent.coder import CoderReply
+
+        self.contexts.append((stage, ctx))
+        return CoderReply(plan=f"{stage} {ctx.step}", code=BE_FAIR_PIPELINE)
+
+    def draft(self, ctx):
+        return self._reply(ctx, "draft")
+
+    def improve(self, ctx, parent):
+        return self._reply(ctx, "improve")
+
+    def debug(self, ctx, parent):
+        return self._reply(ctx, "debug")
+
+    def review(self, ctx, node):
+        from engine.agent.coder import Review
+
+        ok = node.status == "ok" and "Validation AUROC" in (node.output or "")
+        return Review(is_bug=not ok, summary=f"ran: {ok}", claimed_metric=0.66 if ok else None)
+
+
+def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
+    """The agent's ./input is the study's layout, nothing is held out for validation, each node
+    is measured on the test set only (blinded), the coder gets AIDE's context and preview."""
+    from engine.agent.prompts import BeFairContext
+    from engine.agent.runner import run, start_session
+    from engine.config import SessionConfig
+    from engine.session.store import SessionStore
+
+    ws = prepare_be_fair_workspace(synth_dir / "train" / "fitzpatrick17k.csv", synth_dir / "train" / "images",
+                                   tmp_path / "ws", ddi_csv=synth_dir / "test" / "ddi_metadata.csv",
+                                   ddi_images=synth_dir / "test" / "images")
+    store = SessionStore(tmp_path / "db" / "befair.db")
+    coder = ProtocolCoder()
+    config = SessionConfig(protocol="be-fair", best="claimed", steps=2, num_drafts=1, data=str(ws.root),
+                           step_timeout=60, level="fairness-hint")
+    writer = start_session(store, config, workspace=ws, coder=coder)
+    state = run(store, writer.session_id, coder=coder, workspace=ws)
+    store.close()
+
+    assert state.status == "finished" and state.config["protocol"] == "be-fair"
+    assert set(state.data["label_sha256"]) == {"test"}
+    assert [n.status for n in state.nodes.values()] == ["ok", "ok"]
+    assert "rows 480" in state.nodes[1].stored_output
+    for node in state.nodes.values():
+        assert node.validation is None and "validation" not in node.eval_verdicts
+        assert node.eval_verdicts["test"] == "ok" and node.test_blinded and node.test["n"] == 164
+    assert [stage for stage, _ in coder.contexts] == ["draft", "improve"]
+    assert all(isinstance(ctx, BeFairContext) for _, ctx in coder.contexts)
+    assert coder.contexts[0][1].data_preview.startswith("```\ninput/\n    mydataset.csv (481 lines)\n")
+    memory = coder.contexts[1][1].journal_summary
+    assert memory == "Design: draft 1\nResults: ran: True\nValidation Metric: 0.66\n"
+    assert state.final_choice["by_claimed"] == 1 and state.final_choice["by_validation"] is None
+
+
+def test_the_offline_coder_is_refused_under_be_fair(tmp_path, synth_dir):
+    from engine.agent.runner import start_session
+    from engine.config import SessionConfig
+    from engine.errors import BefairError
+    from engine.session.store import SessionStore
+
+    store = SessionStore(tmp_path / "db.db")
+    with pytest.raises(BefairError, match="offline coder"):
+        start_session(store, SessionConfig(protocol="be-fair", best="claimed", data=str(tmp_path)))
+    assert store.sessions() == []
+    store.close()
