@@ -36,6 +36,7 @@ from engine.data.common import place, read_csv, require_columns
 from engine.errors import DataError
 
 if TYPE_CHECKING:
+    from engine.evaluation.evaluator import NodeEvaluator
     from engine.progress import ProgressFn
 
 PROTOCOL = "be-fair"
@@ -121,8 +122,8 @@ class BeFairWorkspace:
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DataError(f"{root} is not a prepared be-fair workspace ({exc})") from None
         if manifest.get("protocol") != PROTOCOL:
-            raise DataError(f"{root} is not a be-fair workspace (its protocol is {manifest.get('protocol')!r}); "
-                            "prepare one with `befair data prepare --protocol be-fair`")
+            raise DataError(f"{root} is not a be-fair workspace (its protocol is {manifest.get('protocol')!r}): "
+                            "give a folder prepared for the be-fair protocol")
         ws = cls(root=root, manifest=manifest)
         needed = [ws.agent_csv, ws.agent_images, ws.mapping, ws.test_images, ws.test_labels]
         missing = [str(p.relative_to(root)) for p in needed if p is not None and not p.exists()]
@@ -382,7 +383,7 @@ def copy_session_input(runs_root: Path, session_id: str, agent_input: Path) -> P
     return target
 
 
-def session_evaluator(workspace: Any, **settings: Any) -> Any:
+def session_evaluator(workspace: Any, **settings: Any) -> NodeEvaluator:
     """A NodeEvaluator that measures on `heldout_of(workspace)` (the test set alone under be-fair)."""
     from engine.evaluation.evaluator import NodeEvaluator, verify_digests
     from engine.evaluation.harness import EvalOutcome, evaluate_splits
