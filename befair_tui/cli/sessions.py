@@ -32,6 +32,7 @@ STEER_ACTIONS = {
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("sessions", help="list the sessions in the database")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--study", default=None, metavar="NAME", help="only the sessions of this study")
     add_db_arg(p)
     p.set_defaults(func=cmd_sessions)
 
@@ -129,11 +130,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             print(f"no sessions yet ({path} does not exist)")
         return 0
     rows = _session_rows(_store(args))
+    if getattr(args, "study", None):
+        rows = [r for r in rows if r["study_id"] == args.study]
     if args.json:
         _json_out(rows)
         return 0
     if not rows:
-        print(f"no sessions in {path}")
+        print(f"no sessions of study {args.study} in {path}" if getattr(args, "study", None)
+              else f"no sessions in {path}")
         return 0
     header = (f"{'session':<24} {'status':<9} {'level':<16} {'coder':<26} {'who':<8} {'steps':>7} "
               f"{'val AUC':>8} {'val gap':>7}  nodes")
