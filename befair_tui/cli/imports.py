@@ -3,7 +3,7 @@
     befair import aide PATH [--predictions FILE --metadata DDI.csv] [--json] [--db DB]
                                                    (alias: befair import-aide PATH)
     befair import mlzero PATH [--predictions FILE --metadata DDI.csv] [--json] [--db DB]
-    befair import be-fair PATH --metadata DDI.csv [--table OUT.csv] [--json] [--db DB]
+    befair import be-fair PATH --metadata DDI.csv [--table OUT.csv [--all-runs]] [--json] [--db DB]
 """
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     study.add_argument("--metadata", type=Path, required=True, help=METADATA_HELP)
     study.add_argument("--table", type=Path, default=None,
                        help="also write the study's aggregated table (mean/std/ci95 per agent x prompt) to this CSV")
+    study.add_argument("--all-runs", action="store_true",
+                       help="aggregate every scored run, also those the published table leaves out (MLZero run 48)")
     study.add_argument("--json", action="store_true", help="print the import report as JSON")
     add_db_arg(study)
     study.set_defaults(func=cmd_import_be_fair)
@@ -97,17 +99,19 @@ def cmd_import_mlzero(args: argparse.Namespace) -> int:
 
 def cmd_import_be_fair(args: argparse.Namespace) -> int:
     from engine.errors import WorkError
-    from engine.imports.be_fair import import_be_fair, study_table
+    from engine.imports.be_fair import import_be_fair, left_out, study_table
     from engine.progress import task_progress
     from engine.study.aggregate import write_csv
 
     store = open_store(db_from_args(args), must_exist=False)
     with task_progress("importing the be-fair runs", quiet=args.json) as progress:
         report = import_be_fair(store, args.path, metadata=args.metadata, progress=progress)
+    notes: list[str] = []
     if args.table is not None:
-        write_csv(study_table(store), args.table)
+        write_csv(study_table(store, as_published=not args.all_runs), args.table)
+        notes = [] if args.all_runs else left_out(store)
     if args.json:
-        _json_out(report.to_dict())
+        _json_out({**report.to_dict(), "table_left_out": notes})
     else:
         print(f"imported {len(report.imported)} runs ({report.failed_runs} published as failed, {report.scored} "
               f"scored from their published predictions) into the study be-fair in {report.seconds:.1f} s; "
@@ -115,7 +119,10 @@ def cmd_import_be_fair(args: argparse.Namespace) -> int:
         for run, why in report.skipped:
             print(f"  skipped {run}: {why}")
         if args.table is not None:
-            print(f"aggregated table written to {args.table}")
+            print(f"aggregated table written to {args.table}"
+                  + (" (every scored run)" if args.all_runs else " (the runs of the published table)"))
+        for note in notes:
+            print(f"  left out of the table: {note}")
     if report.skipped and not report.imported and not report.existing:
         raise WorkError(f"no run of {args.path} could be imported")
     return 0

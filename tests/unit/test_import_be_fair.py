@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.imports.be_fair import STUDY_ID, find_runs, import_be_fair, parse_run_name, study_rows, study_table
+from engine.imports.be_fair import (
+    STUDY_ID, find_runs, import_be_fair, left_out, parse_run_name, study_rows, study_table,
+)
 from engine.imports.predictions import score_published
 from engine.session.store import SessionStore
 from engine.study.aggregate import METRIC_COLUMNS
@@ -79,12 +81,13 @@ def _tree(root: Path) -> Path:
     killed.mkdir(parents=True)
     (killed / "4_basic_prompt.e8777802").write_text("Traceback ...\nRuntimeError: CUDA error: no kernel image\n")
     _aide_run(root / "aide" / "failed_runs" / "logs_broken_cuda" / "5-basic_prompt", "base")
-    for name in ("6-basic_prompt", "7-basic_prompt"):
+    for name in ("6-basic_prompt", "7-basic_prompt", "48-addition_2"):
         _mlzero_run(root / "mlzero" / name)
     (root / "mlzero" / "basic_prompt_data").mkdir()
     for seed, (agent, name) in enumerate((("aide", "0-basic_prompt"), ("aide", "1-basic_prompt"),
                                           ("aide", "2-addition_1"), ("aide", "3-addition_1"),
-                                          ("mlzero", "6-basic_prompt"), ("mlzero", "7-basic_prompt"))):
+                                          ("mlzero", "6-basic_prompt"), ("mlzero", "7-basic_prompt"),
+                                          ("mlzero", "48-addition_2"))):
         _predictions(root / "evaluation" / agent / name / f"{name}_DDI_predictions.csv", seed)
     return root
 
@@ -105,13 +108,13 @@ def test_tree_imported_whole(store, tmp_path):
 
     assert [run for run, _ in report.imported] == [
         "aide/0-basic_prompt", "aide/1-basic_prompt", "aide/2-addition_1", "mlzero/6-basic_prompt",
-        "mlzero/7-basic_prompt", "aide/failed_runs/logs_broken_cuda/4-basic_prompt_killed",
+        "mlzero/7-basic_prompt", "mlzero/48-addition_2", "aide/failed_runs/logs_broken_cuda/4-basic_prompt_killed",
         "aide/failed_runs/logs_broken_cuda/5-basic_prompt"]
     assert [run for run, _ in report.skipped] == ["aide/3-addition_1"]     # reported by name, the rest went on
     assert "not JSON" in report.skipped[0][1]
     assert report.ignored == [("mlzero/basic_prompt_data", "not a run folder (<id>-<prompt>)")]
-    assert (report.failed_runs, report.scored) == (2, 5)
-    assert calls[0] == ("runs", 0, 8) and calls[-1] == ("runs", 8, 8)
+    assert (report.failed_runs, report.scored) == (2, 6)
+    assert calls[0] == ("runs", 0, 9) and calls[-1] == ("runs", 9, 9)
 
     sessions = {s["id"]: s for s in store.sessions()}
     assert set(sessions) == {sid for _, sid in report.imported}
@@ -133,7 +136,7 @@ def test_tree_imported_whole(store, tmp_path):
 
     # importing again changes nothing
     again = import_be_fair(store, root, metadata=metadata)
-    assert not again.imported and len(again.existing) == 7 and len(store.sessions()) == 7
+    assert not again.imported and len(again.existing) == 8 and len(store.sessions()) == 8
 
 
 def test_study_table_from_the_imported_runs(store, tmp_path):
@@ -142,7 +145,11 @@ def test_study_table_from_the_imported_runs(store, tmp_path):
     rows = study_rows(store)
     assert [(r["model"], r["id"], r["prompt"]) for r in rows] == [
         ("AIDE", 0, "basic_prompt"), ("AIDE", 1, "basic_prompt"), ("AIDE", 2, "addition_1"),
-        ("MLZero", 6, "mlzero_bp"), ("MLZero", 7, "mlzero_bp")]
+        ("MLZero", 6, "mlzero_bp"), ("MLZero", 7, "mlzero_bp"), ("MLZero", 48, "mlzero_add2")]
+    # the published table was computed without MLZero run 48: as published, it is left out, and said so
+    assert [r["id"] for r in study_rows(store, as_published=True)] == [0, 1, 2, 6, 7]
+    assert len(left_out(store)) == 1 and "MLZero run 48" in left_out(store)[0]
+    assert {r["prompt"] for r in study_table(store, as_published=False)} >= {"mlzero_add2"}
     table = study_table(store)
     assert [(r["statistic"], r["model"], r["prompt"]) for r in table][::4] == [
         ("mean", "AIDE", "addition_1"), ("mean", "AIDE", "basic_prompt"), ("mean", "MLZero", "mlzero_bp")]
@@ -190,8 +197,8 @@ def test_cli_imports_the_tree_and_writes_the_table(tmp_path, capsys):
     db, table = tmp_path / "cli.db", tmp_path / "table.csv"
     assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db, "--table", table) == 0
     out = capsys.readouterr().out
-    assert "imported 7 runs (2 published as failed, 5 scored" in out
-    assert "skipped aide/3-addition_1: " in out
+    assert "imported 8 runs (2 published as failed, 6 scored" in out
+    assert "skipped aide/3-addition_1: " in out and "left out of the table: MLZero run 48" in out
     with table.open() as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["statistic"], r["model"], r["prompt"]) for r in rows][:2] == [
@@ -202,4 +209,4 @@ def test_cli_imports_the_tree_and_writes_the_table(tmp_path, capsys):
     assert float(rows[4]["Test Overall AUC"]) == expected[4]["Test Overall AUC"]
     assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db, "--json") == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["imported"] == [] and len(report["existing"]) == 7
+    assert report["imported"] == [] and len(report["existing"]) == 8
