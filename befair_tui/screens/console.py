@@ -41,7 +41,7 @@ RUNNER_CHECK = 0.9  # seconds between two reads of the session row's heartbeat (
 # resume elsewhere can wake): an idle console costs next to nothing.
 IDLE_POLL = 0.6
 ENDED_POLL = 2.0
-DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff")
+DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversation")
 BATCH = 5_000
 # Event kinds that can change the scoreboard or the scatter plot.
 _SCORE_KINDS = {ev.EVALUATED, ev.EXEC_FINISHED, ev.REVIEW, ev.PRUNED, ev.FINAL_CHOICE,
@@ -209,12 +209,16 @@ class ConsoleScreen(Screen):
         guidance: set[int] = set()
         subtree: set[int] = set()
         output: dict[int, list[str]] = {}
-        scores = False
+        scores = live = False
         first = self.state.last_seq == 0
         for event in events:
             apply(self.state, event)
             payload, kind = event.payload, event.kind
             nid = payload.get("node_id")
+            if kind in (ev.LLM_STREAM, ev.LLM_CALL):
+                live = True
+                if kind == ev.LLM_STREAM:
+                    continue
             if kind == ev.OUTPUT:
                 output.setdefault(nid, []).append(payload.get("text") or "")
                 continue
@@ -234,6 +238,8 @@ class ConsoleScreen(Screen):
                 scores = True
         if first:
             self._load_references()
+        if live:
+            self.query_one(NodeDetail).sync_live(self.state)
         self._update_widgets(dirty, guidance, subtree, output, scores)
 
     def _update_widgets(self, dirty: set[int], guidance: set[int], subtree: set[int],

@@ -29,7 +29,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("s", "stop the session (asks first; the running step is interrupted, everything is kept)"),
         ("v", "switch the scoreboard and the plot between test and validation figures"),
         ("u", "resume a session whose runner process stopped (shown only then)"),
-        ("1–6", "node tabs: Plan, Code, Output, Groups (per skin tone), Audit, Diff"),
+        ("1–7", "node tabs: Plan, Code, Output, Groups (per skin tone), Audit, Diff, Conversation (the LLM calls)"),
         ("↑ ↓ Enter", "move in the search tree; Enter keeps the chosen node in view"),
         ("l", "the sessions screen"),
         ("q", "quit; during a live session it asks whether to stop it or leave it running"),

@@ -1,5 +1,6 @@
 """Node detail: plan, code (highlighted), output (live while running), per-group metrics,
-audit (flags, evidence, claimed vs measured) and the diff against the parent."""
+audit (flags, evidence, claimed vs measured), the diff against the parent and the conversation
+with the model (widgets/conversation.py)."""
 from __future__ import annotations
 
 import difflib
@@ -13,12 +14,15 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
 from engine.session import views
+from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUP_LABELS, GROUPS
 
 from befair_tui.format import BADGES, STATUS_WORD, num
+from befair_tui.widgets.conversation import ConversationView
 
 OUTPUT_LINES = 2_000
+GUIDANCE_INLINE = 200  # characters: a longer guidance is shown in full only at the first node it shaped
 
 
 def _syntax(code: str, lexer: str) -> Syntax:
@@ -38,7 +42,7 @@ class NodeDetail(Vertical):
         self.node_id: int | None = None
         self._output_node: int | None = None
         self.border_title = "Node"
-        self.border_subtitle = "keys 1–6: tabs"
+        self.border_subtitle = "keys 1–7: tabs"
 
     def show_tab(self, tab: str) -> None:
         self.query_one("#node-tabs", TabbedContent).active = f"tab-{tab}"
@@ -57,6 +61,8 @@ class NodeDetail(Vertical):
                 yield VerticalScroll(Static(id="audit"))
             with TabPane("Diff", id="tab-diff"):
                 yield VerticalScroll(Static(id="diff"))
+            with TabPane("Conversation", id="tab-conversation"):
+                yield ConversationView(id="conversation")
 
     def show(self, state: SessionState, node_id: int | None) -> None:
         node = state.nodes.get(node_id) if node_id is not None else None
@@ -67,6 +73,7 @@ class NodeDetail(Vertical):
             for wid in ("#code", "#groups", "#audit", "#diff"):
                 self.query_one(wid, Static).update("")
             self.query_one("#output", Log).clear()
+            self.query_one(ConversationView).show(state, None)
             self._output_node = None
             return
         parent = f" of {node.parent_id}" if node.parent_id is not None else ""
@@ -79,6 +86,7 @@ class NodeDetail(Vertical):
         self.query_one("#groups", Static).update(self._groups(state, node))
         self.query_one("#audit", Static).update(self._audit(node))
         self.query_one("#diff", Static).update(self._diff(state, node))
+        self.query_one(ConversationView).show(state, node.node_id)
         self._reset_output(node)
 
     # -- output ---------------------------------------------------------------------------
@@ -102,14 +110,22 @@ class NodeDetail(Vertical):
             self.query_one("#output", Log).write(text)
 
     # -- renderables ----------------------------------------------------------------------
+    def sync_live(self, state: SessionState) -> None:
+        """A streamed reply arrived (llm_stream): the Conversation tab shows it live."""
+        self.query_one(ConversationView).sync_live(state)
+
     def _plan(self, state: SessionState, node: NodeState) -> Group:
-        parts: list = [Text(node.plan or "(no plan)")]
+        # a long guidance is shown in full once, at the first node it shaped; later plans refer to it
+        parts: list = [Text(plan_without_repeats(state, node) or "(no plan)")]
         if node.guidance_ids:
             parts.append(Text(""))
             for gid in node.guidance_ids:
                 g = state.guidance.get(gid)
-                if g is not None:
-                    parts.append(Text(f"✎ guidance in force: “{g.text}” ({g.scope})", style="magenta"))
+                if g is None:
+                    continue
+                ref = guidance_reference(state, node, gid)
+                text = f"“{g.text}”" if ref is None or len(g.text) <= GUIDANCE_INLINE else f"“{g.text[:60]}…” ({ref})"
+                parts.append(Text(f"✎ guidance #{gid} in force: {text} ({g.scope})", style="magenta"))
         if node.components:
             comp = ", ".join(f"{k}={v}" for k, v in node.components.items())
             parts.append(Text(f"\ncomponents: {comp}", style="dim"))
