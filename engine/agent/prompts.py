@@ -8,6 +8,7 @@ gives the same prompt (tests/fixtures/prompts/ holds one recorded sequence).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -430,7 +431,7 @@ def aide_compile(prompt: Any, depth: int = 1) -> str:
     return "\n".join(out)
 
 
-def aide_memory(nodes: list[tuple[str, str, float | None]]) -> str:
+def aide_memory(nodes: Sequence[tuple[str, str, float | None]]) -> str:
     """AIDE's Memory from the working nodes' (plan, review summary, reported metric)."""
     parts = [f"Design: {plan}\nResults: {summary}\nValidation Metric: {metric}\n" for plan, summary, metric in nodes]
     return AIDE_MEMORY_SEPARATOR.join(parts)
