@@ -8,6 +8,7 @@ within a Hamming distance) and keeps one image per cluster.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,8 +101,31 @@ def dhash(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.packbits(bits).view(">u8").astype(np.uint64), t / (np.linalg.norm(t) + 1e-6)
 
 
-def hash_images(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
-    """((n, 2) uint64 hashes, (n, 256) thumbnails); raises DataError naming an unreadable image."""
+_PARALLEL_FROM = 2000  # images: below this a process pool costs more than it saves
+
+
+def hash_images(paths: list[Path], workers: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """((n, 2) uint64 hashes, (n, 256) thumbnails); raises DataError naming an unreadable image.
+    Large sets are hashed by a pool of processes, one per CPU (`workers`), in order."""
+    workers = workers if workers is not None else (os.cpu_count() or 1)
+    if workers > 1 and len(paths) >= _PARALLEL_FROM:
+        return _hash_in_pool(paths, workers)
+    return _hash_serial(paths)
+
+
+def _hash_in_pool(paths: list[Path], workers: int) -> tuple[np.ndarray, np.ndarray]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    step = -(-len(paths) // (workers * 4))
+    chunks = [paths[i:i + step] for i in range(0, len(paths), step)]
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        parts = list(pool.map(_hash_serial, chunks))
+    return np.concatenate([h for h, _ in parts]), np.concatenate([t for _, t in parts])
+
+
+def _hash_serial(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
     hashes = np.zeros((len(paths), 2), np.uint64)
     thumbs = np.zeros((len(paths), 256), np.float32)
     for i, p in enumerate(paths):
@@ -121,11 +145,11 @@ def near_pairs(hashes: np.ndarray, threshold: int = NEAR_THRESHOLD, chunk: int =
     n = len(hashes)
     pairs = []
     for s in range(0, n, chunk):
-        a = hashes[s:s + chunk]
-        d = (np.bitwise_count(a[:, None, 0] ^ hashes[None, :, 0]).astype(np.int16)
-             + np.bitwise_count(a[:, None, 1] ^ hashes[None, :, 1]))
+        a, rest = hashes[s:s + chunk], hashes[s:]  # only j >= s: half the comparisons
+        d = (np.bitwise_count(a[:, None, 0] ^ rest[None, :, 0]).astype(np.int16)
+             + np.bitwise_count(a[:, None, 1] ^ rest[None, :, 1]))
         i, j = np.nonzero(d <= threshold)
-        i = i + s
+        i, j = i + s, j + s
         keep = i < j
         i, j = i[keep], j[keep]
         if thumbs is not None and len(i):

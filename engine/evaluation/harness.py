@@ -14,13 +14,18 @@ exception, timeout, out_of_memory, missing_files, extra_files, nan, out_of_range
 """
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import secrets
+import select
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +35,12 @@ from collections.abc import Mapping
 import pandas as pd
 
 from engine.data.common import read_csv
-from engine.errors import DataError
+from engine.errors import DataError, WorkError
 from engine.evaluation.harness_worker import normalise
 from engine.execution.base import ExecResult, Job, out_of_memory_reason
-from engine.execution.local import LocalExecutor
-from engine.execution.sandbox import Sandbox
+from engine.execution.local import LocalExecutor, kill_tree, tree_memory_mb
+from engine.execution.sandbox import RunSpec, Sandbox, run_env
+from engine.execution.workspace import session_input_of
 from engine.evaluation.metrics import MetricSet, compute_metrics
 from engine.task import DDI_SKIN_TONE_TO_GROUP
 
@@ -269,6 +275,7 @@ def evaluate_splits(
     sandbox: Sandbox | None = None,
     memory_limit_mb: int = 0,
     threads: int = 2,
+    warm: bool | None = None,
 ) -> dict[str, EvalOutcome]:
     """`evaluate` for several held-out sets ({name: (images_dir, labels)}) with ONE import of the
     solution: the process start, imports and model load are paid once. `timeout` covers them all;
@@ -276,7 +283,11 @@ def evaluate_splits(
 
     The worker runs through the executor, inside `sandbox` (default: bubblewrap, refused where it
     is unavailable): it sees the node folder read-only, the held-out images read-only, a folder
-    for its results and nothing else; labels stay in this process."""
+    for its results and nothing else; labels stay in this process.
+
+    `warm` (default: on inside bubblewrap, unless $BEFAIR_WARM_EVAL=0): the worker is a fork of
+    a pre-imported `WarmWorker` kept for this process, so an evaluation pays no Python start and
+    no library import; the node's files are staged under their folder's name (see WarmWorker)."""
     started = time.perf_counter()
     node_dir = Path(node_dir).resolve()
     solution = Path(solution_file)
@@ -299,6 +310,21 @@ def evaluate_splits(
             raise DataError(f"held-out images folder not found: {images_dir}")
 
     sandbox = sandbox if sandbox is not None else Sandbox.create("auto")
+    folders = [Path(images_dir).resolve() for images_dir, _ in splits.values()]
+    if (warm if warm is not None else warm_enabled(sandbox)) and all(_only_images(f) for f in folders):
+        session_input = session_input_of(node_dir)
+        key = _WarmKey(python, sandbox, device, int(threads),
+                       tuple(sorted({str(f) for f in folders} | ({str(session_input)} if session_input else set()))))
+        kept = warm_worker(key)
+        if kept.lock.acquire(blocking=False):  # else a fresh worker: never wait behind another run
+            try:
+                result, files = kept.run(node_dir, solution, folders, float(timeout), memory_limit_mb)
+                log_text = result.output_tail[-_LOG_TAIL:]
+                return {name: _outcome(files[i], labels[name], done, log_text, result, timeout, memory_limit_mb)
+                        for i, name in enumerate(splits)}
+            finally:
+                kept.finish()
+                kept.lock.release()
     tmp = Path(tempfile.mkdtemp(prefix="befair-eval-"))
     try:
         out_dir = tmp / "out"
@@ -326,6 +352,213 @@ def evaluate_splits(
                 for name in splits}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the warm worker
+
+WARM_ENV = "BEFAIR_WARM_EVAL"  # "0": a fresh worker process per evaluation (no warm worker)
+_START_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class _WarmKey:
+    python: str
+    sandbox: Sandbox
+    device: str | None
+    threads: int
+    mounts: tuple[str, ...]  # held-out image folders and the session's input, read-only
+
+
+class WarmWorker:
+    """`harness_worker.py --serve` in one long-lived sandbox: the libraries are imported once,
+    each evaluation is a fork of it (see harness_worker.serve). The node's files are staged
+    (hard links, else copies; links kept as links, never followed) into a read-only folder of
+    the sandbox under the node folder's own name, beside an `input` link to the session's
+    input; each evaluation writes into a fresh folder that is emptied after it. A timeout, an
+    out-of-memory kill or a lost channel ends the whole sandbox; the next evaluation starts a
+    new one."""
+
+    def __init__(self, key: _WarmKey):
+        self.key = key
+        self.lock = threading.Lock()
+        self.root = Path(tempfile.mkdtemp(prefix="befair-warm-"))
+        self.stage, self.out = self.root / "stage", self.root / "out"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.baseline_mb = 0.0
+        self.out_of_memory = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        for folder in (self.stage, self.out):
+            folder.mkdir(exist_ok=True)
+        key = self.key
+        worker = _WORKER_INSIDE if key.sandbox.isolated else str(_WORKER)
+        spec = RunSpec(cwd=self.stage, writable=[self.out], read_only=[self.stage, *map(Path, key.mounts)],
+                       files=[(_WORKER, _WORKER_INSIDE)] if key.sandbox.isolated else [],
+                       gpu=bool(key.device and key.device.startswith("cuda")) if key.device else
+                       os.path.exists("/dev/nvidiactl"))
+        self.proc = subprocess.Popen(
+            key.sandbox.wrap([key.python, worker, "--serve"], spec), cwd=str(self.stage),
+            env=run_env(threads=key.threads, device=key.device), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        if self._reply(time.monotonic() + _START_TIMEOUT) != {"ready": True}:
+            self.stop()
+            raise WorkError("the warm evaluation worker did not start")
+        self.baseline_mb = tree_memory_mb(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            kill_tree(self.proc.pid)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    pipe.close()
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _reply(self, deadline: float, limit_mb: int = 0) -> dict[str, Any] | None:
+        """The next line the worker writes, or None at the deadline, past the memory limit
+        (the sandbox is then ended) or on a closed channel."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], min(left, 0.25))
+            if ready:
+                line = self.proc.stdout.readline()
+                if not line:
+                    return None
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    return None
+                return reply if isinstance(reply, dict) else None
+            if limit_mb and tree_memory_mb(self.proc.pid) - self.baseline_mb > limit_mb:
+                self.out_of_memory = True
+                return None
+
+    def run(self, node_dir: Path, solution: Path, images: list[Path], timeout: float,
+            memory_limit_mb: int) -> tuple[ExecResult, list[Path]]:
+        """One evaluation: (the run's result as the executor would give it, the output files)."""
+        if not self.alive:
+            self.stop()
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.out_of_memory = False
+        started = time.monotonic()
+        eval_id = secrets.token_hex(8)
+        stage = self.stage / eval_id
+        out = self.out / eval_id
+        stage.mkdir()
+        out.mkdir()
+        node_copy = stage / node_dir.name
+        _stage_tree(node_dir, node_copy)
+        session_input = session_input_of(node_dir)
+        if session_input is not None:
+            os.symlink(str(session_input), stage / "input", target_is_directory=True)
+        outputs = [out / f"predictions_{i}.json" for i in range(len(images))]
+        request = {"nonce": eval_id, "cwd": str(node_copy), "solution": str(node_copy / solution.relative_to(node_dir)),
+                   "tasks": [[str(img), str(o)] for img, o in zip(images, outputs, strict=True)],
+                   "log": str(out / "log.txt"), "memory_limit_mb": memory_limit_mb}
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            reply = self._reply(started + timeout, memory_limit_mb)
+        except OSError:
+            reply = None
+        while reply is not None and reply.get("nonce") != eval_id:  # never another run's reply
+            reply = self._reply(started + timeout, memory_limit_mb)
+        if reply is None:
+            self.stop()
+        status = "ok" if reply is not None and reply.get("exit") == 0 else \
+            ("timeout" if reply is None and not self.out_of_memory and time.monotonic() >= started + timeout
+             else "buggy")
+        log = _tail(out / "log.txt", 2 * _LOG_TAIL)
+        result = ExecResult(status=status, exit_code=reply.get("exit") if reply else None,
+                            exec_time=time.monotonic() - started, exc_type=None, output_head="", output_tail=log,
+                            truncated=False, out_of_memory=self.out_of_memory, sandboxed=self.key.sandbox.isolated)
+        return result, outputs
+
+    def finish(self) -> None:
+        """Empty the staging and output folders (after the outputs were read)."""
+        for folder in (self.stage, self.out):
+            for entry in os.scandir(folder):
+                _remove(Path(entry.path))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _stage_tree(src: Path, dst: Path) -> None:
+    """src's files hard-linked (or copied) into dst; links recreated as links, never followed;
+    anything but files, folders and links skipped."""
+    dst.mkdir()
+    for entry in os.scandir(src):
+        target = dst / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), target)
+        elif entry.is_dir(follow_symlinks=False):
+            _stage_tree(Path(entry.path), target)
+        elif entry.is_file(follow_symlinks=False):
+            try:
+                os.link(entry.path, target, follow_symlinks=False)
+            except OSError:
+                shutil.copy2(entry.path, target, follow_symlinks=False)
+
+
+def _tail(path: Path, limit: int) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        os.lseek(fd, max(0, info.st_size - limit), os.SEEK_SET)
+        return os.read(fd, limit).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+
+
+_POOL: dict[_WarmKey, WarmWorker] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def warm_worker(key: _WarmKey) -> WarmWorker:
+    with _POOL_LOCK:
+        worker = _POOL.get(key)
+        if worker is None:
+            worker = _POOL[key] = WarmWorker(key)
+        return worker
+
+
+@atexit.register
+def close_warm_workers() -> None:
+    with _POOL_LOCK:
+        for worker in _POOL.values():
+            worker.close()
+        _POOL.clear()
+
+
+def warm_enabled(sandbox: Sandbox) -> bool:
+    """The warm worker is used inside bubblewrap only (its clean-up relies on the pid namespace)."""
+    return sandbox.isolated and os.environ.get(WARM_ENV, "1") != "0" and hasattr(os, "fork")
 
 
 class _Done(Protocol):

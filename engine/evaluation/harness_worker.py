@@ -137,7 +137,157 @@ def _predict_one(predict: Any, images: str, out: str) -> None:
         _write(out, {"verdict": "ok", "predictions": preds})
 
 
+def run_tasks(solution: str, tasks: list[tuple[str, str]]) -> None:
+    """Import the solution once and write one result per (images, out) task."""
+    solution = os.path.abspath(solution)
+    sys.path.insert(0, os.path.dirname(solution))
+    sys.path.insert(0, os.getcwd())
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            module = _import_solution(solution)
+        except BaseException as exc:  # SystemExit too: a solution must not exit on import
+            traceback.print_exc()
+            for _, out in tasks:
+                _write(out, {"verdict": "import_error", "reason": "importing the solution failed: " + _short_exc(exc)})
+            return
+        predict = getattr(module, "predict", None)
+        for images, out in tasks:
+            if predict is None or not callable(predict):
+                _write(out, {"verdict": "no_predict", "reason": "the solution defines no predict(folder) function"})
+            else:
+                _predict_one(predict, images, out)
+
+
+# --------------------------------------------------------------------------- the warm worker
+# `--serve`: started once inside the sandbox, it imports the heavy libraries, then forks one
+# child per evaluation request read from stdin. Only the child runs model code; after it exits,
+# every other process in the sandbox is killed and /tmp emptied, so nothing of one evaluation
+# reaches the next. The server is not dumpable: a child cannot ptrace it or read its memory.
+
+PRELOAD = ("numpy", "pandas", "PIL.Image", "torch", "torchvision", "sklearn.linear_model", "sklearn.ensemble",
+           "sklearn.metrics", "sklearn.model_selection", "sklearn.preprocessing", "scipy.ndimage")
+_PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
+
+
+def _prctl(option: int, value: int) -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _address_space() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _child(request: dict[str, Any]) -> None:
+    """In the forked child: limits, the request's log as stdout/stderr, then the tasks."""
+    import resource
+
+    os.setsid()
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    for fd in (null, log):
+        os.close(fd)
+    fsize = 256 * 1024 * 1024  # predictions are read up to 64 MiB; the log's tail only
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    limit = int(request.get("memory_limit_mb") or 0) * 1024 * 1024
+    if limit:  # what the run may allocate on top of the libraries already mapped
+        resource.setrlimit(resource.RLIMIT_AS, (_address_space() + limit,) * 2)
+    sys.stdin = open(os.devnull)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    os.chdir(request["cwd"])
+    run_tasks(request["solution"], [(a, b) for a, b in request["tasks"]])
+
+
+def _clean_up() -> None:
+    """Kill every process of the sandbox but its init and this server; empty /tmp."""
+    import signal
+
+    me = os.getpid()
+    for _ in range(50):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:  # orphans re-parent to this server (a subreaper): reap them
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        if not others:
+            break
+    _empty_tmpfs("/tmp", os.stat("/tmp").st_dev)
+
+
+def _empty_tmpfs(folder: str, device: int) -> None:
+    """Remove what lives on the private /tmp itself; the folders the sandbox mounts under it
+    (another device) are the engine's, and left alone."""
+    for entry in os.scandir(folder):
+        try:
+            if entry.stat(follow_symlinks=False).st_dev != device:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                _empty_tmpfs(entry.path, device)
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass  # a folder holding a mount stays
+
+
+def serve() -> int:
+    """The warm worker's loop: one JSON request a line on stdin, one reply a line on stdout."""
+    import importlib
+
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    with contextlib.redirect_stdout(sys.stderr):
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                pass
+    _clean_up()  # anything the imports left in /tmp
+    channel = sys.stdout
+    channel.write(json.dumps({"ready": True}) + "\n")
+    channel.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _child(request)
+            except BaseException:
+                code = 1
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except BaseException:
+                        pass
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        _clean_up()
+        channel.write(json.dumps({"nonce": request["nonce"], "exit": os.waitstatus_to_exitcode(status)}) + "\n")
+        channel.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:] == ["--serve"]:
+        return serve()
     ap = argparse.ArgumentParser(prog="harness_worker")
     ap.add_argument("--solution", required=True)
     ap.add_argument("--task", nargs=2, action="append", metavar=("IMAGES", "OUT"), default=[],
@@ -149,24 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     if not tasks:
         ap.error("give --task IMAGES OUT (or --images and --out)")
 
-    solution = os.path.abspath(args.solution)
-    sys.path.insert(0, os.path.dirname(solution))
-    sys.path.insert(0, os.getcwd())
     real_stdout = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):
-        try:
-            module = _import_solution(solution)
-        except BaseException as exc:  # SystemExit too: a solution must not exit on import
-            traceback.print_exc()
-            for _, out in tasks:
-                _write(out, {"verdict": "import_error", "reason": "importing the solution failed: " + _short_exc(exc)})
-            return 0
-        predict = getattr(module, "predict", None)
-        for images, out in tasks:
-            if predict is None or not callable(predict):
-                _write(out, {"verdict": "no_predict", "reason": "the solution defines no predict(folder) function"})
-            else:
-                _predict_one(predict, images, out)
+    run_tasks(args.solution, tasks)
     real_stdout.flush()
     return 0
 
