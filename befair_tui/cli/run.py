@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.config import BEST_CRITERIA, SessionConfig
+from engine.config import BEST_CRITERIA, PROTOCOLS, SessionConfig
 from engine.errors import BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
@@ -48,8 +48,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--synth-n-test", type=int, default=None, help="SynthDerm test images (default 656)")
     p.add_argument("--synth-size", type=int, default=None, help="SynthDerm image size in pixels (default 96)")
     p.add_argument("--seed", type=int, default=0, help="the agent's seed (same seed, same session)")
-    p.add_argument("--best", choices=BEST_CRITERIA, default="validation",
-                   help="what 'best node' means for the search (default: validation)")
+    p.add_argument("--best", choices=BEST_CRITERIA, default=None,
+                   help="what 'best node' means for the search (default: validation; claimed under --protocol be-fair)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="befair",
+                   help="befair: the product's task (a validation set withheld and measured); be-fair: the study's "
+                        "exact task (mydataset.csv + MyImages/, AIDE's prompts, test set only, blinded; needs an "
+                        "LLM coder)")
     p.add_argument("--blind-test", action="store_true", help="mark test metrics blinded (studies)")
     p.add_argument("--step-timeout", type=float, default=None, help="seconds per node execution (default 600)")
     p.add_argument("--memory-limit", type=int, default=None,
@@ -106,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
     if args.device:
         extra["device"] = args.device
     kw: dict[str, Any] = dict(
-        level=args.level, custom_text=args.custom_text, steps=args.steps, best=args.best,
+        level=args.level, custom_text=args.custom_text, steps=args.steps, best=_best(args), protocol=args.protocol,
         blind_test=args.blind_test, coder=args.coder, model=args.model, seed=args.seed, data=args.data,
         participant_id=args.participant, study_id=args.study, repeat_index=args.repeat, extra=extra,
     )
@@ -123,6 +127,12 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
         return SessionConfig(**kw)
     except ValueError as exc:
         raise BefairError(str(exc)) from None
+
+
+def _best(args: argparse.Namespace) -> str:
+    if args.best is not None:
+        return str(args.best)
+    return "claimed" if getattr(args, "protocol", "befair") == "be-fair" else "validation"
 
 
 def _coder(config: SessionConfig, args: argparse.Namespace) -> Any:
@@ -166,6 +176,9 @@ def validate_run_args(args: argparse.Namespace) -> SessionConfig:
             raise UsageError(f"{flag} must be {expected} (got {value:g})")
     if args.level == CUSTOM and not (args.custom_text or "").strip():
         raise UsageError("--level custom needs --custom-text")
+    if getattr(args, "protocol", "befair") == "be-fair" and args.coder == "offline":
+        raise UsageError("--protocol be-fair gives the agent the study's task, which the offline coder cannot write "
+                         "pipelines for; use --coder openai (or the default protocol)")
     return config_from_args(args)
 
 

@@ -854,3 +854,20 @@ def test_version_and_json_errors(capsys, tmp_path):
     answer = _json.loads(out)
     assert code == answer["exit_code"] != 0 and "no-such-session" in answer["error"]
     assert err.startswith("befair: ") and "Traceback" not in err
+
+
+def test_the_be_fair_protocol_from_the_command_line(tmp_path):
+    from befair_tui.cli import build_parser
+    from befair_tui.cli.run import validate_run_args
+
+    def config(*argv):
+        return validate_run_args(build_parser().parse_args(["run", "--headless", "--db", str(tmp_path / "b.db"),
+                                                           *argv]))
+
+    study = config("--protocol", "be-fair", "--coder", "openai", "--model", "m")
+    assert (study.protocol, study.best, study.blind_test) == ("be-fair", "claimed", True)
+    assert (config().protocol, config().best) == ("befair", "validation")
+    with pytest.raises(UsageError, match="offline coder"):
+        config("--protocol", "be-fair")
+    with pytest.raises(BefairError, match="best must be 'claimed'"):
+        config("--protocol", "be-fair", "--coder", "openai", "--best", "minimax")
