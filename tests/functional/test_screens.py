@@ -142,7 +142,7 @@ async def test_setup_remembers_choices_and_reports_bad_input(db, tmp_path, monke
 async def test_imported_aide_run_opens_and_replays(db, store):
     if not SHARED_AIDE.exists():
         pytest.skip("the AIDE journal example is not present")
-    from engine.session.aide_import import import_aide
+    from engine.imports.aide import import_aide
 
     sid = import_aide(store, SHARED_AIDE)
     n = len(store.state(sid).nodes)

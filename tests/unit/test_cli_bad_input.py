@@ -421,7 +421,7 @@ def test_a_bad_aide_config_is_a_data_error(tmp_path, good_db, capsys):
 
 
 def test_a_node_failing_mid_import_leaves_no_half_import(tmp_path, good_db, capsys, monkeypatch):
-    import engine.session.aide_import as aide
+    import engine.imports.aide as aide
 
     journal = tmp_path / "journal.json"
     journal.write_text(json.dumps({"nodes": [{"id": "a", "step": 0, "code": "x = 1"},
@@ -629,7 +629,7 @@ def trust_db(tmp_path) -> Path:
                               [json.dumps(payload), sid])
     journal = tmp_path / "journal.json"
     journal.write_text(json.dumps({"nodes": [{"id": "a", "step": 0, "code": "x = 1"}]}))
-    from engine.session.aide_import import import_aide
+    from engine.imports.aide import import_aide
 
     import_aide(store, journal)
     store.close()

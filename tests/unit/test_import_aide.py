@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import BefairError
 from engine.session import events as ev
-from engine.session.aide_import import CODER, _TolerantLoader, find_journal, import_aide, load_aide_config
+from engine.imports.aide import CODER, _TolerantLoader, find_journal, import_aide, load_aide_config
 from engine.session.state import fold
 from engine.session.store import SessionStore, node_row
 from engine.task import LEVELS
