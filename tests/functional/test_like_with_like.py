@@ -44,7 +44,7 @@ async def _open(app, pilot, n_nodes):
     screen = app.screen
     assert isinstance(screen, ConsoleScreen)
     await wait_for(pilot, lambda: len(screen.state.nodes) == n_nodes and all(
-        n.test is not None for n in screen.state.nodes.values()), what="nodes measured")
+        "test" in n.eval_verdicts for n in screen.state.nodes.values()), what="nodes measured")  # blinded: sealed
     await pilot.pause(0.1)
     return screen
 
