@@ -30,7 +30,7 @@ class ConversationView(VerticalScroll):
         super().__init__(**kwargs)
         self.calls: list[CallView] = []
         self._key: tuple | None = None
-        self._live: str | None = None
+        self._live: str | None = "\0"  # nothing drawn yet: the first sync hides the empty live box
 
     def compose(self) -> ComposeResult:
         yield Static("", id="conversation-live")
