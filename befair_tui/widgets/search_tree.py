@@ -2,7 +2,14 @@
 entries where they took effect, the best node by the session's criterion marked."""
 from __future__ import annotations
 
+from rich.style import Style
+from rich.text import Text
+from textual._loop import loop_last
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Tree
+from textual.widgets._tree import _TreeLine
 from textual.widgets.tree import TreeNode
 
 from engine.session.state import SessionState
@@ -10,14 +17,26 @@ from engine.session.state import SessionState
 from befair_tui.format import guidance_label, node_label, node_tooltip
 
 
+_CACHE_LIMIT = 20_000  # entries per cache (labels, widths, lines) before it is emptied
+
+
 class SearchTree(Tree):
-    """Keyboard-navigable; `sync` updates only the lines that changed."""
+    """Keyboard-navigable; `sync` updates only the lines that changed.
+
+    A new node must not cost the whole tree: Textual's Tree re-measures every label when its
+    lines are rebuilt and re-renders every visible line after any change. Here a node's label
+    and its width are cached until the node changes, and a rendered line is reused while the
+    line shows the same nodes in the same state at the same place, so adding a node renders
+    only its own line and the lines it moved."""
 
     DEFAULT_CSS = """
     SearchTree { padding: 0 1; }
     """
 
     def __init__(self, **kwargs) -> None:
+        self._labels: dict[tuple, Text] = {}
+        self._widths: dict[tuple, int] = {}
+        self._strips: dict[tuple, Strip] = {}
         super().__init__("session", **kwargs)
         self.show_root = False
         self.guide_depth = 2
@@ -26,6 +45,111 @@ class SearchTree(Tree):
         self._best: int | None = None
         self._frame = 0
         self._state: SessionState | None = None
+
+    # -- caches ---------------------------------------------------------------------------
+    caching = True  # False: Textual's Tree as it is (the benchmark's reference)
+
+    @staticmethod
+    def _node_key(node: TreeNode) -> tuple:
+        return node._id, node._updates, node._allow_expand, node._expanded
+
+    def render_label(self, node: TreeNode, base_style: Style, style: Style) -> Text:
+        if not self.caching:
+            return super().render_label(node, base_style, style)
+        key = (*self._node_key(node), base_style, style)
+        text = self._labels.get(key)
+        if text is None:
+            if len(self._labels) > _CACHE_LIMIT:
+                self._labels.clear()
+            text = self._labels[key] = super().render_label(node, base_style, style)
+        return text  # callers copy it before styling (Tree._render_line does)
+
+    def get_label_width(self, node: TreeNode) -> int:
+        if not self.caching:
+            return super().get_label_width(node)
+        key = self._node_key(node)
+        width = self._widths.get(key)
+        if width is None:
+            if len(self._widths) > _CACHE_LIMIT:
+                self._widths.clear()
+            width = self._widths[key] = super().get_label_width(node)
+        return width
+
+    def _build(self) -> None:
+        """Textual's Tree._build (pinned textual 8.2.8), with the new virtual size set without a
+        screen re-layout when the scrollbars stay as they are (a new line in a long tree)."""
+        if not self.caching:
+            return super()._build()
+        lines: list[_TreeLine] = []
+
+        def add_node(path: list[TreeNode], node: TreeNode, last: bool) -> None:
+            child_path = [*path, node]
+            node._line = len(lines)
+            lines.append(_TreeLine(child_path, last))
+            if node._expanded:
+                for is_last, child in loop_last(node._children):
+                    add_node(child_path, child, is_last)
+
+        if self.show_root:
+            add_node([], self.root, True)
+        else:
+            for node in self.root._children:
+                add_node([], node, True)
+        self._tree_lines_cached = lines
+        guide_depth, show_root = self.guide_depth, self.show_root
+        width = (max(self.get_label_width(line.node) + line._get_guide_width(guide_depth, show_root)
+                     for line in lines) if lines else self.size.width)
+        self._set_virtual_size(Size(width, len(lines)))
+        if self.cursor_line != -1:
+            if self.cursor_node is not None:
+                self.cursor_line = self.cursor_node._line
+            if self.cursor_line >= len(lines):
+                self.cursor_line = -1
+
+    def _invalidate(self) -> None:
+        """A node added or removed: rebuild the lines on the next render, and lay the screen out
+        again only when the tree's size needs it (see _set_virtual_size)."""
+        if not self.caching:
+            return super()._invalidate()
+        self._clear_line_cache()
+        self._updates += 1
+        self.root._reset()
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        self._labels.clear()
+        self._strips.clear()
+        super().notify_style_update()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        old = self.virtual_size
+        if size == old:
+            return
+        view_width, view_height = self.container_size
+        same_bars = (old.width == size.width and old.height > view_height and size.height > view_height
+                     and self.show_vertical_scrollbar)
+        if not same_bars:
+            self.virtual_size = size  # a scrollbar comes or goes, or the width changes: lay out
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._scroll_update(size)
+        self.refresh()
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        lines = self._tree_lines
+        if y >= len(lines) or not self.caching:
+            return super()._render_line(y, x1, x2, base_style)
+        line = lines[y]
+        width = self.size.width
+        key = (y, width, self.virtual_size.width, base_style, self._pseudo_class_state, self.has_focus,
+               self.hover_line == y, self.cursor_line == y, self.hover_line >= 0 and any(n._hover for n in line.path),
+               line.last, tuple((n._id, n._updates, n.is_last) for n in line.path))
+        strip = self._strips.get(key)
+        if strip is None:
+            if len(self._strips) > _CACHE_LIMIT:
+                self._strips.clear()
+            strip = self._strips[key] = super()._render_line(y, 0, max(self.virtual_size.width, width), base_style)
+        return strip.crop(x1, x2)
 
     # The user moving the cursor (keys, mouse) stops the console following the newest node.
     manual = False

@@ -64,6 +64,82 @@ HP_CHOICES: dict[str, dict[str, list[Any]]] = {
 IMAGE_SIZES = {"logreg": [48, 64, 96], "gbm": [48, 64, 96], "cnn": [32, 48, 64], "resnet18": [32, 48]}
 
 
+# --------------------------------------------------------------------------- compute fitting
+# Seconds a pipeline takes on SynthDerm's default 2,000 training images (start, imports, image
+# loading, training, its own validation), measured on a busy 2-core CPU (load ~4): the fixed part
+# per model and the part per epoch at 32 px (scaled by pixel count, which over-estimates a little).
+# A GPU runs the torch part ~15x faster.
+_CPU_FIXED = {"logreg": 8.0, "gbm": 14.0, "cnn": 9.0, "resnet18": 12.0}
+_CPU_EPOCH_32PX = {"cnn": 7.0, "resnet18": 100.0}
+_GPU_SPEEDUP = 15.0
+FIT_SHARE = 0.35  # a choice fits when its estimate is at most this share of the step limit
+
+
+@dataclass(frozen=True)
+class Compute:
+    """What a node's run gets: its device and the seconds one step may take."""
+    device: str = "cpu"          # "cpu" or "cuda[:n]"
+    step_timeout: float = 600.0
+
+    @property
+    def gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def seconds(self, c: dict[str, Any]) -> float:
+        """The estimated run time of a component choice on this device."""
+        model = c["model"]
+        fixed = _CPU_FIXED[model] * (c["image_size"] / 48) ** 2 if model in ("logreg", "gbm") else _CPU_FIXED[model]
+        per_epoch = _CPU_EPOCH_32PX.get(model, 0.0) * (c["image_size"] / 32) ** 2
+        if self.gpu:
+            per_epoch /= _GPU_SPEEDUP
+        if model == "gbm":
+            fixed *= float(c["hp"].get("max_iter", 150)) / 150
+        return float(fixed + per_epoch * int(c["hp"].get("epochs", 0)))
+
+    def fits(self, c: dict[str, Any]) -> bool:
+        return self.seconds(c) <= FIT_SHARE * self.step_timeout
+
+    def options(self, c: dict[str, Any], key: str, values: list[Any]) -> list[Any]:
+        """The values of an image size (key "image_size") or a hyperparameter ("hp.<name>")
+        that keep c within the step limit; the cheapest one when none does."""
+        def with_value(v: Any) -> dict[str, Any]:
+            probe: dict[str, Any] = json.loads(json.dumps(c))
+            if key == "image_size":
+                probe["image_size"] = v
+            else:
+                probe["hp"][key[3:]] = v
+            return probe
+        fitting = [v for v in values if self.fits(with_value(v))]
+        return fitting or [min(values, key=lambda v: self.seconds(with_value(v)))]
+
+    def models(self) -> list[str]:
+        """The models whose cheapest configuration fits."""
+        out = [m for m in MODELS if self.fits(_cheapest(m))]
+        return out or ["logreg"]
+
+
+def _cheapest(model: str) -> dict[str, Any]:
+    c = default_components(model)
+    c["image_size"] = min(IMAGE_SIZES[model])
+    for name, values in HP_CHOICES[model].items():
+        if name in ("epochs", "max_iter"):
+            c["hp"][name] = min(values)
+    return c
+
+
+def fit_to(c: dict[str, Any], compute: Compute | None) -> dict[str, Any]:
+    """c with image size and costly hyperparameters brought within the step limit (a model
+    that cannot fit at all is kept: guidance may have asked for it)."""
+    if compute is None or compute.fits(c):
+        return c
+    c["image_size"] = min(compute.options(c, "image_size", IMAGE_SIZES[c["model"]]),
+                          key=lambda v: abs(v - c["image_size"]))
+    for name in ("epochs", "max_iter"):
+        if name in c["hp"] and not compute.fits(c):
+            c["hp"][name] = max(compute.options(c, f"hp.{name}", HP_CHOICES[c["model"]][name]))
+    return c
+
+
 def uses_skin_tone(c: dict[str, Any]) -> bool:
     return bool(c.get("drop_unknown_tone") or c.get("fairness", "none") != "none"
                 or c.get("selection") == "minimax" or c.get("monitor_groups"))
@@ -286,12 +362,19 @@ def level_profile(level: str, instruction: str = "") -> str:
     return "base"
 
 
-def sample_draft(rng: random.Random, profile: str) -> dict[str, Any]:
-    """A fresh pipeline, as the study saw agents draft them at this level."""
-    model = _weighted(rng, {"logreg": 0.35, "gbm": 0.25, "cnn": 0.25, "resnet18": 0.15})
+def sample_draft(rng: random.Random, profile: str, compute: Compute | None = None) -> dict[str, Any]:
+    """A fresh pipeline, as the study saw agents draft them at this level; with `compute`, only
+    models and sizes whose run fits the device and the step limit (light models on a CPU)."""
+    weights = {"logreg": 0.35, "gbm": 0.25, "cnn": 0.25, "resnet18": 0.15}
+    if compute is not None:
+        allowed = compute.models()
+        weights = {m: w for m, w in weights.items() if m in allowed}
+    model = _weighted(rng, weights)
     c = default_components(model)
-    c["image_size"] = rng.choice(IMAGE_SIZES[model])
+    c["image_size"] = rng.choice(IMAGE_SIZES[model] if compute is None else
+                                 compute.options(_cheapest(model), "image_size", IMAGE_SIZES[model]))
     c["hp"] = {k: rng.choice(v) for k, v in HP_CHOICES[model].items()}
+    c = fit_to(c, compute)
     c["colour"] = "grey_world" if rng.random() < 0.15 else "none"
     c["standardise"] = rng.random() < 0.3
     c["filter_non_neoplastic"] = rng.random() < 0.2
@@ -327,8 +410,16 @@ def sample_draft(rng: random.Random, profile: str) -> dict[str, Any]:
     return normalise(c)
 
 
-def mutate_one(rng: random.Random, c: dict[str, Any], profile: str) -> tuple[dict[str, Any], str]:
-    """Change one component of c (level-biased); returns the new choice and what changed."""
+def mutate_one(rng: random.Random, c: dict[str, Any], profile: str,
+               compute: Compute | None = None) -> tuple[dict[str, Any], str]:
+    """Change one component of c (level-biased); returns the new choice and what changed. With
+    `compute`, the change keeps the run within the device's step limit."""
+    c, change = _mutate(rng, c, profile, compute)
+    return fit_to(c, compute), change
+
+
+def _mutate(rng: random.Random, c: dict[str, Any], profile: str,
+            compute: Compute | None) -> tuple[dict[str, Any], str]:
     c = json.loads(json.dumps(c))
     c["bug"] = None
     axes: dict[str, float] = {"model": 1.0, "hp": 2.0, "image_size": 0.7, "colour": 0.8,
@@ -344,16 +435,23 @@ def mutate_one(rng: random.Random, c: dict[str, Any], profile: str) -> tuple[dic
     axes = {k: v for k, v in axes.items() if v > 0}
     axis = _weighted(rng, axes)
     if axis == "model":
-        new = rng.choice([m for m in MODELS if m != c["model"]])
+        models = MODELS if compute is None else compute.models()
+        new = rng.choice([m for m in models if m != c["model"]] or ["logreg" if c["model"] != "logreg" else "gbm"])
         _set_model(c, new)
         return c, f"switch the model to {MODEL_NAMES[new]}"
     if axis == "hp":
         name = rng.choice(sorted(HP_CHOICES[c["model"]]))
-        options = [v for v in HP_CHOICES[c["model"]][name] if v != c["hp"].get(name)] or HP_CHOICES[c["model"]][name]
+        choices = HP_CHOICES[c["model"]][name]
+        if compute is not None:
+            choices = compute.options(c, f"hp.{name}", choices)
+        options = [v for v in choices if v != c["hp"].get(name)] or choices
         c["hp"][name] = rng.choice(options)
         return c, f"tune {name} to {c['hp'][name]}"
     if axis == "image_size":
-        options = [s for s in IMAGE_SIZES[c["model"]] if s != c["image_size"]] or [c["image_size"]]
+        sizes = IMAGE_SIZES[c["model"]]
+        if compute is not None:
+            sizes = compute.options(c, "image_size", sizes)
+        options = [s for s in sizes if s != c["image_size"]] or [c["image_size"]]
         c["image_size"] = rng.choice(options)
         return c, f"resize images to {c['image_size']} px"
     if axis == "colour":

@@ -14,6 +14,7 @@ Deterministic: the same seed, step and parent give the same reply.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from collections.abc import Sequence
@@ -40,12 +41,19 @@ class OfflineCoder:
     label = LABEL
     simulated = True
 
-    def __init__(self, *, failure_rate: float = 0.15, seed: int = 0):
+    def __init__(self, *, failure_rate: float = 0.15, seed: int = 0, device: str | None = None,
+                 step_timeout: float | None = None, fit_compute: bool = True):
+        """`device` (default: cuda where this machine has a GPU, else cpu) and `step_timeout`
+        (default 600 s, SessionConfig's) decide which pipelines it writes: only those whose run
+        fits the step limit on that device (light models on a CPU). `fit_compute=False` samples
+        from the whole grammar, as the study's agents did."""
         self.failure_rate = float(failure_rate)
         self.seed = int(seed)
+        self.compute = g.Compute(device or detect_device(), float(step_timeout or 600.0)) if fit_compute else None
 
     def info(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label, "simulated": True, "model": None}
+        fits = {"device": self.compute.device, "step_timeout": self.compute.step_timeout} if self.compute else None
+        return {"name": self.name, "label": self.label, "simulated": True, "model": None, "fits": fits}
 
     # -- helpers ------------------------------------------------------------------------
     def _rng(self, ctx: CoderContext, stage: str, parent: int | None) -> random.Random:
@@ -89,7 +97,7 @@ class OfflineCoder:
     def draft(self, ctx: CoderContext) -> CoderReply:
         rng = self._rng(ctx, "draft", None)
         profile = g.level_profile(ctx.level, ctx.instruction)
-        c = g.sample_draft(rng, profile)
+        c = g.sample_draft(rng, profile, self.compute)
         applied = []
         for d in self._directives(ctx):
             if g.apply_directive(c, d, rng):
@@ -123,14 +131,14 @@ class OfflineCoder:
                 change = f"{d.label()} (asked for in guidance: \"{d.text}\")"
                 applied.append(d)
         if change is None:
-            c, change = g.mutate_one(rng, c, profile)
+            c, change = g.mutate_one(rng, c, profile, self.compute)
         c = g.normalise(c)
         tried = [_without_bug(t) for t in parent.tried or []]
         for _ in range(12):  # an improvement a sibling already made teaches nothing new
             if _without_bug(c) not in tried:
                 break
             repeated = change
-            c, change = g.mutate_one(rng, json.loads(json.dumps(base)), profile)
+            c, change = g.mutate_one(rng, json.loads(json.dumps(base)), profile, self.compute)
             c = g.normalise(c)
             applied = []
             change += f" (\"{repeated}\" was already tried on node {parent.node_id})"
@@ -200,6 +208,12 @@ class OfflineCoder:
         return Review(is_bug=False,
                       summary=f"The pipeline ran and reported a validation AUROC of {claimed:.4f}{extra}.",
                       claimed_metric=claimed)
+
+
+def detect_device() -> str:
+    """"cuda" where a job would see a GPU (as the executor decides), else "cpu"."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+    return "cuda" if os.path.exists("/dev/nvidiactl") and not hidden else "cpu"
 
 
 def _last_error_line(output: str) -> str | None:

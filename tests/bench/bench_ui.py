@@ -47,43 +47,57 @@ def _tree_events(sid: str, n: int) -> list[ev.Event]:
     return out
 
 
-async def _tree_bench(db: Path) -> list[dict]:
+async def _new_node_ms(db: Path, session_id: str, cached: bool) -> tuple[list[float], list[dict]]:
+    """(ms per new node on a 1,000-node tree, the first rows) with the tree's caches on or off."""
     from befair_tui.app import create_app
+    from befair_tui.widgets.search_tree import SearchTree
 
-    store = SessionStore(db)
-    store.create_session(SessionConfig(level="base", steps=N_NODES).to_dict(), instruction="x", coder=CODER,
-                         data={}, session_id="bench-tree")
-    events = _tree_events("bench-tree", N_NODES)
-    app = create_app(db, start="replay", session_id="bench-tree")  # read-only: no follower
+    SearchTree.caching = cached
+    events = _tree_events(session_id, N_NODES)
+    app = create_app(db, start="replay", session_id=session_id)  # read-only: no follower
     rows = []
-    async with app.run_test(size=(160, 50)) as pilot:
-        screen = app.screen
-        await pilot.pause()
-        t0 = time.perf_counter()
-        screen.ingest(events[1:])
-        t1 = time.perf_counter()
-        await pilot.pause()
-        app.screen._compositor.render_update(full=True)
-        t2 = time.perf_counter()
-        rows.append({"name": f"apply {len(events) - 1} events ({N_NODES} nodes) + update widgets",
-                     "value": (t1 - t0) * 1000, "unit": "ms"})
-        rows.append({"name": f"... + first full re-render of the {N_NODES}-node screen",
-                     "value": (t2 - t0) * 1000, "unit": "ms"})
-        # one more node on top of a 1,000-node tree: the steady-state cost of a live update
-        extra = _node_events(N_NODES + 1, 7, len(events) + 1, 1e4, "bench-tree")
-        times = []
-        for k in range(20):
-            batch = _node_events(N_NODES + 1 + k, 7 + k, screen.state.last_seq + 1, 1e4 + k, "bench-tree")
-            t0 = time.perf_counter()
-            screen.ingest(batch)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            screen = app.screen
             await pilot.pause()
-            app.screen._compositor.render_update(full=False)
-            times.append(time.perf_counter() - t0)
-        del extra
-        rows.append({"name": f"one new node (6 events) on a {N_NODES}-node tree, apply + render",
-                     "value": statistics.median(times) * 1000, "unit": "ms",
-                     "note": f"median of 20; max {max(times) * 1000:.1f} ms"})
+            t0 = time.perf_counter()
+            screen.ingest(events[1:])
+            t1 = time.perf_counter()
+            await pilot.pause()
+            app.screen._compositor.render_update(full=True)
+            t2 = time.perf_counter()
+            rows.append({"name": f"apply {len(events) - 1} events ({N_NODES} nodes) + update widgets",
+                         "value": (t1 - t0) * 1000, "unit": "ms"})
+            rows.append({"name": f"... + first full re-render of the {N_NODES}-node screen",
+                         "value": (t2 - t0) * 1000, "unit": "ms"})
+            # one more node on top of a 1,000-node tree: the steady-state cost of a live update
+            times = []
+            for k in range(20):
+                batch = _node_events(N_NODES + 1 + k, 7 + k, screen.state.last_seq + 1, 1e4 + k, session_id)
+                t0 = time.perf_counter()
+                screen.ingest(batch)
+                await pilot.pause()
+                app.screen._compositor.render_update(full=False)
+                times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        SearchTree.caching = True
+    return times, rows
+
+
+async def _tree_bench(db: Path) -> list[dict]:
+    store = SessionStore(db)
+    for sid in ("bench-tree", "bench-tree-ref"):
+        store.create_session(SessionConfig(level="base", steps=N_NODES).to_dict(), instruction="x", coder=CODER,
+                             data={}, session_id=sid)
     store.close()
+    ref, _ = await _new_node_ms(db, "bench-tree-ref", cached=False)
+    times, rows = await _new_node_ms(db, "bench-tree", cached=True)
+    median, ref_median = statistics.median(times), statistics.median(ref)
+    rows.append({"name": f"ui new node: one new node (6 events) on a {N_NODES}-node tree, apply + render",
+                 "value": median, "unit": "ms", "reference": "the same tree without its label/line caches",
+                 "ratio": median / ref_median,
+                 "note": f"median of 20; max {max(times):.1f} ms; reference median {ref_median:.1f} ms, "
+                         f"max {max(ref):.1f} ms"})
     return rows
 
 
