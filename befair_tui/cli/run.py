@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config import BEST_CRITERIA, PROTOCOLS, SessionConfig
-from engine.errors import BefairError, DataError, UsageError
+from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
@@ -240,6 +240,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         state = run(store, writer.session_id, coder=coder, on_event=progress, writer=writer)
     finally:
         progress.stop_ticker()
+    return _exit_code(state)
+
+
+def _exit_code(state: SessionState) -> int:
+    """0 for a session that finished or was stopped by a command; 130 when a signal (Ctrl-C,
+    SIGTERM) ended it; 1 when it failed."""
+    from engine.agent.runner import INTERRUPTED
+
+    if state.status == "stopped" and state.finish_reason == INTERRUPTED:
+        return EXIT_INTERRUPTED
     return 0 if state.status in ("finished", "stopped") else 1
 
 
@@ -278,7 +288,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         state = run(store, sid, coder=coder, on_event=progress, writer=writer)
     finally:
         progress.stop_ticker()
-    return 0 if state.status in ("finished", "stopped") else 1
+    return _exit_code(state)
 
 
 def _budget_raised(store: SessionStore, session_id: str, state: SessionState) -> bool:

@@ -311,8 +311,8 @@ class Runner:
                 self._check_cost()
         except KeyboardInterrupt:
             self._reload()
-            self._mark_running_interrupted("interrupted (Ctrl-C or SIGTERM)")
-            return self._finish("stopped", "interrupted (Ctrl-C or SIGTERM)")
+            self._mark_running_interrupted(INTERRUPTED)
+            return self._finish("stopped", INTERRUPTED)
         except Exception as exc:
             self._reload()
             self._mark_running_interrupted(f"engine error: {type(exc).__name__}")
@@ -667,6 +667,9 @@ def resume(store: SessionStore, session_id: str, *, coder: Any = None, executor:
     writer, _ = recover(store, session_id, by=by, force=force)
     return run(store, session_id, coder=coder, executor=executor, on_event=on_event, workspace=workspace,
                writer=writer, **runner_kw)
+
+
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"  # the finish reason of a session ended by a signal
 
 
 def install_sigterm_handler() -> None:

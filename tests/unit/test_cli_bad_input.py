@@ -522,7 +522,8 @@ def test_deleting_a_running_session_stops_it_first(tmp_path, capsys):
         assert rc == 0, err
         assert "Traceback" not in err and "deleted live-one" in out
         assert f"stopped its runner (process {proc.pid})" in err  # it was running, and was stopped first
-        assert proc.wait(timeout=60) == 0  # a clean stop (SIGTERM: node interrupted, session stopped)
+        # a clean stop: the stop command (0) or the SIGTERM (130, interrupted) reached it first
+        assert proc.wait(timeout=60) in (0, 130)
         assert "Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:

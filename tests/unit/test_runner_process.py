@@ -199,3 +199,26 @@ def test_a_request_file_that_is_not_one_is_refused(tmp_path):
                            "--db", str(tmp_path / "b.db")], cwd=ROOT, env=_env(), capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 3 and "not a run request" in proc.stderr
+
+
+def test_sigterm_interrupts_the_node_stops_the_session_and_exits_130(tmp_path, workspace):
+    db, sid = tmp_path / "befair.db", "term-1"
+    proc = subprocess.Popen(_run_argv(db, workspace, sid, 6, "--failure-rate", "0"), cwd=ROOT, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        store = SessionStore(db) if db.exists() else None
+        deadline = time.monotonic() + 120
+        while store is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            store = SessionStore(db) if db.exists() else None
+        assert store is not None, "the run never created its database"
+        _wait_for(store, sid, lambda e: e.kind == ev.EXEC_STARTED, proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    state = SessionStore(db).state(sid)
+    assert state.status == "stopped" and state.finish_reason == "interrupted (Ctrl-C or SIGTERM)"
+    _check_consistent(db, sid)
