@@ -69,10 +69,10 @@ IMAGE_SIZES = {"logreg": [48, 64, 96], "gbm": [48, 64, 96], "cnn": [32, 48, 64],
 # loading, training, its own validation), measured on a busy 2-core CPU (load ~4): the fixed part
 # per model and the part per epoch at 32 px (scaled by pixel count, which over-estimates a little).
 # A GPU runs the torch part ~15x faster.
-_CPU_FIXED = {"logreg": 8.0, "gbm": 14.0, "cnn": 9.0, "resnet18": 12.0}
-_CPU_EPOCH_32PX = {"cnn": 7.0, "resnet18": 100.0}
+_CPU_FIXED = {"logreg": 8.0, "gbm": 14.0, "cnn": 30.0, "resnet18": 35.0}
+_CPU_EPOCH_32PX = {"cnn": 10.0, "resnet18": 100.0}
 _GPU_SPEEDUP = 15.0
-FIT_SHARE = 0.35  # a choice fits when its estimate is at most this share of the step limit
+FIT_SHARE = 0.2  # a choice fits when its estimate is at most this share of the step limit (load: x5)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 STEPS = int(os.environ.get("BEFAIR_BENCH_SESSION_STEPS", "20"))
 REF_STEPS = int(os.environ.get("BEFAIR_BENCH_SESSION_REF_STEPS", "4"))
-STEP_TIMEOUT = float(os.environ.get("BEFAIR_BENCH_STEP_TIMEOUT", "120"))
+STEP_TIMEOUT = float(os.environ.get("BEFAIR_BENCH_STEP_TIMEOUT", "60"))  # a CPU demo's step limit
 SEED = 0
 
 
