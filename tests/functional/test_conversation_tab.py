@@ -16,6 +16,7 @@ from befair_tui.app import create_app
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.conversation import ConversationView
 from befair_tui.widgets.node_detail import NodeDetail
+from befair_tui.widgets.search_tree import SearchTree
 
 from .conftest import screen_text, wait_for
 
@@ -43,6 +44,20 @@ def node_with_call(w, nid, stage, *, instruction, guidance, plan, parent=None, g
                                       {"role": "user", "content": user_message(instruction, guidance)}],
                          "reply": reply})
     w.emit(ev.CODE, {"node_id": nid, "code": code})
+
+
+async def select(pilot, screen, node_id: int) -> None:
+    """Put the tree's cursor on a node (as the arrow keys do) and wait until the panel shows it."""
+    tree = screen.query_one(SearchTree)
+    tree.focus()
+    # the console first puts the cursor on the newest node itself (after a refresh): let it
+    await wait_for(pilot, lambda: tree.cursor_line >= 0 and tree.cursor_node is tree.item_for(screen._selected),
+                   what="the cursor placed")
+    delta = tree.item_for(node_id).line - tree.cursor_line
+    for _ in range(abs(delta)):
+        await pilot.press("down" if delta > 0 else "up")
+    await wait_for(pilot, lambda: screen.query_one(NodeDetail).node_id == node_id, what=f"node {node_id} shown")
+    await pilot.pause(0.1)
 
 
 def body_text(app) -> str:
@@ -77,8 +92,7 @@ async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
         screen = app.screen
         assert isinstance(screen, ConsoleScreen)
         await wait_for(pilot, lambda: len(screen.state.nodes) == 3 and screen.state.nodes[3].code, what="nodes")
-        screen._auto_select = False
-        screen._select(1)
+        await select(pilot, screen, 1)
         await pilot.press("7")
         await pilot.pause(0.2)
         assert "call 1 · draft · node 1" in screen_text(app)  # on screen, in the tab
@@ -89,8 +103,7 @@ async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
         assert first.count("[system prompt]") == 1 and GUIDANCE[:80] in first  # the first call shows all
         assert "reply (raw)" in first and "parsed plan" in first and "the code block of the reply above" in first
 
-        screen._select(2)
-        await pilot.pause(0.2)
+        await select(pilot, screen, 2)
         second = body_text(app)
         assert "call 2 · improve · node 2" in second
         assert "↺ same as call 1 (node 1 · draft), message 1" in second  # the system message, once
@@ -99,21 +112,18 @@ async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
         assert "✓ guidance #1: message 2 (user)" in second  # marked even where its text is a reference
         assert len(second) < len(first) / 2
 
-        screen._select(3)
-        await pilot.pause(0.2)
+        await select(pilot, screen, 3)
         third = body_text(app)
         assert "✗ guidance #1: not in this call's messages" in third
         assert "✓ instruction (fairness-metric)" in third
 
         # the plan tab: the 5,000-character guidance in full at node 1 only, a reference in later plans
         await pilot.press("1")
-        screen._select(2)
-        await pilot.pause(0.2)
+        await select(pilot, screen, 2)
         plan = plan_text(app)
         assert GUIDANCE not in plan.replace("\n", "")
         assert "guidance #1, shown in full at node 1 (" in plan and len(plan) < 1_000
-        screen._select(1)
-        await pilot.pause(0.2)
+        await select(pilot, screen, 1)
         assert GUIDANCE.replace(" ", "") in plan_text(app).replace("\n", "").replace(" ", "")
 
         # a reply being written streams into the tab
@@ -141,8 +151,7 @@ async def test_a_node_without_calls_says_so(db, store):
     async with app.run_test(size=(140, 42)) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: len(screen.state.nodes) == 3, what="nodes")
-        screen._auto_select = False
-        screen._select(1)
+        await select(pilot, screen, 1)
         await pilot.press("7")
         await pilot.pause(0.2)
         text = body_text(app)
