@@ -51,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     t.add_argument("--figure", type=Path, default=None, metavar="FILE", help="Figure 2 as .png, .svg or .pdf")
     t.add_argument("--criterion", choices=BEST_CRITERIA, default=None,
                    help="which final choice each session contributes (default: the spec's best)")
+    t.add_argument("--unblind", action="store_true",
+                   help="a blind study (blind_test = true): read its sealed test metrics (researchers only)")
     t.add_argument("--published-agents", action="store_true",
                    help="also draw the published agents' rows at the study's levels (AIDE, MLZero)")
     add_db_arg(t)
@@ -215,14 +217,15 @@ def _cell_json(r: dict[str, Any]) -> dict[str, Any]:
     return {k: r.get(k) for k in keys}
 
 
-def _print_headline(report: Any) -> None:
+def _print_headline(report: Any, *, so_far: bool = True) -> None:
     from engine.study.report import headline
 
     rows = headline(report)
     if not rows:
         print("aggregate: no finished session yet")
         return
-    print(f"aggregate so far (test set, final choice by {report.criterion}; mean ± std [95 % interval]):")
+    print(f"aggregate{' so far' if so_far else ''} (test set, final choice by {report.criterion}; "
+          "mean ± std [95 % interval]):")
     for h in rows:
         print(f"  {h['model']} · {h['prompt']:<18} n={h['n']:<3} AUC {_stat(h, OVERALL_AUC)}   gap {_stat(h, AUC_GAP)}")
     if report.synthetic:
@@ -246,7 +249,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     store = open_store(db_from_args(args))
     grid.study_row(store, args.name)
-    report = build_report(store, args.name, criterion=args.criterion)
+    report = build_report(store, args.name, criterion=args.criterion, unblind=args.unblind)
     if args.csv:
         write_csv(report.table, args.csv)
     if args.figure:
@@ -259,7 +262,7 @@ def cmd_report(args: argparse.Namespace) -> int:
           f"{len(report.excluded)} left out of the statistics")
     for e in report.excluded:
         print(f"  left out: cell {e['cell']} ({e['model']} · {e['prompt']} r{e['repeat']}): {e['reason']}")
-    _print_headline(report)
+    _print_headline(report, so_far=False)
     for what, path in (("table", args.csv), ("figure", args.figure)):
         if path:
             print(f"{what}: {path}")
@@ -295,10 +298,11 @@ def study_references(store: Any, report: Any, *, published_agents: bool = False)
         agent = row.get("agent")
         if agent not in ("expert", "dermatologists") and not (published_agents and row.get("level") in levels):
             continue
+        kind = {"dermatologists": "human", "expert": "expert"}.get(str(agent), "published")
+        source = row["source"] if "DDI" in row["source"] else f"{row['source']}, DDI"
+        what = {"expert": "expert pipelines (MEDFAIR)", "published": "agents"}.get(kind)
         out.append({"name": row["name"], "auc": row["auc_mean"], "auc_std": row["auc_std"], "gap": row["gap_mean"],
-                    "gap_std": row["gap_std"],
-                    "kind": {"dermatologists": "human", "expert": "expert"}.get(str(agent), "published"),
-                    "source": row["source"] if "DDI" in row["source"] else f"{row['source']}, DDI"})
+                    "gap_std": row["gap_std"], "kind": kind, "source": f"{what}; {source}" if what else source})
     return out
 
 

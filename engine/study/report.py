@@ -51,6 +51,9 @@ def choice_metrics(state: SessionState, criterion: str) -> tuple[int | None, dic
         reason = (choice.get("reasons") or {}).get(criterion) or "no final choice recorded"
         return None, {}, f"no final choice by {criterion}: {reason}"
     node = state.nodes.get(int(node_id))
+    if node is not None and node.eval_verdicts.get("test") == "ok" and "test" not in node.medfair \
+            and state.config.get("blind_test"):
+        return int(node_id), {}, "test metrics sealed (a blind study): a researcher reports with --unblind"
     if node is None or node.eval_verdicts.get("test") != "ok" or "test" not in node.medfair:
         verdict = node.eval_verdicts.get("test") if node else None
         return int(node_id), {}, f"node {node_id} has no test evaluation ({verdict or 'none'})"
@@ -66,7 +69,10 @@ def _float(value: Any) -> float | None:
 
 
 def build_report(store: SessionStore, name: str, *, criterion: str | None = None,
-                 spec: StudySpec | None = None) -> StudyReport:
+                 spec: StudySpec | None = None, unblind: bool = False) -> StudyReport:
+    """The report; `unblind` (a researcher) reads a blind study's sealed test metrics."""
+    from engine.session.sealed import open_sealed
+
     spec = spec or grid.stored_spec(store, name)
     criterion = criterion or spec.best
     if criterion not in BEST_CRITERIA:
@@ -80,7 +86,7 @@ def build_report(store: SessionStore, name: str, *, criterion: str | None = None
         if row["session_id"] is None or row["session_status"] is None:
             excluded.append({**base, "reason": f"no session yet ({row['state']})"})
             continue
-        node_id, metrics, why = choice_metrics(store.state(row["session_id"]), criterion)
+        node_id, metrics, why = choice_metrics(open_sealed(store, row["session_id"], unblind=unblind), criterion)
         entry = {**base, "node_id": node_id, "test_auc": metrics.get(OVERALL_AUC),
                  "test_auc_gap": metrics.get(AUC_GAP)}
         sessions.append(entry)

@@ -76,7 +76,7 @@ def fast_coder(config):
 
 
 def write_spec(path: Path, name: str, *, steps: int = 2, coder: str | None = None, levels=("base", "fairness-methods"),
-               repeats: int = 2) -> Path:
+               repeats: int = 2, extra: str = "") -> Path:
     coder = coder or f'factory = "{__name__}:fast_coder"\nlabel = "fast"'
     path.write_text(f'''
 name = "{name}"
@@ -85,6 +85,7 @@ repeats = {repeats}
 steps = {steps}
 seed = 1
 step_timeout = 120
+{extra}
 
 [search]
 num_drafts = 2
@@ -330,6 +331,30 @@ def test_a_worker_killed_mid_session_reads_interrupted_and_is_resumed(tmp_path, 
     assert [p["node_id"] for p in interrupted] == resumed[0]["interrupted"]
     assert_events_sound(db, killed[0])
     assert grid.grid_rows(store, spec.name)[row["cell"]]["attempts"] == 2
+    store.close()
+
+
+def test_a_blind_study_reports_its_sealed_test_metrics_only_unblinded(tmp_path, study_env):
+    spec = load_spec(write_spec(tmp_path / "s.toml", "blind", levels=("base",), extra="blind_test = true"))
+    db = tmp_path / "db" / "befair.db"
+    store = SessionStore(db)
+    grid.ensure_study(store, spec)
+    assert _run(store, spec).counts["finished"] == 2
+    sealed = build_report(store, spec.name)                       # what a participant may see
+    assert sealed.n == {} and len(sealed.excluded) == 2
+    assert all("sealed (a blind study)" in e["reason"] for e in sealed.excluded)
+    assert hand_table(db, spec.name) == {}                        # no figures in the events: a study keeps them
+    report = build_report(store, spec.name, unblind=True)         # a researcher's
+    assert report.n == {"fast · base": 2}
+    con = sqlite3.connect(db)
+    aucs = []
+    for row in grid.grid_rows(store, spec.name):
+        choice = store.state(row["session_id"]).final_choice["by_validation"]
+        (payload,) = con.execute("select payload from sealed_metrics where session_id = ? and node_id = ? "
+                                 "and split = 'test'", [row["session_id"], choice]).fetchone()
+        aucs.append(json.loads(payload)["medfair"]["Overall AUC"])
+    con.close()
+    assert statistic(report.table, "fast", "base", "mean", OVERALL_AUC) == pytest.approx(statistics.mean(aucs))
     store.close()
 
 
