@@ -29,23 +29,33 @@ def register(subparsers) -> None:
                                           "table and column descriptions and canned queries.")
     p.add_argument("--port", type=int, default=8001, help="port (default 8001)")
     p.add_argument("--print-metadata", action="store_true", help="print the metadata as JSON and exit")
+    p.add_argument("--researcher", action="store_true",
+                   help="also show sealed (blinded) test figures and allow arbitrary SQL; the default is safe to "
+                        "show a study participant: canned queries and tables only")
     add_db_arg(p)
     p.set_defaults(func=cmd_datasette)
 
 
-def metadata_for(db: Path) -> dict[str, Any]:
-    """befair's metadata with its tables and queries placed under the database's Datasette name."""
+def metadata_for(db: Path, *, researcher: bool = False) -> dict[str, Any]:
+    """befair's metadata with its tables and queries placed under the database's Datasette name.
+    For a participant (the default) sealed test figures are refused and arbitrary SQL is off, so a
+    blinded figure cannot be read through Datasette; a researcher gets both."""
     import yaml
 
     base = yaml.safe_load(METADATA.read_text(encoding="utf-8"))
     database = {k: base.pop(k) for k in ("tables", "queries") if k in base}
     database["description_html"] = base.get("description_html", "")
+    if researcher:
+        for table in database.get("tables", {}).values():
+            table.pop("allow", None)
+    else:
+        database["allow_sql"] = False
     return {**base, "databases": {Path(db).stem: database}}
 
 
 def cmd_datasette(args) -> int:
     db = db_from_args(args)
-    meta = metadata_for(db)
+    meta = metadata_for(db, researcher=args.researcher)
     if args.print_metadata:
         print(json.dumps(meta, indent=2))
         return 0

@@ -67,3 +67,23 @@ def test_every_canned_query_runs_in_datasette(db):
     assert results["level_aggregates"]["rows"][0]["sessions"] == 1
     assert results["view"]["rows"][0]["id"] == "demo"
     assert "rows" in results["conversation"]
+
+
+def test_sealed_test_figures_are_refused_to_a_participant_and_shown_to_a_researcher(db):
+    datasette_app = pytest.importorskip("datasette.app", reason="datasette is not installed (befair[datasette])")
+    con = sqlite3.connect(db)
+    con.execute("insert into sealed_metrics (session_id, seq, node_id, split, payload, sealed_at) "
+                "values ('demo', 1, 1, 'test', '{\"auc\": 0.9}', 0)")
+    con.commit()
+    con.close()
+
+    async def status(meta, path):
+        return (await datasette_app.Datasette([str(db)], metadata=meta).client.get(path)).status_code
+
+    sql = "/befair.json?sql=select+payload+from+sealed_metrics"
+    participant, researcher = metadata_for(db), metadata_for(db, researcher=True)
+    assert asyncio.run(status(participant, "/befair/sealed_metrics.json")) == 403
+    assert asyncio.run(status(participant, sql)) == 403
+    assert asyncio.run(status(participant, "/befair/final_choices.json?session_id=demo")) == 200
+    assert asyncio.run(status(researcher, "/befair/sealed_metrics.json")) == 200
+    assert asyncio.run(status(researcher, sql)) == 200
