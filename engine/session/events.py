@@ -25,7 +25,11 @@ evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" 
                   like "no_predict", "exception", "timeout", "missing_files", "nan", "out_of_range",
                   "wrong_type"), reason: str?, summary: {auc?, worst_auc?, best_auc?, auc_gap?,
                   group_auc: {group_0?, group_1?, group_2?}, group_auc_reason: {group: str},
-                  n: int}, medfair: dict (MEDFAIR-named metrics, no split prefix), blinded: bool
+                  n: int}, medfair: dict (MEDFAIR-named metrics, no split prefix), blinded: bool,
+                  and since 006_sealed: sealed: bool (the figures were moved to sealed_metrics
+                  until the session ends), revealed: bool (a re-sent evaluation that reveals
+                  sealed figures); for imported runs source: str ("published predictions,
+                  scored here"), predictions: str, predictions_sha256: str
 audited           node_id, flags: {reads_skin_tone, per_group_metric, reweighting, upsampling,
                   filtering, pareto_selection: bool}, evidence: {flag: str}, claim: {claimed?,
                   measured?, difference?, unsupported: bool, reason?}

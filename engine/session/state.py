@@ -50,6 +50,8 @@ class NodeState:
     test: dict[str, Any] | None = None
     eval_verdicts: dict[str, str] = field(default_factory=dict)
     eval_reasons: dict[str, str | None] = field(default_factory=dict)
+    eval_sources: dict[str, str] = field(default_factory=dict)   # split -> where its figures come from,
+                                                                 # when not measured here (imports)
     medfair: dict[str, dict[str, Any]] = field(default_factory=dict)
     test_blinded: bool = False
     audit_flags: dict[str, bool] = field(default_factory=dict)
@@ -348,6 +350,8 @@ def _evaluated(s: SessionState, p: Payload, e: ev.Event) -> None:
     split = p.get("split", "validation")
     node.eval_verdicts[split] = p.get("verdict", "ok" if p.get("ok") else "error")
     node.eval_reasons[split] = p.get("reason")
+    if p.get("source"):
+        node.eval_sources[split] = str(p["source"])
     summary = p.get("summary") if p.get("ok") else None
     if split == "validation":
         node.validation = summary

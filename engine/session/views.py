@@ -323,6 +323,10 @@ class NodeSummary:
 def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
     """(kind, compact figures) of a node (see NodeSummary)."""
     reason = node.failure_reason
+    published = node.eval_sources.get("test")
+    if published and node.val_auc is None and node.test and node.test.get("auc") is not None:
+        # an imported run's final node: its published predictions, scored by this product
+        return "imported", f"test {fmt(node.test.get('auc'))} / {fmt(node.test.get('auc_gap'))} · {published}"
     if node.origin == "import" and node.status == "ok" and not reason and node.val_auc is None \
             and not node.eval_verdicts:
         # ran elsewhere (an AIDE journal): its only figure is the one the run reported
@@ -586,11 +590,12 @@ def node_rows(state: SessionState, split: str, unblind: bool = False) -> list[Ro
         auc, gap = node_metrics(state, node, split, unblind)
         hidden = split == "test" and test_withheld(state, node, unblind)
         note = _node_note(state, node, split, auc, hidden)
+        source = node.eval_sources.get(split, SOURCE_MEASURED)
         explain = (f"Node {node_id}: the best node by {', '.join(CRITERION_WORDS[c] for c in crits)}. "
-                   f"AUC and skin-tone AUC gap on the {SPLIT_WORDS[split]}, {SOURCE_MEASURED}."
+                   f"AUC and skin-tone AUC gap on the {SPLIT_WORDS[split]}, {source}."
                    + (f" {note[0].upper() + note[1:]}." if note else ""))
         rows.append(Row(name=f"node {node_id} · best {'/'.join(CRITERION_SHORT[c] for c in crits)}", auc=auc,
-                        gap=gap, source=SOURCE_MEASURED, kind="node", node_id=node_id, criteria=crits,
+                        gap=gap, source=source, kind="node", node_id=node_id, criteria=crits,
                         chosen=chosen in crits, hidden=hidden, note=note, explain=explain))
     return rows
 

@@ -101,6 +101,13 @@ def test_aide_run_5_imported_with_log_and_predictions(store):
     assert _assert_same_metrics(measured, _expected()) == 44  # every "Test" column published
     assert final.test["auc"] == pytest.approx(0.603195273406885, abs=1e-12)
     assert store.nodes(sid)[final.node_id - 1]["test_auc"] == pytest.approx(0.603195273406885, abs=1e-12)
+    # every surface says where the final node's figures come from (never "measuring…")
+    from engine.session import views
+
+    line = views.node_line(state, final)
+    assert "test .603 / " in line and "published predictions, scored here" in line and "measuring" not in line
+    row = next(r for r in views.node_rows(state, "test") if r.node_id == final.node_id)
+    assert row.source == PUBLISHED_SOURCE and row.auc == pytest.approx(0.603195273406885, abs=1e-12)
     print(f"AIDE run 5 imported (20 nodes, 41 calls, predictions scored) in {seconds:.2f} s")
 
 
