@@ -536,15 +536,25 @@ def _tail(path: Path, limit: int) -> str:
         os.close(fd)
 
 
-_POOL: dict[_WarmKey, WarmWorker] = {}
+_POOL: dict[_WarmKey, WarmWorker] = {}  # in order of use, the most recent last
 _POOL_LOCK = threading.Lock()
+POOL_SIZE = 2  # warm workers kept per process (each holds the libraries' memory)
 
 
 def warm_worker(key: _WarmKey) -> WarmWorker:
+    """The warm worker for these mounts and settings; the least recently used idle one is
+    closed when more than POOL_SIZE would be kept."""
     with _POOL_LOCK:
-        worker = _POOL.get(key)
-        if worker is None:
-            worker = _POOL[key] = WarmWorker(key)
+        worker = _POOL.pop(key, None) or WarmWorker(key)
+        _POOL[key] = worker
+        for old_key in list(_POOL)[:-POOL_SIZE]:
+            old = _POOL[old_key]
+            if old.lock.acquire(blocking=False):  # never one in use
+                try:
+                    old.close()
+                finally:
+                    old.lock.release()
+                del _POOL[old_key]
         return worker
 
 

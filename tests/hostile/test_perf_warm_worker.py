@@ -5,6 +5,7 @@ cannot read or drive the worker it was forked from, cannot write into its node f
 timeout or a memory hog ends the whole sandbox, which the next evaluation replaces."""
 from __future__ import annotations
 
+import os
 import textwrap
 import time
 import uuid
@@ -145,3 +146,24 @@ def test_staged_node_keeps_its_folder_name_and_input_link(tmp_path, heldout):
     out = _eval(node, heldout)
     assert out.verdict == "ok", out.reason
     assert set(out.predictions.values()) == {0.25}
+
+
+def test_the_pool_keeps_at_most_two_warm_workers(tmp_path, heldout):
+    from PIL import Image
+
+    from engine.evaluation import harness
+
+    good = _node(tmp_path, "node_1",
+                 "import os\ndef predict(folder):\n    return {n: 0.5 for n in os.listdir(folder)}\n")
+    images, labels = heldout
+    workers = []
+    for i in range(3):  # three held-out folders: three pool keys
+        folder = tmp_path / f"heldout_{i}"
+        folder.mkdir()
+        for name in os.listdir(images):
+            Image.open(images / name).save(folder / name)
+        out = evaluate(good, "solution.py", folder, labels, sandbox=Sandbox.create(), warm=True)
+        assert out.verdict == "ok", out.reason
+        workers += [w for w in harness._POOL.values() if w not in workers]
+    assert len(harness._POOL) == 2 and len(workers) == 3
+    assert not workers[0].alive and not workers[0].root.exists()
