@@ -161,7 +161,9 @@ class StudyDisplay:
                 table.add_row(r["session_id"] or "(starting)", r["agent"], r["level"], str(r["repeat_index"]),
                               f"{r['steps'] or 0}/{r['budget'] or '?'}", views.fmt(r["best_auc"]),
                               views.fmt(r["best_gap"]))
-        return Group(head, ProgressBar(total=self.total, completed=done, width=60), table)
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=self.total, completed=done, width=50), f"{done}/{self.total}")
+        return Group(head, bar, table)
 
 
 # --------------------------------------------------------------------------- status
