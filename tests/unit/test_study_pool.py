@@ -342,6 +342,7 @@ def test_a_worker_killed_mid_session_reads_interrupted_and_is_resumed(tmp_path, 
     store.close()
 
 
+@pytest.mark.slow
 def test_a_blind_study_reports_its_sealed_test_metrics_only_unblinded(tmp_path, study_env):
     spec = load_spec(write_spec(tmp_path / "s.toml", "blind", steps=1, levels=("base",), extra="blind_test = true"))
     db = tmp_path / "db" / "befair.db"
