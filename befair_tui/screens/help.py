@@ -46,6 +46,11 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("Enter o", "open the session"), ("r", "replay it"), ("u", "resume it"),
         ("x", "export it (best pipeline, tree, metrics, events)"), ("d", "delete it (asks first)"),
         ("/", "filter"), ("t", "sort by the next column"), ("n", "set up a new session"),
+        ("s", "the Study screen: the selected session's study (its grid, the aggregate, Figure 2)"),
+    ]),
+    ("Study", [
+        ("Enter o", "open the selected session"), ("r", "replay it"), ("n", "the next study"),
+        ("Esc", "back to the sessions"),
     ]),
     ("Everywhere", [
         ("? F1", "this help"),
