@@ -311,7 +311,8 @@ def evaluate_splits(
 
     sandbox = sandbox if sandbox is not None else Sandbox.create("auto")
     folders = [Path(images_dir).resolve() for images_dir, _ in splits.values()]
-    if (warm if warm is not None else warm_enabled(sandbox)) and all(_only_images(f) for f in folders):
+    inside = solution.parent.resolve() == node_dir or solution.resolve().is_relative_to(node_dir)
+    if (warm if warm is not None else warm_enabled(sandbox)) and inside and all(_only_images(f) for f in folders):
         session_input = session_input_of(node_dir)
         key = _WarmKey(python, sandbox, device, int(threads),
                        tuple(sorted({str(f) for f in folders} | ({str(session_input)} if session_input else set()))))
@@ -388,6 +389,12 @@ class WarmWorker:
         self.out_of_memory = False
 
     @property
+    def gpu(self) -> bool:
+        """The worker sees the GPU as a job would (see engine.execution.local)."""
+        device = self.key.device
+        return device.startswith("cuda") if device else os.path.exists("/dev/nvidiactl")
+
+    @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -397,9 +404,7 @@ class WarmWorker:
         key = self.key
         worker = _WORKER_INSIDE if key.sandbox.isolated else str(_WORKER)
         spec = RunSpec(cwd=self.stage, writable=[self.out], read_only=[self.stage, *map(Path, key.mounts)],
-                       files=[(_WORKER, _WORKER_INSIDE)] if key.sandbox.isolated else [],
-                       gpu=bool(key.device and key.device.startswith("cuda")) if key.device else
-                       os.path.exists("/dev/nvidiactl"))
+                       files=[(_WORKER, _WORKER_INSIDE)] if key.sandbox.isolated else [], gpu=self.gpu)
         self.proc = subprocess.Popen(
             key.sandbox.wrap([key.python, worker, "--serve"], spec), cwd=str(self.stage),
             env=run_env(threads=key.threads, device=key.device), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -470,7 +475,8 @@ class WarmWorker:
         outputs = [out / f"predictions_{i}.json" for i in range(len(images))]
         request = {"nonce": eval_id, "cwd": str(node_copy), "solution": str(node_copy / solution.relative_to(node_dir)),
                    "tasks": [[str(img), str(o)] for img, o in zip(images, outputs, strict=True)],
-                   "log": str(out / "log.txt"), "memory_limit_mb": memory_limit_mb}
+                   "log": str(out / "log.txt"), "memory_limit_mb": memory_limit_mb,
+                   "address_limit": not self.gpu}  # CUDA reserves more address space than it uses
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()

@@ -198,7 +198,7 @@ def _child(request: dict[str, Any]) -> None:
     fsize = 256 * 1024 * 1024  # predictions are read up to 64 MiB; the log's tail only
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     limit = int(request.get("memory_limit_mb") or 0) * 1024 * 1024
-    if limit:  # what the run may allocate on top of the libraries already mapped
+    if limit and request.get("address_limit", True):  # on top of the libraries already mapped
         resource.setrlimit(resource.RLIMIT_AS, (_address_space() + limit,) * 2)
     sys.stdin = open(os.devnull)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
