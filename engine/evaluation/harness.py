@@ -323,6 +323,8 @@ def evaluate_splits(
                 log_text = result.output_tail[-_LOG_TAIL:]
                 return {name: _outcome(files[i], labels[name], done, log_text, result, timeout, memory_limit_mb)
                         for i, name in enumerate(splits)}
+            except WorkError:
+                pass  # the warm worker did not start: a fresh process below
             finally:
                 kept.finish()
                 kept.lock.release()
@@ -499,8 +501,9 @@ class WarmWorker:
     def finish(self) -> None:
         """Empty the staging and output folders (after the outputs were read)."""
         for folder in (self.stage, self.out):
-            for entry in os.scandir(folder):
-                _remove(Path(entry.path))
+            if folder.is_dir():
+                for entry in os.scandir(folder):
+                    _remove(Path(entry.path))
 
 
 def _remove(path: Path) -> None:

@@ -167,3 +167,17 @@ def test_the_pool_keeps_at_most_two_warm_workers(tmp_path, heldout):
         workers += [w for w in harness._POOL.values() if w not in workers]
     assert len(harness._POOL) == 2 and len(workers) == 3
     assert not workers[0].alive and not workers[0].root.exists()
+
+
+def test_a_warm_worker_that_cannot_start_falls_back_to_a_fresh_process(tmp_path, heldout, monkeypatch):
+    from engine.errors import WorkError
+    from engine.evaluation import harness
+
+    def refuse(self):
+        raise WorkError("the warm evaluation worker did not start")
+
+    monkeypatch.setattr(harness.WarmWorker, "start", refuse)
+    good = _node(tmp_path, "node_1",
+                 "import os\ndef predict(folder):\n    return {n: 0.25 for n in os.listdir(folder)}\n")
+    out = _eval(good, heldout)
+    assert out.verdict == "ok" and set(out.predictions.values()) == {0.25}
