@@ -58,7 +58,8 @@ def make_coder(config: SessionConfig, **llm_overrides: Any) -> Coder:
     if config.coder == "offline":
         from engine.agent.offline import OfflineCoder
 
-        return OfflineCoder(failure_rate=config.failure_rate, seed=config.seed)
+        return OfflineCoder(failure_rate=config.failure_rate, seed=config.seed,
+                            device=config.extra.get("device"), step_timeout=config.step_timeout)
     if config.coder == "openai":
         from engine.agent.llm import build_llm_coder  # lazily: needs the openai package and a server
 

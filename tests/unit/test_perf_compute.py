@@ -53,3 +53,12 @@ def test_offline_coder_records_what_it_fitted_to(monkeypatch):
     assert OfflineCoder(fit_compute=False).info()["fits"] is None
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert detect_device() == "cpu"
+
+
+def test_a_session_fits_its_coder_to_its_own_device_and_step_limit():
+    from engine.agent.runner import make_coder
+    from engine.config import SessionConfig
+
+    coder = make_coder(SessionConfig(step_timeout=45, extra={"device": "cpu"}))
+    assert coder.info()["fits"] == {"device": "cpu", "step_timeout": 45.0}
+    assert make_coder(SessionConfig(step_timeout=900, extra={"device": "cuda"})).info()["fits"]["device"] == "cuda"
