@@ -53,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="which final choice each session contributes (default: the spec's best)")
     t.add_argument("--unblind", action="store_true",
                    help="a blind study (blind_test = true): read its sealed test metrics (researchers only)")
+    t.add_argument("--all-runs", action="store_true",
+                   help="an imported study (befair import be-fair): aggregate every scored run, also those the "
+                        "published table left out")
     t.add_argument("--published-agents", action="store_true",
                    help="also draw the published agents' rows at the study's levels (AIDE, MLZero)")
     add_db_arg(t)
@@ -250,8 +253,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from engine.study.report import build_report
 
     store = open_store(db_from_args(args))
-    grid.study_row(store, args.name)
-    report = build_report(store, args.name, criterion=args.criterion, unblind=args.unblind)
+    report = _imported_report(store, args) or build_report(store, args.name, criterion=args.criterion,
+                                                           unblind=args.unblind)
     if args.csv:
         write_csv(report.table, args.csv)
     if args.figure:
@@ -269,6 +272,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         if path:
             print(f"{what}: {path}")
     return 0
+
+
+def _imported_report(store: Any, args: argparse.Namespace) -> Any:
+    """The report of a study imported from published runs (no spec, no grid), or None when
+    `args.name` is a study run here. StudyNotFound when it is neither."""
+    try:
+        grid.study_row(store, args.name)
+        return None
+    except grid.StudyNotFound:
+        if not store.db.execute("select 1 from sessions where study_id = ? and origin = 'import' limit 1",
+                                [args.name]).fetchone():
+            raise
+    from engine.imports.be_fair import imported_report
+
+    if args.criterion not in (None, "claimed"):
+        raise UsageError("an imported study's runs each chose their final node themselves: --criterion claimed only")
+    return imported_report(store, args.name, all_runs=args.all_runs)
 
 
 def draw_study_figure(store: Any, report: Any, path: Path, *, published_agents: bool = False) -> Path:

@@ -297,3 +297,26 @@ def left_out(store: SessionStore, study_id: str = STUDY_ID) -> list[str]:
     """Why each imported, scored run missing from `study_table(as_published=True)` is left out."""
     every = {(r["model"], r["id"]) for r in study_rows(store, study_id)}
     return [why for key, why in NOT_IN_PUBLISHED_TABLE.items() if key in every]
+
+
+def imported_report(store: SessionStore, study_id: str = STUDY_ID, *, all_runs: bool = False) -> Any:
+    """The study report (engine.study.report.StudyReport) of an imported study: each run's final
+    node, scored from its published predictions; by default only the runs the published table
+    was computed from (NOT_IN_PUBLISHED_TABLE says why the others are left out)."""
+    from engine.study.aggregate import sizes
+    from engine.study.report import StudyReport
+
+    rows = study_rows(store, study_id, as_published=not all_runs)
+    if not rows:
+        raise UsageError(f"no imported run of the study {study_id!r} has published scores; "
+                         "import the artifact tree with `befair import be-fair PATH --metadata DDI.csv` first")
+    sessions = [{"session_id": r["session"], "model": r["model"], "prompt": r["prompt"], "repeat": r["id"],
+                 "test_auc": r.get("Test Overall AUC"), "source": PUBLISHED_SOURCE} for r in rows]
+    excluded = [] if all_runs else [
+        {"cell": r["session"], "session_id": r["session"], "model": r["model"], "prompt": r["prompt"],
+         "repeat": r["id"], "reason": NOT_IN_PUBLISHED_TABLE[(r["model"], r["id"])]}
+        for r in study_rows(store, study_id) if (r["model"], r["id"]) in NOT_IN_PUBLISHED_TABLE]
+    return StudyReport(study=study_id, criterion="claimed", data={"imported": PUBLISHED_SOURCE}, synthetic=False,
+                       counts={"finished": len(rows)}, sessions=sessions, excluded=excluded,
+                       table=study_table(store, study_id, as_published=not all_runs),
+                       n={f"{m} · {pr}": k for (m, pr), k in sizes(rows).items()})

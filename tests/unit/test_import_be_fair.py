@@ -210,3 +210,27 @@ def test_cli_imports_the_tree_and_writes_the_table(tmp_path, capsys):
     assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db, "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["imported"] == [] and len(report["existing"]) == 8
+
+
+def test_study_report_of_the_imported_study(tmp_path, capsys):
+    """`befair study report be-fair` after the import: the same table as the import's, run 48 named as
+    left out (kept with --all-runs), and Figure 2 drawn."""
+    from befair_tui.cli import main
+
+    root, metadata, db = _tree(tmp_path / "be-fair"), _metadata(tmp_path / "ddi.csv"), tmp_path / "r.db"
+    assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db) == 0
+    capsys.readouterr()
+    figure = tmp_path / "figure2.png"
+    assert main(["study", "report", "be-fair", "--db", str(db), "--json", "--figure", str(figure)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    store = SessionStore(db)
+    assert report["table"] == study_table(store) and report["criterion"] == "claimed"
+    assert [e["repeat"] for e in report["excluded"]] == [48] and figure.stat().st_size > 10_000
+    assert main(["study", "report", "be-fair", "--db", str(db), "--json", "--all-runs"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert every["table"] == study_table(store, as_published=False) and every["excluded"] == []
+    store.close()
+    assert main(["study", "report", "be-fair", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "left out: cell" in text and "MLZero run 48" in text and "AUC" in text
+    assert main(["study", "report", "no-such-study", "--db", str(db)]) == 2
