@@ -32,10 +32,10 @@ from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
 from engine.config import SessionConfig
 from engine.errors import BefairError
-from engine.data.protocol import copy_session_input, heldout_of, label_digests_of, open_workspace, session_evaluator
-from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator
+from engine.data.protocol import open_workspace
+from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits, label_digests
 from engine.execution import (
-    ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir,
+    ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
 )
 from engine.execution.sandbox import RunSpec, guard_outside
 from engine.execution.workspace import pgid_file, session_run_dir
@@ -145,10 +145,10 @@ def start_session(
     runs_root = runs_dir(store.path)
     guard_runs_root(runs_root, getattr(ws, "root", None))
     data = {"kind": "synth" if config.data == "synth" else "workspace", "path": str(Path(ws.root).resolve()),
-            "summary": _data_summary(ws), "label_sha256": label_digests_of(ws)}
+            "summary": _data_summary(ws), "label_sha256": label_digests(ws)}
     writer = store.create_session(config.to_dict(), instruction=config.instruction, coder=coder_info(coder),
                                   data=data, session_id=session_id)
-    copy_session_input(runs_root, writer.session_id, Path(ws.agent_input))
+    prepare_session_input(runs_root, writer.session_id, Path(ws.agent_input))
     return writer
 
 
@@ -206,13 +206,13 @@ class Runner:
         self.evaluator = self._evaluator()
         if self.sandbox.isolated:  # the runtime's folders must not expose what the sandbox hides
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
-                                                   *[labels for _, labels in heldout_of(self.workspace).values()]])
+                                                   *[labels for _, labels in heldout_splits(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
         self.stream_relay = StreamRelay()
         if hasattr(self.coder, "on_stream"):
             self.coder.on_stream = self.stream_relay
         self.runs_root = runs_dir(store.path)
-        copy_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
+        prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
         self.pause_poll = pause_poll
         self.stop = False
@@ -225,10 +225,10 @@ class Runner:
     def _evaluator(self) -> NodeEvaluator:
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
         timeout = self.config.eval_timeout or extra.get("eval_timeout") or self.config.step_timeout
-        return session_evaluator(self.workspace, sandbox=self.sandbox,
-                                 digests=(self.state.data or {}).get("label_sha256"), timeout=float(timeout),
-                                 memory_limit_mb=int(self.config.memory_limit_mb), device=extra.get("device"),
-                                 threads=int(extra.get("threads", 2)))
+        return NodeEvaluator(self.workspace, sandbox=self.sandbox,
+                             digests=(self.state.data or {}).get("label_sha256"), timeout=float(timeout),
+                             memory_limit_mb=int(self.config.memory_limit_mb), device=extra.get("device"),
+                             threads=int(extra.get("threads", 2)))
 
     def _llm_settings(self) -> dict[str, Any]:
         llm = self.config.extra.get("llm") if isinstance(self.config.extra, dict) else None

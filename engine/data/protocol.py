@@ -36,7 +36,6 @@ from engine.data.common import place, read_csv, require_columns
 from engine.errors import DataError
 
 if TYPE_CHECKING:
-    from engine.evaluation.evaluator import NodeEvaluator
     from engine.progress import ProgressFn
 
 PROTOCOL = "be-fair"
@@ -135,13 +134,6 @@ class BeFairWorkspace:
         c = self.manifest.get("counts", {})
         return (f"{self.root}: be-fair protocol, agent {c.get('agent', '?')} rows, no validation, "
                 f"test {c.get('test', 0)}")
-
-
-def heldout_splits(workspace: BeFairWorkspace) -> dict[str, tuple[Path, Path]]:
-    """The splits a be-fair session is measured on: the test set only."""
-    if workspace.test_images is None or workspace.test_labels is None:
-        raise DataError(f"{workspace.root} has no test set: a be-fair session is measured on the test set only")
-    return {"test": (workspace.test_images, workspace.test_labels)}
 
 
 def prepare_be_fair_workspace(fitz_csv: str | Path, fitz_images: str | Path, out: str | Path, *,
@@ -332,69 +324,3 @@ def workspace_for(data: str, synth: dict[str, int], progress: ProgressFn | None 
         return be_fair_synth_workspace(seed=synth["seed"], n_train=synth["n_train"], n_test=synth["n_test"],
                                        size=synth["size"], progress=progress)
     return BeFairWorkspace.open(Path(data))
-
-
-def heldout_of(workspace: Any) -> dict[str, tuple[Path, Path]]:
-    """The splits a session's nodes are measured on: the test set alone for a be-fair workspace."""
-    if isinstance(workspace, BeFairWorkspace):
-        return heldout_splits(workspace)
-    from engine.evaluation.evaluator import heldout_splits as default_splits
-
-    return default_splits(workspace)
-
-
-def label_digests_of(workspace: Any) -> dict[str, dict[str, str]]:
-    """{split: {"path", "sha256"}} of the label files of the splits `heldout_of` names."""
-    from engine.evaluation.evaluator import sha256_file
-
-    return {split: {"path": str(Path(labels).resolve()), "sha256": sha256_file(Path(labels))}
-            for split, (_, labels) in heldout_of(workspace).items()}
-
-
-def copy_session_input(runs_root: Path, session_id: str, agent_input: Path) -> Path:
-    """The session's read-only copy of the agent's input: engine.execution.prepare_session_input
-    for the default layout; for the be-fair layout (mydataset.csv, which that function does not
-    accept) the same copy, made the same way (a partial copy made read-only, then renamed, then
-    the `.copied` marker that engine.execution.workspace.session_input_of trusts)."""
-    import stat
-
-    from engine.execution import prepare_session_input
-    from engine.execution.workspace import _COMPLETE, INPUT_DIR, _make_read_only, _make_writable, session_run_dir
-
-    agent_input = Path(agent_input).resolve()
-    if not (agent_input / DATASET_CSV).is_file():
-        return prepare_session_input(runs_root, session_id, agent_input)
-    run_dir = session_run_dir(runs_root, session_id)
-    target = run_dir / INPUT_DIR
-    if (run_dir / _COMPLETE).is_file() and target.is_dir():
-        return target
-    run_dir.mkdir(parents=True, exist_ok=True)
-    partial = run_dir / (INPUT_DIR + ".partial")
-    for stale in (partial, target):
-        if stale.exists():
-            _make_writable(stale)
-            shutil.rmtree(stale)
-    shutil.copytree(agent_input, partial, symlinks=False)
-    _make_read_only(partial)
-    os.chmod(partial, stat.S_IRWXU)  # rename needs the folder itself writable for a moment
-    partial.rename(target)
-    os.chmod(target, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    (run_dir / _COMPLETE).write_text(str(agent_input))
-    return target
-
-
-def session_evaluator(workspace: Any, **settings: Any) -> NodeEvaluator:
-    """A NodeEvaluator that measures on `heldout_of(workspace)` (the test set alone under be-fair)."""
-    from engine.evaluation.evaluator import NodeEvaluator, verify_digests
-    from engine.evaluation.harness import EvalOutcome, evaluate_splits
-
-    class ProtocolEvaluator(NodeEvaluator):
-        def evaluate(self, node_dir: Path) -> dict[str, EvalOutcome]:
-            if self.digests:
-                verify_digests(self.digests)
-            return evaluate_splits(node_dir, Path(node_dir) / "solution.py", heldout_of(self.workspace),
-                                   timeout=self.timeout, device=self.device, sandbox=self.sandbox,
-                                   memory_limit_mb=self.memory_limit_mb, threads=self.threads)
-
-    return ProtocolEvaluator(workspace, **settings) if isinstance(workspace, BeFairWorkspace) \
-        else NodeEvaluator(workspace, **settings)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BefairError
+from engine.errors import BefairError, DataError
 from engine.evaluation.harness import EvalOutcome, evaluate_splits
 from engine.execution.sandbox import Sandbox
 
@@ -33,10 +33,15 @@ def sha256_file(path: Path) -> str:
 
 
 def heldout_splits(workspace: Any) -> dict[str, tuple[Path, Path]]:
-    """{split: (images folder, labels file)} of a workspace: validation, and test when present."""
-    splits = {"validation": (Path(workspace.validation_images), Path(workspace.validation_labels))}
-    if getattr(workspace, "test_images", None) is not None and getattr(workspace, "test_labels", None) is not None:
-        splits["test"] = (Path(workspace.test_images), Path(workspace.test_labels))
+    """{split: (images folder, labels file)} of a workspace: validation and test, each when the
+    workspace has it (a be-fair workspace withholds no validation set)."""
+    splits = {}
+    for split in ("validation", "test"):
+        images, labels = getattr(workspace, f"{split}_images", None), getattr(workspace, f"{split}_labels", None)
+        if images is not None and labels is not None:
+            splits[split] = (Path(images), Path(labels))
+    if not splits:
+        raise DataError(f"{getattr(workspace, 'root', workspace)} has no held-out set to measure nodes on")
     return splits
 
 

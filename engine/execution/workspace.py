@@ -51,11 +51,15 @@ def _make_writable(root: Path) -> None:
                 os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
 
 
+# the agent's table: the product's layout, or the be-fair study's (engine.data.protocol)
+AGENT_CSVS = ("skin_lesions.csv", "mydataset.csv")
+
+
 def prepare_session_input(runs_root: Path, session_id: str, agent_input: Path) -> Path:
     """Copy the agent's input once per session into runs/<session>/input, read-only."""
     agent_input = Path(agent_input).resolve()
-    if not (agent_input / "skin_lesions.csv").is_file():
-        raise BefairError(f"{agent_input} holds no skin_lesions.csv: not an agent_input folder")
+    if not any((agent_input / name).is_file() for name in AGENT_CSVS):
+        raise BefairError(f"{agent_input} holds no {' or '.join(AGENT_CSVS)}: not an agent_input folder")
     run_dir = session_run_dir(runs_root, session_id)
     target = run_dir / INPUT_DIR
     if (run_dir / _COMPLETE).is_file() and target.is_dir():

@@ -13,10 +13,11 @@ import pytest
 from PIL import Image
 
 from engine.data.protocol import (
-    CSV_HEADER, BeFairWorkspace, aide_data_preview, heldout_splits, natural_size, prepare_be_fair_workspace,
+    CSV_HEADER, BeFairWorkspace, aide_data_preview, natural_size, prepare_be_fair_workspace,
     study_layout,
 )
 from engine.errors import DataError
+from engine.evaluation.evaluator import heldout_splits
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 FITZ = DATA / "fitzpatrick17k.csv"
