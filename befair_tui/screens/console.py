@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from engine.session import events as ev
 from engine.session import views
-from engine.session.state import SessionState, apply, fold, new_state
+from engine.session.state import SessionState, apply, new_state
 from engine.session.store import SessionStore
 
 from befair_tui.compare import baseline_points, published_points, reference_rows
@@ -541,7 +541,3 @@ class ConsoleScreen(Screen):
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "follow")
-
-
-def load_state(store: SessionStore, session_id: str) -> SessionState:
-    return fold(store.events(session_id), session_id)

@@ -15,7 +15,6 @@ Ray's own task retries are off (max_retries=0) so that a retry never races that 
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -114,11 +113,3 @@ class RayPool:
             self.interrupt(grace=5.0)
         if self.started_ray:
             self.ray.shutdown()
-
-
-def ray_available() -> bool:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return os.environ.get("BEFAIR_NO_RAY") is None
