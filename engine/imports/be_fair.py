@@ -303,20 +303,20 @@ def imported_report(store: SessionStore, study_id: str = STUDY_ID, *, all_runs: 
     """The study report (engine.study.report.StudyReport) of an imported study: each run's final
     node, scored from its published predictions; by default only the runs the published table
     was computed from (NOT_IN_PUBLISHED_TABLE says why the others are left out)."""
-    from engine.study.aggregate import sizes
+    from engine.study.aggregate import aggregate, sizes
     from engine.study.report import StudyReport
 
-    rows = study_rows(store, study_id, as_published=not all_runs)
-    if not rows:
+    every = study_rows(store, study_id)
+    if not every:
         raise UsageError(f"no imported run of the study {study_id!r} has published scores; "
                          "import the artifact tree with `befair import be-fair PATH --metadata DDI.csv` first")
+    left = [] if all_runs else [r for r in every if (r["model"], r["id"]) in NOT_IN_PUBLISHED_TABLE]
+    rows = [r for r in every if r not in left]
     sessions = [{"session_id": r["session"], "model": r["model"], "prompt": r["prompt"], "repeat": r["id"],
                  "test_auc": r.get("Test Overall AUC"), "source": PUBLISHED_SOURCE} for r in rows]
-    excluded = [] if all_runs else [
-        {"cell": r["session"], "session_id": r["session"], "model": r["model"], "prompt": r["prompt"],
-         "repeat": r["id"], "reason": NOT_IN_PUBLISHED_TABLE[(r["model"], r["id"])]}
-        for r in study_rows(store, study_id) if (r["model"], r["id"]) in NOT_IN_PUBLISHED_TABLE]
+    excluded = [{"cell": r["session"], "session_id": r["session"], "model": r["model"], "prompt": r["prompt"],
+                 "repeat": r["id"], "reason": NOT_IN_PUBLISHED_TABLE[(r["model"], r["id"])]} for r in left]
     return StudyReport(study=study_id, criterion="claimed", data={"imported": PUBLISHED_SOURCE}, synthetic=False,
                        counts={"finished": len(rows)}, sessions=sessions, excluded=excluded,
-                       table=study_table(store, study_id, as_published=not all_runs),
+                       table=aggregate(rows),
                        n={f"{m} · {pr}": k for (m, pr), k in sizes(rows).items()})
