@@ -6,12 +6,14 @@ state, so folding the same events always gives the same state.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
-from collections.abc import Iterable
+from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Iterator
 
 from engine.session import events as ev
 
+T = TypeVar("T")
 OUTPUT_KEEP = 64_000  # characters of live output kept per node (head and tail)
 
 
@@ -148,6 +150,8 @@ class SessionState:
     last_seq: int = 0
     live_reply: dict[str, Any] | None = None   # {role, step, text}: a streamed reply being written
     unassigned_calls: list[dict[str, Any]] = field(default_factory=list)  # llm calls with no node
+    # derived values computed once while the state does not change (see `memoised`); None: off
+    memo: dict[Any, Any] | None = field(default=None, repr=False, compare=False)
 
     # -- derived views -------------------------------------------------------------------
     @property
@@ -189,8 +193,12 @@ class SessionState:
             current = self.nodes[current].parent_id
         return False
 
-    def pruned_ids(self) -> set[int]:
+    def pruned_ids(self) -> frozenset[int]:
         """Every node that is pruned itself or under a pruned ancestor (one pass, O(nodes))."""
+        ids: frozenset[int] = derived(self, "pruned_ids", self._pruned_ids)
+        return ids
+
+    def _pruned_ids(self) -> frozenset[int]:
         out: set[int] = set()
         stack = [n.node_id for n in self.nodes.values() if n.pruned]
         while stack:
@@ -199,7 +207,7 @@ class SessionState:
                 continue
             out.add(nid)
             stack.extend(self.nodes[nid].children)
-        return out
+        return frozenset(out)
 
     def debug_depth(self, node_id: int) -> int:
         """How many consecutive debug steps lead to this node."""
@@ -236,6 +244,8 @@ def apply(state: SessionState, event: ev.Event) -> SessionState:
         handler(state, event.payload, event)
     state.last_seq = event.seq
     state.last_ts = event.ts
+    if state.memo:
+        state.memo.clear()  # folded inside a memoised block: what was derived is out of date
     if not state.session_id:
         state.session_id = event.session_id
     return state
@@ -523,17 +533,64 @@ def _rank(node: NodeState, criterion: str) -> tuple[float, float] | None:
     return value, sum(groups) / len(groups) if groups else float("-inf")
 
 
+@contextmanager
+def memoised(state: SessionState) -> Iterator[SessionState]:
+    """Within this block the state must not change, and what is derived from it (the best node by
+    each criterion) is computed once: one console update asks for it from several widgets."""
+    outer = state.memo
+    state.memo = {} if outer is None else outer
+    try:
+        yield state
+    finally:
+        state.memo = outer
+
+
+def derived(state: SessionState, key: Hashable, compute: Callable[[], T]) -> T:
+    """compute(), once per memoised block (see `memoised`); every time outside one."""
+    if state.memo is None:
+        return compute()
+    if key not in state.memo:
+        state.memo[key] = compute()
+    value: T = state.memo[key]
+    return value
+
+
 def best_node(state: SessionState, criterion: str, *, include_pruned: bool = False) -> NodeState | None:
     """The working (ok) node with the highest metric by the criterion, earliest node on ties.
     Pruned nodes (or under a pruned ancestor) are left out unless `include_pruned`: the search
     never expands them and the final choice never picks them."""
-    best: NodeState | None = None
-    best_rank: tuple[float, float] | None = None
-    pruned = set() if include_pruned else state.pruned_ids()
+    if criterion not in BEST_CRITERIA:
+        raise ValueError(f"unknown criterion {criterion!r}")
+    if state.memo is None:
+        return best_nodes(state, (criterion,), include_pruned)[criterion]
+    # all criteria in one pass: one console update asks for each of them
+    return derived(state, ("best_nodes", include_pruned),
+                   lambda: best_nodes(state, BEST_CRITERIA, include_pruned))[criterion]
+
+
+BEST_CRITERIA = ("claimed", "validation", "minimax")
+
+
+def best_nodes(state: SessionState, criteria: tuple[str, ...],
+               include_pruned: bool = False) -> dict[str, NodeState | None]:
+    """best_node for several criteria in one pass over the nodes. Minimax's tie-break (the mean
+    group AUC, see _rank) is only worked out for a node that ties or beats the best so far."""
+    pruned: frozenset[int] = frozenset() if include_pruned else state.pruned_ids()
+    best: dict[str, NodeState | None] = dict.fromkeys(criteria)
+    ranks: dict[str, tuple[float, float]] = {}
     for node in state.nodes.values():
         if node.status != "ok" or node.node_id in pruned:
             continue
-        rank = _rank(node, criterion)
-        if rank is not None and (best_rank is None or rank > best_rank):
-            best, best_rank = node, rank
+        validation = node.validation or {}
+        values = (node.claimed_metric, validation.get("auc"), validation.get("worst_auc"))
+        for criterion in criteria:
+            value = values[BEST_CRITERIA.index(criterion)]
+            if value is None:
+                continue
+            held = ranks.get(criterion)
+            if held is not None and value < held[0]:
+                continue
+            rank = _rank(node, criterion) if criterion == "minimax" else (value, 0.0)
+            if rank is not None and (held is None or rank > held):
+                best[criterion], ranks[criterion] = node, rank
     return best

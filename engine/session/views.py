@@ -18,12 +18,12 @@ comparison, the baselines and published rows the caller passes in; nothing else 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.session.state import NodeState, SessionState, best_node, metric_for
+from engine.session.state import NodeState, SessionState, best_node, derived, metric_for
 
 # -- trust markers ----------------------------------------------------------------------------
 # The trust marker of a session that ran agent code on this machine without the sandbox.
@@ -126,7 +126,8 @@ def kept_blind(state: SessionState) -> bool:
 
 def blinds_test(state: SessionState) -> bool:
     """Does the session blind test metrics at all (its setting, or a node evaluated blinded)?"""
-    return bool(state.config.get("blind_test")) or any(n.test_blinded for n in state.nodes.values())
+    return bool(state.config.get("blind_test")) or derived(
+        state, "test_blinded", lambda: any(n.test_blinded for n in state.nodes.values()))
 
 
 def test_revealed(state: SessionState) -> bool:
@@ -194,6 +195,10 @@ def session_criterion(state: SessionState) -> str:
 
 def _not_considered(state: SessionState) -> str:
     """Why nodes are out of the running: pruned (it or an ancestor) or not working."""
+    return derived(state, "not_considered", lambda: _count_not_considered(state))
+
+
+def _count_not_considered(state: SessionState) -> str:
     pruned = state.pruned_ids()
     failed = sum(1 for n in state.nodes.values() if n.node_id not in pruned and n.finished and n.status != "ok")
     parts = [f"{len(pruned)} pruned"] if pruned else []
@@ -354,7 +359,7 @@ def _test_part(state: SessionState, node: NodeState, unblind: bool) -> str:
 
 
 def node_summary(state: SessionState, node: NodeState, *, best: int | None, unblind: bool = False,
-                 pruned: set[int] | None = None) -> NodeSummary:
+                 pruned: Set[int] | None = None) -> NodeSummary:
     """`best`: the ★ node, `best_id(state)` (the caller finds it once: it is O(nodes));
     `pruned`: `state.pruned_ids()` when the caller has it."""
     kind, figures = _figures(state, node)
@@ -712,7 +717,7 @@ def comparison(state: SessionState, baselines: list[dict[str, Any]], reference: 
 
 # -- JSON -------------------------------------------------------------------------------------
 def node_json(state: SessionState, node: NodeState, *, unblind: bool = False, best: int | None = None,
-              pruned: set[int] | None = None) -> dict[str, Any]:
+              pruned: Set[int] | None = None) -> dict[str, Any]:
     summary = node_summary(state, node, unblind=unblind, best=best, pruned=pruned)
     show_test = test_visible(state, node, unblind) and node.test is not None
     return {

@@ -8,7 +8,7 @@ import random
 from engine.evaluation.pareto import minimax_pareto
 from engine.session import events as ev
 from engine.session import views
-from engine.session.state import best_node, fold
+from engine.session.state import BEST_CRITERIA, apply, best_node, fold, memoised
 from tests.unit.test_reducer import Log
 
 
@@ -75,3 +75,37 @@ def test_minimax_prefers_the_higher_mean_when_the_worst_groups_tie():
               3: {"group_0": 1.0, "group_1": 0.8}}
     state = fold(_groups_log(groups).events)
     assert views.best_id(state, "minimax") == 2 == minimax_pareto(groups)
+
+
+def test_one_pass_for_every_criterion_picks_what_each_criterion_picks_alone():
+    """The console's memoised path (all criteria in one pass, minimax's tie-break only on ties)
+    chooses exactly what best_node chooses per criterion, pruned nodes included or not."""
+    rng = random.Random(11)
+    for _ in range(200):
+        groups = {nid: {g: round(rng.uniform(0.5, 1.0), 1) for g in ("group_0", "group_1", "group_2")}
+                  for nid in range(1, rng.randint(2, 12))}
+        log = _groups_log(groups)
+        for nid in groups:
+            log.review(nid, round(rng.uniform(0.5, 1.0), 1))
+        if rng.random() < 0.5:
+            log.add(ev.PRUNED, node_id=rng.choice(list(groups)), by="u", command_id=None)
+        state = fold(log.events)
+        for include_pruned in (False, True):
+            alone = {c: best_node(state, c, include_pruned=include_pruned) for c in BEST_CRITERIA}
+            with memoised(state):
+                together = {c: best_node(state, c, include_pruned=include_pruned) for c in BEST_CRITERIA}
+            assert together == alone, groups
+
+
+def test_an_event_folded_inside_a_memoised_block_is_not_hidden_by_the_memo():
+    log = Log().start().node(1).finish(1).review(1, 0.7).evaluate(1, 0.6, 0.5, 0.1)
+    state = fold(log.events)
+    with memoised(state):
+        assert views.best_id(state) == 1 and state.pruned_ids() == frozenset()
+        seen = len(log.events)
+        log.node(2).finish(2).review(2, 0.8).evaluate(2, 0.9, 0.8, 0.1)
+        log.add(ev.PRUNED, node_id=1, by="u", command_id=None)
+        for event in log.events[seen:]:
+            apply(state, event)
+        assert views.best_id(state) == 2 and state.pruned_ids() == frozenset({1})
+    assert state.memo is None
