@@ -10,8 +10,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Log, Static, TabbedContent, TabPane
+from textual.containers import Vertical
+from textual.widgets import Log, TabbedContent, TabPane
 
 from engine.session import views
 from engine.session.conversation import guidance_reference, plan_without_repeats
@@ -20,8 +20,10 @@ from engine.task import GROUP_LABELS, GROUPS
 
 from befair_tui.format import BADGES, STATUS_WORD, num
 from befair_tui.widgets.conversation import ConversationView
+from befair_tui.widgets.text_pane import TextPane
 
 OUTPUT_LINES = 2_000
+TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversation")
 GUIDANCE_INLINE = 200  # characters: a longer guidance is shown in full only at the first node it shaped
 
 
@@ -34,66 +36,95 @@ class NodeDetail(Vertical):
     DEFAULT_CSS = """
     NodeDetail { border: round $primary-darken-1; }
     NodeDetail Log { height: 1fr; }
-    NodeDetail VerticalScroll { height: 1fr; }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.node_id: int | None = None
         self._output_node: int | None = None
+        self._state: SessionState | None = None
+        self._stale: set[str] = set()  # tabs not yet drawn for the node shown
         self.border_title = "Node"
         self.border_subtitle = "keys 1–7: tabs"
 
     def show_tab(self, tab: str) -> None:
         self.query_one("#node-tabs", TabbedContent).active = f"tab-{tab}"
+        self._render_tab(tab)
 
     def compose(self) -> ComposeResult:
         with TabbedContent(id="node-tabs"):
             with TabPane("Plan", id="tab-plan"):
-                yield VerticalScroll(Static(id="plan"))
+                yield TextPane(id="plan")
             with TabPane("Code", id="tab-code"):
-                yield VerticalScroll(Static(id="code"))
+                yield TextPane(id="code")
             with TabPane("Output", id="tab-output"):
                 yield Log(id="output", max_lines=OUTPUT_LINES, auto_scroll=True)
             with TabPane("Groups", id="tab-groups"):
-                yield VerticalScroll(Static(id="groups"))
+                yield TextPane(id="groups")
             with TabPane("Audit", id="tab-audit"):
-                yield VerticalScroll(Static(id="audit"))
+                yield TextPane(id="audit")
             with TabPane("Diff", id="tab-diff"):
-                yield VerticalScroll(Static(id="diff"))
+                yield TextPane(id="diff")
             with TabPane("Conversation", id="tab-conversation"):
                 yield ConversationView(id="conversation")
 
     def show(self, state: SessionState, node_id: int | None) -> None:
-        node = state.nodes.get(node_id) if node_id is not None else None
+        """Show a node. Only the tab in view is drawn now; the others when they are opened, so a
+        live session that moves to each new node redraws one tab, not seven."""
+        self._state = state
         self.node_id = node_id
+        self._stale = set(TABS)
+        node = state.nodes.get(node_id) if node_id is not None else None
         if node is None:
             self.border_title = "Node"
-            self.query_one("#plan", Static).update("Select a node in the search tree.")
-            for wid in ("#code", "#groups", "#audit", "#diff"):
-                self.query_one(wid, Static).update("")
-            self.query_one("#output", Log).clear()
-            self.query_one(ConversationView).show(state, None)
-            self._output_node = None
+        else:
+            parent = f" of {node.parent_id}" if node.parent_id is not None else ""
+            status = STATUS_WORD.get(node.status, node.status)
+            if state.is_pruned(node.node_id):
+                status += " · pruned"
+            self.border_title = f"Node {node.node_id} · {node.stage}{parent} · {status}"
+        self._render_tab(self.active_tab)
+
+    @property
+    def active_tab(self) -> str:
+        return self.query_one("#node-tabs", TabbedContent).active.removeprefix("tab-")
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._render_tab(event.pane.id.removeprefix("tab-") if event.pane.id else "")
+
+    def _render_tab(self, tab: str) -> None:
+        if tab not in self._stale or self._state is None:
             return
-        parent = f" of {node.parent_id}" if node.parent_id is not None else ""
-        status = STATUS_WORD.get(node.status, node.status)
-        if state.is_pruned(node.node_id):
-            status += " · pruned"
-        self.border_title = f"Node {node.node_id} · {node.stage}{parent} · {status}"
-        self.query_one("#plan", Static).update(self._plan(state, node))
-        self.query_one("#code", Static).update(_syntax(node.code or "# no code yet", "python"))
-        self.query_one("#groups", Static).update(self._groups(state, node))
-        self.query_one("#audit", Static).update(self._audit(node))
-        self.query_one("#diff", Static).update(self._diff(state, node))
-        self.query_one(ConversationView).show(state, node.node_id)
-        self._reset_output(node)
+        self._stale.discard(tab)
+        state = self._state
+        node = state.nodes.get(self.node_id) if self.node_id is not None else None
+        if tab == "output":
+            self._reset_output(node)
+        elif tab == "conversation":
+            self.query_one(ConversationView).show(state, node.node_id if node else None)
+        elif node is None:
+            self.query_one(f"#{tab}", TextPane).update("Select a node in the search tree." if tab == "plan" else "")
+        else:
+            self.query_one(f"#{tab}", TextPane).update(self._renderable(tab, state, node))
+
+    def _renderable(self, tab: str, state: SessionState, node: NodeState):
+        if tab == "plan":
+            return self._plan(state, node)
+        if tab == "code":
+            return _syntax(node.code or "# no code yet", "python")
+        if tab == "groups":
+            return self._groups(state, node)
+        if tab == "audit":
+            return self._audit(node)
+        return self._diff(state, node)
 
     # -- output ---------------------------------------------------------------------------
-    def _reset_output(self, node: NodeState) -> None:
+    def _reset_output(self, node: NodeState | None) -> None:
         log = self.query_one("#output", Log)
         log.clear()
-        self._output_node = node.node_id
+        self._output_node = node.node_id if node is not None else None
+        if node is None:
+            return
         if node.finished:
             text = node.stored_output
             if not text.strip():
@@ -106,13 +137,14 @@ class NodeDetail(Vertical):
             log.write_line(f"\n[{node.status}] {node.failure_reason}")
 
     def append_output(self, node_id: int, text: str) -> None:
-        if node_id == self._output_node and text:
+        if node_id == self._output_node and text and "output" not in self._stale:
             self.query_one("#output", Log).write(text)
 
     # -- renderables ----------------------------------------------------------------------
     def sync_live(self, state: SessionState) -> None:
-        """A streamed reply arrived (llm_stream): the Conversation tab shows it live."""
-        self.query_one(ConversationView).sync_live(state)
+        """A streamed reply arrived (llm_stream): the Conversation tab shows it live (when open)."""
+        if "conversation" not in self._stale:
+            self.query_one(ConversationView).sync_live(state)
 
     def _plan(self, state: SessionState, node: NodeState) -> Group:
         # a long guidance is shown in full once, at the first node it shaped; later plans refer to it

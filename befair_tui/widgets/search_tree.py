@@ -2,12 +2,12 @@
 entries where they took effect, the best node by the session's criterion marked."""
 from __future__ import annotations
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual._loop import loop_last
-from textual.geometry import Size
+from textual._segment_tools import line_pad
+from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.widget import Widget
 from textual.widgets import Tree
 from textual.widgets._tree import _TreeLine
 from textual.widgets.tree import TreeNode
@@ -15,6 +15,7 @@ from textual.widgets.tree import TreeNode
 from engine.session.state import SessionState
 
 from befair_tui.format import guidance_label, node_label, node_tooltip
+from befair_tui.widgets.quiet_size import set_virtual_size
 
 
 _CACHE_LIMIT = 20_000  # entries per cache (labels, widths, lines) before it is emptied
@@ -37,6 +38,8 @@ class SearchTree(Tree):
         self._labels: dict[tuple, Text] = {}
         self._widths: dict[tuple, int] = {}
         self._strips: dict[tuple, Strip] = {}
+        self._guides: dict[tuple, list[Segment]] = {}
+        self._label_parts: dict[tuple, list[Segment]] = {}
         super().__init__("session", **kwargs)
         self.show_root = False
         self.guide_depth = 2
@@ -76,39 +79,41 @@ class SearchTree(Tree):
         return width
 
     def _build(self) -> None:
-        """Textual's Tree._build (pinned textual 8.2.8), with the new virtual size set without a
-        screen re-layout when the scrollbars stay as they are (a new line in a long tree)."""
+        """Textual's Tree._build (pinned textual 8.2.8) without recursion, with the new virtual
+        size set without a screen re-layout when the scrollbars stay as they are
+        (widgets/quiet_size.py). With overflow-x hidden nothing scrolls sideways, so the width of
+        every label is not measured on every rebuild."""
         if not self.caching:
             return super()._build()
         lines: list[_TreeLine] = []
-
-        def add_node(path: list[TreeNode], node: TreeNode, last: bool) -> None:
+        top = [self.root] if self.show_root else list(self.root._children)
+        stack: list[tuple[list[TreeNode], TreeNode, bool]] = [([], node, True) for node in reversed(top)]
+        while stack:
+            path, node, last = stack.pop()
             child_path = [*path, node]
             node._line = len(lines)
             lines.append(_TreeLine(child_path, last))
-            if node._expanded:
-                for is_last, child in loop_last(node._children):
-                    add_node(child_path, child, is_last)
-
-        if self.show_root:
-            add_node([], self.root, True)
-        else:
-            for node in self.root._children:
-                add_node([], node, True)
+            if node._expanded and node._children:
+                children = node._children
+                final = len(children) - 1
+                stack.extend((child_path, child, i == final) for i, child in reversed(list(enumerate(children))))
         self._tree_lines_cached = lines
-        guide_depth, show_root = self.guide_depth, self.show_root
-        width = (max(self.get_label_width(line.node) + line._get_guide_width(guide_depth, show_root)
-                     for line in lines) if lines else self.size.width)
-        self._set_virtual_size(Size(width, len(lines)))
+        set_virtual_size(self, Size(self._content_width(lines), len(lines)))
         if self.cursor_line != -1:
             if self.cursor_node is not None:
                 self.cursor_line = self.cursor_node._line
             if self.cursor_line >= len(lines):
                 self.cursor_line = -1
 
+    def _content_width(self, lines: list[_TreeLine]) -> int:
+        if self.styles.overflow_x == "hidden" or not lines:
+            return self.size.width  # what a line is drawn at (Tree.render_line), scrollbar or not
+        guide_depth, show_root = self.guide_depth, self.show_root
+        return max(self.get_label_width(line.node) + line._get_guide_width(guide_depth, show_root) for line in lines)
+
     def _invalidate(self) -> None:
         """A node added or removed: rebuild the lines on the next render, and lay the screen out
-        again only when the tree's size needs it (see _set_virtual_size)."""
+        again only when the tree's size needs it (see _build)."""
         if not self.caching:
             return super()._invalidate()
         self._clear_line_cache()
@@ -118,38 +123,108 @@ class SearchTree(Tree):
 
     def notify_style_update(self) -> None:
         self._labels.clear()
+        self._guides.clear()
+        self._label_parts.clear()
         self._strips.clear()
         super().notify_style_update()
 
-    def _set_virtual_size(self, size: Size) -> None:
-        old = self.virtual_size
-        if size == old:
-            return
-        view_width, view_height = self.container_size
-        same_bars = (old.width == size.width and old.height > view_height and size.height > view_height
-                     and self.show_vertical_scrollbar)
-        if not same_bars:
-            self.virtual_size = size  # a scrollbar comes or goes, or the width changes: lay out
-            return
-        self.set_reactive(Widget.virtual_size, size)
-        self._scroll_update(size)
-        self.refresh()
+    _frame_style: Style | None = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the widget's style walks its ancestors: look it up once per frame, not once per line
+        self._frame_style = self.rich_style if self.caching else None
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
+    def render_line(self, y: int) -> Strip:
+        if self._frame_style is None:
+            return super().render_line(y)
+        scroll_x, scroll_y = self.scroll_offset
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, self._frame_style)
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """Textual's Tree._render_line (pinned textual 8.2.8), drawn from cached parts.
+
+        A node added early in a long tree shifts every line below it and changes the guides of
+        the sibling subtree before it, so whole lines rarely repeat. A line is its guides (one run
+        of box characters, cached by their pattern) and its label (cached by the node's state);
+        the line number, which a click reads from the line's meta, is put on last. Lines whose
+        guides are highlighted (hover, or under the focused cursor) are drawn by Textual's code."""
         lines = self._tree_lines
         if y >= len(lines) or not self.caching:
             return super()._render_line(y, x1, x2, base_style)
         line = lines[y]
-        width = self.size.width
-        key = (y, width, self.virtual_size.width, base_style, self._pseudo_class_state, self.has_focus,
-               self.hover_line == y, self.cursor_line == y, self.hover_line >= 0 and any(n._hover for n in line.path),
-               line.last, tuple((n._id, n._updates, n.is_last) for n in line.path))
+        path = line.path
+        if (self.hover_line >= 0 and any(n._hover for n in path)) or (
+                self.has_focus and any(n._selected for n in path[:-1])):
+            return super()._render_line(y, x1, x2, base_style)
+        width = max(self.virtual_size.width, self.size.width)
+        guides = (tuple(n.is_last for n in path[1:-1]), line.last) if len(path) > 1 else None
+        label = (*self._node_key(line.node), self.hover_line == y, self.cursor_line == y, base_style,
+                 self._pseudo_class_state, self.has_focus)
+        key = (guides, label, width)
         strip = self._strips.get(key)
         if strip is None:
             if len(self._strips) > _CACHE_LIMIT:
                 self._strips.clear()
-            strip = self._strips[key] = super()._render_line(y, 0, max(self.virtual_size.width, width), base_style)
-        return strip.crop(x1, x2)
+            segments = [*self._guide_segments(guides, base_style),
+                        *self._label_segments(line.node, y, base_style, label)]
+            cells = sum(seg.cell_length for seg in segments)
+            strip = self._strips[key] = Strip(line_pad(segments, 0, width - cells, base_style))
+        return strip.apply_meta({"line": y}).crop(x1, x2)
+
+    def _guide_segments(self, guides: tuple | None, base_style: Style) -> list[Segment]:
+        if guides is None:
+            return []
+        key = (guides, base_style)
+        cached = self._guides.get(key)
+        if cached is None:
+            hidden = not self.show_guides or self.get_component_styles("tree--guides").color.a == 0
+            guide_style = self.get_component_rich_style("tree--guides", partial=True)
+            chars = self.LINES["default"]
+            if guide_style.bold:
+                chars = self.LINES["bold"]
+            elif guide_style.underline2:
+                chars = self.LINES["double"]
+            if hidden:
+                chars = ("  ", "  ", "  ", "  ")
+            depth = max(0, self.guide_depth - 2)
+            space, vertical, terminator, cross = (f"{c[0]}{c[1] * depth} " for c in chars)
+            ancestors, last = guides
+            text = "".join(space if is_last else vertical for is_last in ancestors)
+            text += terminator if last else cross
+            cached = self._guides[key] = [Segment(text, base_style + guide_style)]
+        return cached
+
+    def _label_segments(self, node: TreeNode, y: int, base_style: Style, key: tuple) -> list[Segment]:
+        cached = self._label_parts.get(key)
+        if cached is None:
+            if len(self._label_parts) > _CACHE_LIMIT:
+                self._label_parts.clear()
+            cached = self._label_parts[key] = self._draw_label(node, y, base_style)
+        return cached
+
+    def _draw_label(self, node: TreeNode, y: int, base_style: Style) -> list[Segment]:
+        label_style = self.get_component_rich_style("tree--label", partial=True)
+        if self.hover_line == y:
+            label_style += self.get_component_rich_style("tree--highlight", partial=True)
+        if self.cursor_line == y:
+            label_style += self.get_component_rich_style("tree--cursor", partial=False)
+        label = self.render_label(node, base_style, label_style).copy()
+        label.stylize(Style(meta={"node": node._id}))
+        text = Text(style=base_style)
+        text.append(label)
+        return list(text.render(self.app.console))
+
+    def scroll_to_line(self, line: int, animate: bool = True) -> None:
+        """Textual's, but scrolled now rather than after the next refresh: following a new node
+        otherwise draws the tree twice (once where it was, once where it scrolled to)."""
+        region = self._get_label_region(line)
+        if region is not None:
+            self.scroll_to_region(region, animate=animate, force=True, center=self.center_scroll,
+                                  origin_visible=False, x_axis=False, immediate=not animate)
 
     # The user moving the cursor (keys, mouse) stops the console following the newest node.
     manual = False

@@ -142,12 +142,19 @@ async def test_output_streams_into_the_open_node(db, store):
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.selected_node == 1)
-        for i in range(50):
+        for i in range(25):  # while the Plan tab is open: kept, drawn when the Output tab opens
             w.emit(ev.OUTPUT, {"node_id": 1, "text": f"epoch {i}\n", "stream": "stdout"})
+        await wait_for(pilot, lambda: "epoch 24" in screen.state.nodes[1].live_output, what="output folded")
         from textual.widgets import Log
 
         log = screen.query_one("#output", Log)
+        assert not log.lines
+        await pilot.press("3")
+        await wait_for(pilot, lambda: "epoch 24" in "\n".join(log.lines), what="output so far")
+        for i in range(25, 50):  # with the Output tab open: streamed in as it comes
+            w.emit(ev.OUTPUT, {"node_id": 1, "text": f"epoch {i}\n", "stream": "stdout"})
         await wait_for(pilot, lambda: "epoch 49" in "\n".join(log.lines), what="streamed output")
+        assert [line for line in log.lines if line.startswith("epoch")] == [f"epoch {i}" for i in range(50)]
         assert "running" in tree_text(app)
 
 
@@ -232,3 +239,33 @@ async def test_a_session_process_that_dies_is_reported(db, store):
         await wait_for(pilot, lambda: any("exited (code 3)" in n.message for n in app._notifications),
                        what="exit notification")
         assert "Traceback" not in screen_text(app)
+
+
+async def test_each_tab_shows_the_node_followed_when_it_is_opened(db, store):
+    """Only the open tab is redrawn as the console follows new nodes; every other tab is drawn for
+    the node shown when it is opened, never for the node it last drew."""
+    from befair_tui.widgets.text_pane import TextPane
+
+    w = new_session(store, "s-tabs")
+    add_node(w, 1)
+    app = create_app(db, start="console", session_id="s-tabs", poll_interval=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.selected_node == 1)
+        await pilot.press("2")
+        code = screen.query_one("#code", TextPane)
+        await wait_for(pilot, lambda: "print('node 1')" in code.plain, what="node 1's code")
+        add_node(w, 2, parent=1, stage="improve")  # with the Code tab open: redrawn at once
+        await wait_for(pilot, lambda: "print('node 2')" in code.plain, what="node 2's code")
+        await pilot.press("1")
+        plan = screen.query_one("#plan", TextPane)
+        await wait_for(pilot, lambda: "plan 2" in plan.plain, what="node 2's plan")
+        add_node(w, 3, parent=1, stage="improve")  # the Code and Diff tabs are closed meanwhile
+        await wait_for(pilot, lambda: "plan 3" in plan.plain, what="node 3's plan")
+        assert "print('node 2')" in code.plain  # not redrawn while closed...
+        await pilot.press("2")
+        await wait_for(pilot, lambda: "print('node 3')" in code.plain, what="node 3's code on opening")
+        await pilot.press("6")
+        diff = screen.query_one("#diff", TextPane)
+        await wait_for(pilot, lambda: "node 1" in diff.plain and "node 3" in diff.plain, what="diff 1 → 3")
+        assert "-print('node 1')" in diff.plain and "+print('node 3')" in diff.plain

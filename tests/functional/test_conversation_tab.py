@@ -16,6 +16,7 @@ from befair_tui.app import create_app
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.conversation import ConversationView
 from befair_tui.widgets.node_detail import NodeDetail
+from befair_tui.widgets.text_pane import TextPane
 from befair_tui.widgets.search_tree import SearchTree
 
 from .conftest import screen_text, wait_for
@@ -69,7 +70,7 @@ def body_text(app) -> str:
 
 def plan_text(app) -> str:
     console = Console(width=200, file=io.StringIO(), color_system=None)
-    console.print(app.screen.query_one("#plan", Static).content)
+    console.print(app.screen.query_one("#plan", TextPane).renderable)
     return console.file.getvalue()
 
 

@@ -141,7 +141,7 @@ async def test_at_80_columns_the_scoreboard_says_test_and_generated_data(db, sto
         text = screen_text(app)
         assert not screen.query_one(ComparisonPlot).display or "-narrow" in screen.classes
         assert "test (DDI format)" in text and compare.SYNTH_NOTE in text
-        assert "★ node 1" in text and ".660" in text and "? Help" in text
+        assert "★ node 1" in text and ".660" in text and "? Help" in text, text
 
 
 def test_published_rows_keep_the_experts_and_this_level_only():
