@@ -363,6 +363,30 @@ WARM_ENV = "BEFAIR_WARM_EVAL"  # "0": a fresh worker process per evaluation (no 
 _START_TIMEOUT = 300.0
 
 
+WARM_PREFIX = "befair-warm-"  # + the owner's pid: a folder whose owner is gone was left by a kill
+
+
+def sweep_stale_warm_folders(tmp: Path | None = None) -> list[Path]:
+    """Remove warm-worker folders whose process is gone (killed with -9: no cleanup ran)."""
+    removed = []
+    for folder in Path(tmp or tempfile.gettempdir()).glob(f"{WARM_PREFIX}*-*"):
+        pid = folder.name[len(WARM_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 @dataclass(frozen=True)
 class _WarmKey:
     python: str
@@ -384,7 +408,8 @@ class WarmWorker:
     def __init__(self, key: _WarmKey):
         self.key = key
         self.lock = threading.Lock()
-        self.root = Path(tempfile.mkdtemp(prefix="befair-warm-"))
+        sweep_stale_warm_folders()
+        self.root = Path(tempfile.mkdtemp(prefix=f"{WARM_PREFIX}{os.getpid()}-"))
         self.stage, self.out = self.root / "stage", self.root / "out"
         self.proc: subprocess.Popen[bytes] | None = None
         self.baseline_mb = 0.0

@@ -181,3 +181,25 @@ def test_a_warm_worker_that_cannot_start_falls_back_to_a_fresh_process(tmp_path,
                  "import os\ndef predict(folder):\n    return {n: 0.25 for n in os.listdir(folder)}\n")
     out = _eval(good, heldout)
     assert out.verdict == "ok" and set(out.predictions.values()) == {0.25}
+
+
+def test_a_folder_left_by_a_killed_owner_is_swept_and_a_live_owners_is_kept(tmp_path):
+    """kill -9 runs no cleanup: the next warm worker removes folders whose owner is gone."""
+    import signal
+    import subprocess
+    import sys
+
+    from engine.evaluation.harness import WARM_PREFIX, sweep_stale_warm_folders
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    left = tmp_path / f"{WARM_PREFIX}{owner.pid}-abc"
+    (left / "stage").mkdir(parents=True)
+    mine = tmp_path / f"{WARM_PREFIX}{os.getpid()}-def"
+    mine.mkdir()
+    unrelated = tmp_path / f"{WARM_PREFIX}xyz"  # an old-style name: not ours to judge
+    unrelated.mkdir()
+    assert sweep_stale_warm_folders(tmp_path) == []  # its owner still runs
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    assert sweep_stale_warm_folders(tmp_path) == [left]
+    assert not left.exists() and mine.exists() and unrelated.exists()
