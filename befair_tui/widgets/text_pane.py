@@ -49,8 +49,17 @@ class TextPane(ScrollView):
         console = self.app.console
         options = console.options.update(width=width, height=None)
         self._lines = [Strip(line) for line in console.render_lines(self._renderable, options, pad=False)]
-        set_virtual_size(self, Size(width, len(self._lines)))
+        # the virtual width is the pane's own (nothing scrolls sideways), so a scrollbar coming or
+        # going changes only the width drawn at (watch_show_vertical_scrollbar), not the layout
+        set_virtual_size(self, Size(self.size.width, len(self._lines)))
+        if self.scroll_y > self.max_scroll_y:  # shorter content: not left scrolled past its end
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
         self.refresh()
+
+    def watch_show_vertical_scrollbar(self, shown: bool) -> None:
+        width = self.scrollable_content_region.width
+        if width != self._drawn_width and self._drawn_width >= 0:
+            self._draw(width)
 
     def on_resize(self, event: events.Resize) -> None:
         width = self.scrollable_content_region.width
