@@ -45,7 +45,7 @@ from baselines.tensor_cache import load_store
 from baselines.variants import VARIANT_LABELS, VARIANTS  # noqa: F401 (re-exported)
 from engine.errors import BefairError, DataError
 from engine.evaluation.metrics import compute_metrics
-from engine.evaluation.pareto import minimax_pareto
+from engine.session.selection import minimax_pareto
 from engine.progress import ProgressFn
 
 KEEP_LIST_NAMES = ("fitzpatrick17k_c_keep.csv", "fitzpatrick17k-c.csv", "keep_list.csv")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from rich.text import Text
 
 from engine.session.state import NodeState, SessionState
-from engine.session import views
+from engine.session import selection, views
 from engine.session.views import (  # noqa: F401 - IMPORTED_UNMEASURED, STATUS_WORD: re-exported for the screens
     AUDIT_BADGES, BADGE_HELP, IMPORTED_UNMEASURED, STATUS_WORD, audit_badges, node_summary,
 )
@@ -22,11 +22,7 @@ STATUS_GLYPH = {status: (views.STATUS_ICONS[status], style) for status, style in
 # One spelling and legend for every surface: engine.session.views decides, the console draws.
 BADGES = {flag: (code, BADGE_HELP[code]) for flag, code in AUDIT_BADGES.items()}
 BADGE_LEGEND: dict[str, str] = dict(BADGE_HELP)
-CRITERION_LABEL = {
-    "claimed": "claimed metric (as AIDE)",
-    "validation": "validation AUC",
-    "minimax": "minimax (worst-group AUC)",
-}
+CRITERION_LABEL = selection.CRITERION_LABEL
 
 
 def num(value: float | None, digits: int = 3) -> str:

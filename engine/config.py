@@ -4,9 +4,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.session.selection import CRITERIA as BEST_CRITERIA
+from engine.session.selection import DEFAULT_CRITERION
 from engine.task import instruction_text
 
-BEST_CRITERIA = ("claimed", "validation", "minimax")
+__all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "PROTOCOLS", "SANDBOX_MODES", "SessionConfig"]
 SANDBOX_MODES = ("bwrap", "none")
 # The task a session's agent is given: the product's own (a withheld validation split, its prompt)
 # or the "Be Fair!" study's exact one (engine.data.protocol: mydataset.csv + MyImages/, AIDE's prompt).
@@ -22,7 +24,7 @@ class SessionConfig:
     eval_timeout: float | None = None   # seconds per node evaluation (None: the step timeout)
     memory_limit_mb: int = 8192         # address-space limit for a node's process
     output_cap: int = 200_000           # bytes of output kept per node (head and tail)
-    best: str = "validation"            # what "best" means: claimed | validation | minimax
+    best: str = DEFAULT_CRITERION       # what "best" means at the start (engine.session.selection)
     blind_test: bool = False            # hide test metrics until the session ends (studies)
     coder: str = "offline"              # offline | openai
     model: str | None = None            # LLM model for the openai coder

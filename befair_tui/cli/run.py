@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.config import BEST_CRITERIA, PROTOCOLS, SessionConfig
+from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, PROTOCOLS, SessionConfig
 from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
@@ -49,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--synth-size", type=int, default=None, help="SynthDerm image size in pixels (default 96)")
     p.add_argument("--seed", type=int, default=0, help="the agent's seed (same seed, same session)")
     p.add_argument("--best", choices=BEST_CRITERIA, default=None,
-                   help="what 'best node' means for the search (default: validation; claimed under --protocol be-fair)")
+                   help="what 'best node' means for the search (default: robust; claimed under --protocol be-fair); "
+                        "switch it live with `befair steer SESSION criterion C` or the console")
     p.add_argument("--protocol", choices=PROTOCOLS, default="befair",
                    help="befair: the product's task (a validation set withheld and measured); be-fair: the study's "
                         "exact task (mydataset.csv + MyImages/, AIDE's prompts, test set only, blinded; needs an "
@@ -132,7 +133,7 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
 def _best(args: argparse.Namespace) -> str:
     if args.best is not None:
         return str(args.best)
-    return "claimed" if getattr(args, "protocol", "befair") == "be-fair" else "validation"
+    return "claimed" if getattr(args, "protocol", "befair") == "be-fair" else DEFAULT_CRITERION
 
 
 def _coder(config: SessionConfig, args: argparse.Namespace) -> Any:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from collections.abc import Callable
 
 from engine.session import events as ev
+from engine.session import selection
 from engine.session.state import SessionState
 
 
@@ -106,9 +107,20 @@ def set_budget(sink: CommandSink, cmd: dict[str, Any]) -> None:
     sink.emit(ev.BUDGET_SET, {"steps": steps, **_who(cmd)}, consumes=cmd)
 
 
+def set_criterion(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    criterion = str((cmd.get("payload") or {}).get("criterion") or "")
+    if criterion not in selection.CRITERIA:
+        raise Rejected(f"unknown criterion {criterion!r}; one of {', '.join(selection.CRITERIA)}")
+    if sink.state.config.get("protocol") == "be-fair" and criterion != "claimed":
+        raise Rejected("the be-fair protocol withholds no validation set: only the agent's own score can choose")
+    if criterion == selection.current_criterion(sink.state):
+        return sink.consume(cmd, f"ignored: already {criterion}")
+    sink.emit(ev.CRITERION_SET, {"criterion": criterion, **_who(cmd)}, consumes=cmd)
+
+
 HANDLERS: dict[str, Callable[[CommandSink, dict[str, Any]], None]] = {
     "pause": pause, "resume": resume, "stop": stop, "guide": guide, "prune": prune, "expand": expand,
-    "set_budget": set_budget,
+    "set_budget": set_budget, "set_criterion": set_criterion,
 }
 
 

@@ -7,8 +7,8 @@ and the session's settings:
 2. a human asked to expand node N (and N is not pruned) -> improve N if it worked, else debug it;
 3. fewer than num_drafts drafts -> draft;
 4. with probability debug_prob, a buggy leaf whose debug depth < max_debug_depth -> debug it;
-5. otherwise improve the best node by the session's criterion (claimed | validation | minimax);
-   with no working node yet, draft again.
+5. otherwise improve the best node by the criterion in force (engine.session.selection: the
+   session's setting, or the expert's live switch); with no working node yet, draft again.
 
 Pruned subtrees are never expanded. Every decision carries a reason; the runner logs it as a
 policy_decision event.
@@ -19,10 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from engine.session.state import NodeState, SessionState, best_node, metric_for
-
-CRITERION_NAMES = {"claimed": "the agent's claimed metric", "validation": "measured validation AUC",
-                   "minimax": "worst-group validation AUC (minimax)"}
+from engine.session import selection
+from engine.session.state import NodeState, SessionState
 
 
 @dataclass
@@ -46,26 +44,10 @@ def _cfg(config: Any, name: str, default: Any) -> Any:
     return getattr(config, name, default)
 
 
-def is_buggy(node: NodeState) -> bool:
-    """Failed to run, or ran but the review found no metric, or its predict could not be scored."""
-    if node.status in ("buggy", "timeout", "interrupted"):
-        return True
-    if node.status != "ok":
-        return False
-    if node.is_bug:
-        return True
-    verdict = node.eval_verdicts.get("validation")
-    return verdict is not None and verdict != "ok"
-
-
-def is_good(node: NodeState) -> bool:
-    return node.status == "ok" and not is_buggy(node)
-
-
 def debuggable(state: SessionState, max_debug_depth: int) -> list[NodeState]:
     out = []
     for node in state.nodes.values():
-        if not node.finished or not is_buggy(node) or state.is_pruned(node.node_id):
+        if not node.finished or not selection.is_failed(node) or state.is_pruned(node.node_id):
             continue
         if node.children:  # AIDE debugs leaves only
             continue
@@ -90,7 +72,7 @@ def decide(state: SessionState, rng: random.Random, config: Any) -> Decision:
         node = state.nodes.get(nid)
         if node is None or state.is_pruned(nid) or not node.finished:
             continue
-        if is_buggy(node):
+        if selection.is_failed(node):
             return Decision("debug", nid, f"a human asked to expand node {nid}; it failed "
                             f"({_describe_failure(node)}), so debug it", forced=True)
         return Decision("improve", nid, f"a human asked to expand node {nid}; it works, so improve it", forced=True)
@@ -112,29 +94,14 @@ def decide(state: SessionState, rng: random.Random, config: Any) -> Decision:
                             f"buggy leaf ({_describe_failure(node)}; debug depth "
                             f"{state.debug_depth(node.node_id)} < {max_depth})")
 
-    criterion = str(_cfg(config, "best", "validation"))
-    best = _best_good(state, criterion)
+    criterion = selection.current_criterion(state)
+    words = selection.CRITERION_WORDS[criterion]
+    best = selection.best(state, criterion)
     if best is None:
-        return Decision("draft", None, f"no working node to improve by {CRITERION_NAMES.get(criterion, criterion)}; "
-                        "draft a new pipeline")
-    value = metric_for(best, criterion)
-    return Decision("improve", best.node_id,
-                    f"improve the best node by {CRITERION_NAMES.get(criterion, criterion)}: node {best.node_id} "
-                    f"({value:.4f})")
-
-
-def _best_good(state: SessionState, criterion: str) -> NodeState | None:
-    node = best_node(state, criterion, include_pruned=False)
-    if node is not None and is_good(node):
-        return node
-    best, best_value = None, float("-inf")
-    for n in state.nodes.values():
-        if not is_good(n) or state.is_pruned(n.node_id):
-            continue
-        v = metric_for(n, criterion)
-        if v is not None and v > best_value:
-            best, best_value = n, v
-    return best
+        return Decision("draft", None, f"no working node to improve by {words}; draft a new pipeline")
+    value = selection.figure(best, criterion)
+    shown = f" ({value:.4f})" if value is not None else ""
+    return Decision("improve", best.node_id, f"improve the best node by {words}: node {best.node_id}{shown}")
 
 
 def policy_rng(seed: int, step: int) -> random.Random:

@@ -34,6 +34,8 @@ from engine.config import SessionConfig
 from engine.errors import BefairError
 from engine.data.protocol import open_workspace
 from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits, label_digests
+from engine.evaluation.paired import Comparer
+from engine.evaluation.paired import changed as paired_changed
 from engine.execution import (
     ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
 )
@@ -42,7 +44,8 @@ from engine.execution.workspace import pgid_file, session_run_dir
 from engine.paths import cache_dir, runs_dir
 from engine.session import events as ev
 from engine.session.redact import Redactor
-from engine.session.state import NodeState, SessionState, best_node
+from engine.session import selection
+from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
 from engine.task import METRIC_LINE
 
@@ -219,6 +222,7 @@ class Runner:
         self.interrupt = False
         self.timings: list[dict[str, float]] = []
         self._preview: str | None = None
+        self._comparer: Comparer | None = None
         self._cost_paused = False
         self._last_poll = 0.0
 
@@ -240,8 +244,9 @@ class Runner:
 
     # -- events ---------------------------------------------------------------------------
     def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict[str, Any] | None = None,
-             result: str = "applied") -> ev.Event:
-        event = self.writer.emit(kind, self.redactor.payload(payload), consumes=consumes, result=result)
+             result: str = "applied", predictions: dict[str, float] | None = None) -> ev.Event:
+        event = self.writer.emit(kind, self.redactor.payload(payload), consumes=consumes, result=result,
+                                 predictions=predictions)
         if self.on_event is not None:
             try:
                 self.on_event(event, self.state)
@@ -304,6 +309,7 @@ class Runner:
                 self._wait_while_paused()
                 if self.stop:
                     return self._finish("stopped", "stopped by a human")
+                self._compare()  # a prune or the last step may have changed the leader
                 decision = decide(self.state, policy_rng(self.config.seed, self.state.agent_steps), self.config)
                 self.emit(ev.POLICY_DECISION, decision.payload())
                 if decision.action == "finish":
@@ -529,7 +535,20 @@ class Runner:
             return
         for split, outcome in outcomes.items():
             self.emit(ev.EVALUATED, outcome.event_payload(
-                node_id, split, blinded=bool(self.config.blind_test) and split == "test"))
+                node_id, split, blinded=bool(self.config.blind_test) and split == "test"),
+                predictions=outcome.predictions if outcome.ok else None)
+
+    def _compare(self) -> None:
+        """Record which nodes cannot be told apart from each criterion's leader (a `compared`
+        event), when that changed. Without a validation split (be-fair) there is nothing to compare."""
+        if self._comparer is None:
+            labels = heldout_splits(self.workspace).get("validation")
+            if labels is None:
+                return
+            self._comparer = Comparer(labels[1], lambda nid: self.store.predictions(self.session_id, nid, "validation"))
+        payload = self._comparer.payload(self.state)
+        if paired_changed(self.state.comparisons.get("validation"), payload):
+            self.emit(ev.COMPARED, payload)
 
     def _audit(self, node_id: int, code: str, review: Review, result: ExecResult) -> None:
         from engine.evaluation.audit import audit_code, check_claim
@@ -543,45 +562,36 @@ class Runner:
 
     # -- the end --------------------------------------------------------------------------
     def final_choice(self) -> dict[str, Any]:
+        """The best node by each criterion (engine.session.selection), why, and which nodes cannot
+        be told apart from it."""
         st = self.state
-        from engine.evaluation.pareto import minimax_pareto
-
-        reasons: dict[str, str] = {}
-        out: dict[str, Any] = {}
-        for criterion, key, what in (("claimed", "by_claimed", "the highest AUROC the agent printed"),
-                                     ("validation", "by_validation", "the highest measured validation AUC")):
-            node = best_node(st, criterion, include_pruned=False)
-            out[key] = node.node_id if node else None
-            if node is None:
-                reasons[criterion] = "no working, unpruned node to choose from"
-            else:
-                value = node.claimed_metric if criterion == "claimed" else node.val_auc
-                reasons[criterion] = f"node {node.node_id}: {what} ({value:.4f})"
-        candidates = {
-            n.node_id: dict((n.validation or {}).get("group_auc") or {})
-            for n in sorted(st.nodes.values(), key=lambda n: n.node_id)
-            if n.status == "ok" and n.validation and not st.is_pruned(n.node_id)
-        }
-        pick = minimax_pareto(candidates) if candidates else None
-        out["by_minimax"] = pick
-        if pick is None:
-            reasons["minimax"] = "no node has per-group validation AUCs"
-        else:
-            worst = st.nodes[pick].val_worst
-            reasons["minimax"] = (f"node {pick}: on the Pareto front of per-group validation AUCs with the best "
-                                  f"worst group ({worst:.4f})" if worst is not None else
-                                  f"node {pick}: minimax Pareto choice over per-group validation AUCs")
-        out["reasons"] = reasons
+        out: dict[str, Any] = {"criterion": selection.current_criterion(st), "reasons": {}, "ties": {}}
+        for criterion in selection.CRITERIA:
+            node = selection.best(st, criterion)
+            out[f"by_{criterion}"] = node.node_id if node else None
+            out["reasons"][criterion] = _choice_reason(node, criterion)
+            tied = selection.ties(st, criterion)
+            if tied is not None:
+                out["ties"][criterion] = tied
         return out
 
     def _finish(self, status: str, reason: str) -> SessionState:
         try:
+            self._compare()
             self.emit(ev.FINAL_CHOICE, self.final_choice())
         except Exception as exc:  # the final choice must not keep a session from finishing
             self.emit(ev.ERROR, {"message": f"final choice failed: {exc}", "node_id": None, "where": "final_choice"})
         self.emit(ev.SESSION_FINISHED, {"status": status, "reason": reason})
         # commands nobody will act on now: leave them pending (a resume picks them up)
         return self.state
+
+
+def _choice_reason(node: NodeState | None, criterion: str) -> str:
+    words = selection.CRITERION_WORDS[criterion]
+    if node is None:
+        return f"no working, unpruned node has {words}"
+    value = selection.figure(node, criterion)
+    return f"node {node.node_id}: the highest {words}" + (f" ({value:.4f})" if value is not None else "")
 
 
 def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:

@@ -194,7 +194,7 @@ def score_predictions(
     if bad:
         example = preds[sorted(bad)[0]]
         return "out_of_range", f"{len(bad)} prediction(s) outside [0, 1] (e.g. {sorted(bad)[0]}: {example:.4g})", None
-    return "ok", None, compute_metrics(labels["label"].to_numpy(), scores, labels["group"].tolist())
+    return "ok", None, compute_metrics(labels["label"].to_numpy(), scores, labels["group"].tolist(), intervals=True)
 
 
 # --------------------------------------------------------------------------- the process

@@ -201,6 +201,7 @@ class MetricSet:
     best_auc: float | None = None
     best_group: str | None = None
     auc_gap: float | None = None
+    intervals: dict[str, Any] = field(default_factory=dict)  # engine.evaluation.uncertainty.interval_fields
 
     @property
     def group_auc(self) -> dict[str, float | None]:
@@ -241,7 +242,8 @@ class MetricSet:
         return {prefix + k: v for k, v in out.items()}
 
     def summary(self) -> dict[str, Any]:
-        """The `evaluated` event's summary: headline AUC, worst/best/gap and per-group AUCs."""
+        """The `evaluated` event's summary: headline AUC, worst/best/gap and per-group AUCs, and
+        with `intervals` their 95 % intervals and each group's n, malignant and missed cases."""
         return {
             "auc": self.auc,
             "worst_auc": self.worst_auc,
@@ -250,6 +252,7 @@ class MetricSet:
             "group_auc": self.group_auc,
             "group_auc_reason": self.group_auc_reason,
             "n": self.n,
+            **self.intervals,
         }
 
 
@@ -285,12 +288,13 @@ def _as_arrays(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | np.nd
 
 
 def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | np.ndarray,
-                    groups: Sequence[Any] | np.ndarray) -> MetricSet:
+                    groups: Sequence[Any] | np.ndarray, *, intervals: bool = False) -> MetricSet:
     """The full MEDFAIR metric set from 0/1 labels, scores in [0, 1] and group ids.
 
     `groups` holds names like "group_0" or integers (0 -> "group_0"). The three skin-tone groups
     always appear (an absent one has n=0 and no AUC); other names follow, sorted. A grouping with
     none of the group_N names (e.g. "light"/"dark") is reported as it is, sorted.
+    `intervals`: also the 95 % intervals (engine.evaluation.uncertainty; ~30 ms for 656 images).
     """
     y, s = _as_arrays(labels, scores)
     names = np.array([_group_name(g) for g in groups], dtype=object)
@@ -352,4 +356,9 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
         result.worst_auc, result.worst_group = worst, worst_g
         result.best_auc, result.best_group = best, best_g
         result.auc_gap = best - worst
+    if intervals:
+        from engine.evaluation.uncertainty import Strata, interval_fields
+
+        strata = Strata.of(y, names, [g.name for g in result.groups])
+        result.intervals = interval_fields(s, strata, result.summary())
     return result

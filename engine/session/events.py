@@ -25,7 +25,13 @@ evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" 
                   like "no_predict", "exception", "timeout", "missing_files", "nan", "out_of_range",
                   "wrong_type"), reason: str?, summary: {auc?, worst_auc?, best_auc?, auc_gap?,
                   group_auc: {group_0?, group_1?, group_2?}, group_auc_reason: {group: str},
-                  n: int}, medfair: dict (MEDFAIR-named metrics, no split prefix), blinded: bool,
+                  n: int, and since 007_predictions (engine.evaluation.uncertainty): auc_ci?,
+                  worst_auc_ci?, auc_gap_ci?: [lo, hi], group_auc_ci: {group: [lo, hi]},
+                  group_n, group_positives, group_missed: {group: int}, group_fnr: {group: float?},
+                  group_fnr_ci: {group: [lo, hi]?}, ci_level: 0.95, ci_method: str,
+                  ci_resamples: int, min_cases: int}, medfair: dict (MEDFAIR-named metrics, no
+                  split prefix), blinded: bool, predictions_kept: bool (each image's prediction is
+                  in the predictions table, keyed by this event's seq),
                   and since 006_sealed: sealed: bool (the figures were moved to sealed_metrics
                   until the session ends), revealed: bool (a re-sent evaluation that reveals
                   sealed figures); for imported runs source: str ("published predictions,
@@ -52,7 +58,14 @@ llm_stream        role: str, step: int, delta: str: reply text the model has wri
                   llm_call event follows with the whole reply
 node_interrupted  node_id, reason: str (e.g. "process ended while running" on resume)
 session_resumed   by: str, interrupted: [int]
-final_choice      by_claimed: int?, by_validation: int?, by_minimax: int?, reasons: {criterion: str}
+criterion_set     criterion: claimed|validation|minimax|robust, by: str, command_id: int?: what ★ and
+                  the search's improve step follow from now on (engine.session.selection)
+compared          split: str, method: str, by: {criterion: {leader: int?, statistic: str,
+                  ties: [int] (nodes whose paired difference from the leader contains 0),
+                  differences: [{node_id, ci: [lo, hi]}] (leader minus node)}}
+final_choice      by_claimed: int?, by_validation: int?, by_minimax: int?, by_robust: int?,
+                  reasons: {criterion: str}, criterion: str? (the one in force at the end),
+                  ties: {criterion: [int]}?
 session_finished  status: finished|stopped|failed, reason: str?
 error             message: str, node_id: int?, where: str?
 """
@@ -84,6 +97,8 @@ LLM_STREAM = "llm_stream"
 NODE_INTERRUPTED = "node_interrupted"
 SESSION_RESUMED = "session_resumed"
 FINAL_CHOICE = "final_choice"
+CRITERION_SET = "criterion_set"
+COMPARED = "compared"
 SESSION_FINISHED = "session_finished"
 ERROR = "error"
 
@@ -92,7 +107,7 @@ KINDS = frozenset(
         SESSION_STARTED, NODE_CREATED, CODE, EXEC_STARTED, OUTPUT, EXEC_FINISHED, REVIEW,
         EVALUATED, AUDITED, POLICY_DECISION, GUIDANCE, PAUSED, RESUMED, PRUNED, BUDGET_SET,
         EXPAND_REQUESTED, STOP_REQUESTED, LLM_CALL, LLM_STREAM, NODE_INTERRUPTED, SESSION_RESUMED,
-        FINAL_CHOICE, SESSION_FINISHED, ERROR,
+        FINAL_CHOICE, SESSION_FINISHED, ERROR, CRITERION_SET, COMPARED,
     }
 )
 
@@ -101,7 +116,7 @@ STAGES = ("draft", "improve", "debug", "human")
 STATUSES = ("queued", "running", "ok", "buggy", "timeout", "interrupted")
 
 # Steering commands (the commands table's `kind` column).
-COMMAND_KINDS = frozenset({"pause", "resume", "stop", "guide", "expand", "prune", "set_budget"})
+COMMAND_KINDS = frozenset({"pause", "resume", "stop", "guide", "expand", "prune", "set_budget", "set_criterion"})
 
 # Payload of each steering command (the commands table's `payload` JSON), as `befair steer` and
 # the console write them:
@@ -113,6 +128,7 @@ COMMAND_PAYLOADS = {
     "expand": {"node_id": "int"},
     "prune": {"node_id": "int"},
     "set_budget": {"steps": "int"},
+    "set_criterion": {"criterion": "claimed|validation|minimax|robust"},
 }
 
 

@@ -14,10 +14,12 @@ with those snapshots.
 from __future__ import annotations
 
 import random
+from statistics import NormalDist
 from typing import Any, Protocol
 
 from engine.session import events as ev
-from engine.session.state import SessionState, best_node
+from engine.session import selection
+from engine.session.state import SessionState
 
 
 class _Writer(Protocol):
@@ -105,16 +107,41 @@ def _code_for(components: dict[str, Any], bug: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _metrics(rng: random.Random, base_auc: float, gap: float, n: int) -> dict[str, Any]:
+# The demo's held-out sets: (images, malignant) per skin-tone group (test: DDI's composition).
+_DEMO_SPLITS = {480: ((200, 34), (170, 22), (110, 11)), 656: ((208, 49), (241, 74), (207, 48))}
+
+
+def _metrics(rng: random.Random, base_auc: float, gap: float, n: int, intervals: bool = True) -> dict[str, Any]:
+    """A demo node's summary. With `intervals`: measured for real on predictions drawn for the
+    demo's held-out set (binormal scores per group, separated to hit the node's group AUCs), so
+    the figures and their intervals are what befair would compute for such predictions."""
     g0 = round(min(0.99, base_auc + gap * 0.6), 4)
     g2 = round(max(0.5, g0 - gap), 4)
     g1 = round((g0 + g2) / 2 + rng.uniform(-0.01, 0.01), 4)
     aucs = {"group_0": g0, "group_1": g1, "group_2": g2}
+    if intervals and n in _DEMO_SPLITS:
+        return _measured(rng, aucs, _DEMO_SPLITS[n])
     worst, best = min(aucs.values()), max(aucs.values())
     return {
         "auc": round(base_auc, 4), "worst_auc": worst, "best_auc": best, "auc_gap": round(best - worst, 4),
         "group_auc": aucs, "group_auc_reason": {}, "n": n,
     }
+
+
+def _measured(rng: random.Random, aucs: dict[str, float], split: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+    import numpy as np
+
+    from engine.evaluation.metrics import compute_metrics
+
+    draw = np.random.default_rng(rng.randrange(2**32))
+    labels, scores, groups = [], [], []
+    for (group, target), (n, positives) in zip(aucs.items(), split, strict=True):
+        shift = 2 ** 0.5 * NormalDist().inv_cdf(min(max(target, 0.5), 0.995))  # AUC = Φ(shift / √2)
+        raw = np.concatenate([draw.normal(shift, 1.0, positives), draw.normal(0.0, 1.0, n - positives)])
+        labels += [1] * positives + [0] * (n - positives)
+        scores += (1 / (1 + np.exp(-(raw - shift / 2)))).tolist()
+        groups += [group] * n
+    return compute_metrics(labels, scores, groups, intervals=True).summary()
 
 
 def _medfair(summary: dict[str, Any]) -> dict[str, Any]:
@@ -155,9 +182,12 @@ def write_demo_session(
     ts0: float = 1_700_000_000.0,
     finished: bool = True,
     session_id: str | None = None,
+    intervals: bool = True,
 ) -> str:
     """Write a realistic, deterministic recorded session into `store`; returns its id
-    (default `demo-<seed>-<n_nodes>`, plus `-live` when not finished)."""
+    (default `demo-<seed>-<n_nodes>`, plus `-live` when not finished). `intervals`: measure
+    each evaluation on drawn predictions, with its intervals (~10 ms a node; benchmarks of very
+    large sessions turn it off)."""
     if n_nodes < 1:
         raise ValueError("a demo session needs at least one node")
     rng = random.Random(seed)
@@ -244,12 +274,12 @@ def write_demo_session(
             return session_id
 
         _demo_outcome(emit, clock, rng, state, node_id=node_id, n_nodes=n_nodes, bug=bug,
-                      components=components, lines=lines)
+                      components=components, lines=lines, intervals=intervals)
 
     choice = {}
     reasons = {}
-    for criterion in ("claimed", "validation", "minimax"):
-        best = best_node(state, criterion)
+    for criterion in selection.CRITERIA:
+        best = selection.best(state, criterion)
         choice[f"by_{criterion}"] = best.node_id if best else None
         reasons[criterion] = f"highest {criterion} metric among ok nodes" if best else "no ok node"
     emit(ev.POLICY_DECISION, {"action": "finish", "node_id": None, "reason": "step budget used", "forced": False},
@@ -277,7 +307,7 @@ def _demo_policy(state: SessionState, rng: random.Random, step: int,
         parent, stage = buggy_leaves[0].node_id, "debug"
         action, reason = "debug", f"node {parent} is a buggy leaf (debug_prob 0.5)"
     else:
-        best = best_node(state, "validation", include_pruned=False)
+        best = selection.best(state, "validation")
         parent = best.node_id if best else None
         stage = "improve" if parent is not None else "draft"
         action = stage
@@ -305,7 +335,8 @@ def _demo_components(state: SessionState, rng: random.Random, parent: int | None
 
 
 def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: SessionState, *, node_id: int,
-                  n_nodes: int, bug: str | None, components: dict[str, Any], lines: list[str]) -> None:
+                  n_nodes: int, bug: str | None, components: dict[str, Any], lines: list[str],
+                  intervals: bool = True) -> None:
     """A demo node's end: how its run finished, its review, evaluation and audit."""
     step = node_id
     quality = 0.62 + 0.01 * step + rng.uniform(-0.02, 0.02)
@@ -347,8 +378,8 @@ def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: Session
                          "claimed_metric": claimed}, ts=clock(0.2))
         status = "ok"
     if status == "ok":
-        val = _metrics(rng, quality, gap, 480)
-        test = _metrics(rng, quality - 0.04, gap + 0.02, 656)
+        val = _metrics(rng, quality, gap, 480, intervals)
+        test = _metrics(rng, quality - 0.04, gap + 0.02, 656, intervals)
         emit(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
                             "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False},
              ts=clock(1.5))
@@ -391,6 +422,9 @@ def all_event_kinds_session(store: _Store, *, session_id: str = "all-kinds", ts0
                                   "plan": "human-written fix", "guidance_ids": [], "components": None,
                                   "origin": "human"}, ts=t + 12)
     writer.emit(ev.CODE, {"node_id": 13, "code": "print('Validation AUROC: 0.7')\n"}, ts=t + 13)
+    writer.emit(ev.CRITERION_SET, {"criterion": "minimax", "by": "demo-user", "command_id": None}, ts=t + 13.5)
+    writer.emit(ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
+        "minimax": {"leader": None, "statistic": "worst_auc", "ties": [], "differences": []}}}, ts=t + 13.7)
     writer.emit(ev.FINAL_CHOICE, {"by_claimed": None, "by_validation": None, "by_minimax": None,
                                   "reasons": {}}, ts=t + 14)
     writer.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}, ts=t + 15)

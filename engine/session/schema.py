@@ -198,8 +198,19 @@ def _m006_sealed(db: sqlite_utils.Database) -> None:
                       and m.node_id = nodes.node_id and m.revealed_seq is null)""")
 
 
+def _m007_predictions(db: sqlite_utils.Database) -> None:
+    """Each image's prediction of an evaluation (engine.evaluation.uncertainty recomputes intervals
+    and paired comparisons from them), keyed by the `evaluated` event's seq. A blinded test
+    evaluation's predictions stay in sealed_metrics with its figures until they are revealed."""
+    db.execute("""create table if not exists predictions (
+        session_id text not null references sessions(id), seq integer not null, node_id integer not null,
+        split text not null, n integer not null, predictions text not null, created_at float not null,
+        primary key (session_id, seq))""")
+    db.execute("create index if not exists predictions_node on predictions(session_id, node_id, split)")
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),
-              ("004_study", _m004_study), ("006_sealed", _m006_sealed)]
+              ("004_study", _m004_study), ("006_sealed", _m006_sealed), ("007_predictions", _m007_predictions)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

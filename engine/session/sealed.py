@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.session import events as ev
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from engine.session.store import SessionStore, SessionWriter
 
 SEALED_KEYS = ("summary", "medfair")  # an evaluated payload's figures
+PREDICTIONS_KEY = "predictions"       # sealed with them: each image's prediction (never in an event)
 
 
 def sealable(kind: str, payload: dict[str, Any]) -> bool:
@@ -41,22 +42,26 @@ def sealable(kind: str, payload: dict[str, Any]) -> bool:
             and not payload.get("revealed") and not payload.get("sealed"))
 
 
-def seal(writer: SessionWriter, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+def seal(writer: SessionWriter, kind: str, payload: dict[str, Any],
+         predictions: Mapping[str, float] | None = None) -> tuple[dict[str, Any], bool]:
     """The writer's hook, called just before it appends an event (its seq is the state's
-    last_seq + 1): the payload to write in clear. A blinded test evaluation's figures go to
-    sealed_metrics; a session_finished first reveals what the session sealed."""
+    last_seq + 1): (the payload to write in clear, whether `predictions` were sealed with it). A
+    blinded test evaluation's figures and predictions go to sealed_metrics; a session_finished
+    first reveals what the session sealed."""
     if kind == ev.SESSION_FINISHED:
         reveal(writer)
-        return payload
+        return payload, False
     if not sealable(kind, payload):
-        return payload
-    figures = {k: payload[k] for k in SEALED_KEYS if k in payload}
+        return payload, False
+    figures: dict[str, Any] = {k: payload[k] for k in SEALED_KEYS if k in payload}
+    if predictions is not None:
+        figures[PREDICTIONS_KEY] = dict(predictions)
     writer.store.db.conn.execute(
         "insert or replace into sealed_metrics (session_id, seq, node_id, split, payload, sealed_at) "
         "values (?, ?, ?, ?, ?, ?)",
         (writer.session_id, writer.state.last_seq + 1, payload.get("node_id"), payload.get("split"),
          json.dumps(figures, sort_keys=True), time.time()))
-    return {**{k: v for k, v in payload.items() if k not in SEALED_KEYS}, "sealed": True}
+    return {**{k: v for k, v in payload.items() if k not in SEALED_KEYS}, "sealed": True}, predictions is not None
 
 
 def kept_blind(state: SessionState) -> bool:
@@ -76,8 +81,10 @@ def reveal(writer: SessionWriter) -> list[int]:
         "where m.session_id = ? and m.revealed_seq is null order by m.seq", [writer.session_id]).fetchall()
     written = []
     for seq, figures, clear in rows:
-        payload = {k: v for k, v in json.loads(clear).items() if k != "sealed"}
-        event = writer.emit(ev.EVALUATED, {**payload, **json.loads(figures), "revealed": True})
+        payload = {k: v for k, v in json.loads(clear).items() if k not in ("sealed", "predictions_kept")}
+        opened = json.loads(figures)
+        predictions = opened.pop(PREDICTIONS_KEY, None)
+        event = writer.emit(ev.EVALUATED, {**payload, **opened, "revealed": True}, predictions=predictions)
         conn.execute("update sealed_metrics set revealed_seq = ? where session_id = ? and seq = ?",
                      (event.seq, writer.session_id, seq))
         written.append(event.seq)
@@ -94,10 +101,20 @@ def unsealed_events(store: SessionStore, session_id: str, events: Sequence[ev.Ev
     for e in events:
         if e.seq in figures and e.kind == ev.EVALUATED:
             payload = {k: v for k, v in e.payload.items() if k != "sealed"}
-            e = ev.Event(seq=e.seq, kind=e.kind, payload={**payload, **figures[e.seq]}, ts=e.ts,
-                         session_id=e.session_id)
+            opened = {k: v for k, v in figures[e.seq].items() if k != PREDICTIONS_KEY}
+            e = ev.Event(seq=e.seq, kind=e.kind, payload={**payload, **opened}, ts=e.ts, session_id=e.session_id)
         out.append(e)
     return out
+
+
+def sealed_predictions(store: SessionStore, session_id: str, node_id: int, split: str) -> tuple[str] | None:
+    """The predictions sealed with a node's latest unrevealed evaluation on a split, as a
+    one-column row (a researcher's --unblind); None when none were sealed."""
+    row = store.db.execute(
+        "select json_extract(payload, '$.predictions') from sealed_metrics where session_id = ? and node_id = ? "
+        "and split = ? and revealed_seq is null and json_extract(payload, '$.predictions') is not null "
+        "order by seq desc limit 1", [session_id, int(node_id), split]).fetchone()
+    return (str(row[0]),) if row is not None else None
 
 
 def open_sealed(store: SessionStore, session_id: str, *, unblind: bool = False) -> SessionState:

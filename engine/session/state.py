@@ -142,6 +142,8 @@ class SessionState:
     tokens_out: int = 0
     cost: float = 0.0
     final_choice: dict[str, Any] | None = None
+    criterion: str | None = None        # the expert's live switch of what ★ follows (criterion_set)
+    comparisons: dict[str, dict[str, Any]] = field(default_factory=dict)  # split -> the last `compared`
     finish_reason: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
     started_ts: float | None = None
@@ -470,6 +472,15 @@ def _final_choice(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.final_choice = dict(p)
 
 
+def _criterion_set(s: SessionState, p: Payload, e: ev.Event) -> None:
+    if p.get("criterion"):
+        s.criterion = str(p["criterion"])
+
+
+def _compared(s: SessionState, p: Payload, e: ev.Event) -> None:
+    s.comparisons[str(p.get("split", "validation"))] = dict(p)
+
+
 def _session_finished(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.status = p.get("status", "finished")
     s.finish_reason = p.get("reason")
@@ -504,33 +515,11 @@ _HANDLERS = {
     ev.NODE_INTERRUPTED: _node_interrupted,
     ev.SESSION_RESUMED: _session_resumed,
     ev.FINAL_CHOICE: _final_choice,
+    ev.CRITERION_SET: _criterion_set,
+    ev.COMPARED: _compared,
     ev.SESSION_FINISHED: _session_finished,
     ev.ERROR: _error,
 }
-
-
-# -- "best" by a criterion (shared by the policy, the console and the final choice) -------
-def metric_for(node: NodeState, criterion: str) -> float | None:
-    if criterion == "claimed":
-        return node.claimed_metric
-    if criterion == "validation":
-        return node.val_auc
-    if criterion == "minimax":
-        return node.val_worst
-    raise ValueError(f"unknown criterion {criterion!r}")
-
-
-def _rank(node: NodeState, criterion: str) -> tuple[float, float] | None:
-    """What "best" maximises. Minimax breaks ties of the worst group by the mean group AUC, as
-    engine.evaluation.pareto.minimax_pareto (the final choice) does: the node with the highest
-    (worst, mean) is never dominated, so both pick the same node."""
-    value = metric_for(node, criterion)
-    if value is None:
-        return None
-    if criterion != "minimax":
-        return value, 0.0
-    groups = [float(v) for v in ((node.validation or {}).get("group_auc") or {}).values() if v is not None]
-    return value, sum(groups) / len(groups) if groups else float("-inf")
 
 
 @contextmanager
@@ -553,44 +542,3 @@ def derived(state: SessionState, key: Hashable, compute: Callable[[], T]) -> T:
         state.memo[key] = compute()
     value: T = state.memo[key]
     return value
-
-
-def best_node(state: SessionState, criterion: str, *, include_pruned: bool = False) -> NodeState | None:
-    """The working (ok) node with the highest metric by the criterion, earliest node on ties.
-    Pruned nodes (or under a pruned ancestor) are left out unless `include_pruned`: the search
-    never expands them and the final choice never picks them."""
-    if criterion not in BEST_CRITERIA:
-        raise ValueError(f"unknown criterion {criterion!r}")
-    if state.memo is None:
-        return best_nodes(state, (criterion,), include_pruned)[criterion]
-    # all criteria in one pass: one console update asks for each of them
-    return derived(state, ("best_nodes", include_pruned),
-                   lambda: best_nodes(state, BEST_CRITERIA, include_pruned))[criterion]
-
-
-BEST_CRITERIA = ("claimed", "validation", "minimax")
-
-
-def best_nodes(state: SessionState, criteria: tuple[str, ...],
-               include_pruned: bool = False) -> dict[str, NodeState | None]:
-    """best_node for several criteria in one pass over the nodes. Minimax's tie-break (the mean
-    group AUC, see _rank) is only worked out for a node that ties or beats the best so far."""
-    pruned: frozenset[int] = frozenset() if include_pruned else state.pruned_ids()
-    best: dict[str, NodeState | None] = dict.fromkeys(criteria)
-    ranks: dict[str, tuple[float, float]] = {}
-    for node in state.nodes.values():
-        if node.status != "ok" or node.node_id in pruned:
-            continue
-        validation = node.validation or {}
-        values = (node.claimed_metric, validation.get("auc"), validation.get("worst_auc"))
-        for criterion in criteria:
-            value = values[BEST_CRITERIA.index(criterion)]
-            if value is None:
-                continue
-            held = ranks.get(criterion)
-            if held is not None and value < held[0]:
-                continue
-            rank = _rank(node, criterion) if criterion == "minimax" else (value, 0.0)
-            if rank is not None and (held is None or rank > held):
-                best[criterion], ranks[criterion] = node, rank
-    return best

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, cast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import sqlite_utils
 
@@ -26,7 +26,8 @@ from engine.errors import BefairError, DatabaseError, UsageError, WorkError
 from engine.session import events as ev
 from engine.session import sealed
 from engine.session.schema import check_schema, migrate
-from engine.session.state import NodeState, SessionState, apply, best_node, fold
+from engine.session import selection
+from engine.session.state import NodeState, SessionState, apply, fold
 
 
 class SessionNotFound(UsageError):
@@ -195,6 +196,17 @@ class SessionStore:
         return [Event(seq=seq, kind=kind, payload=loads(payload), ts=ts, session_id=session_id)
                 for seq, ts, kind, payload in self.db.conn.execute(sql, params)]
 
+    def predictions(self, session_id: str, node_id: int, split: str, *,
+                    unblind: bool = False) -> dict[str, float] | None:
+        """A node's latest kept predictions on a split ({image file: probability}); a blinded test
+        evaluation's only with `unblind` until revealed. None when none were kept."""
+        row = self.db.execute(
+            "select predictions from predictions where session_id = ? and node_id = ? and split = ? "
+            "order by seq desc limit 1", [session_id, int(node_id), split]).fetchone()
+        if row is None and unblind:
+            row = sealed.sealed_predictions(self, session_id, node_id, split)
+        return {str(k): float(v) for k, v in json.loads(row[0]).items()} if row is not None else None
+
     def last_seq(self, session_id: str) -> int:
         row = self.db.execute("select max(seq) from events where session_id = ?", [session_id]).fetchone()
         return int(row[0] or 0)
@@ -346,17 +358,17 @@ def node_row(session_id: str, node: NodeState) -> dict[str, Any]:
 _UNSET: Any = object()
 
 
-def session_summary(state: SessionState, best: NodeState | None = _UNSET) -> dict[str, Any]:
-    """The sessions table's summary columns. `best`: the best node when the caller already
+def session_summary(state: SessionState, best: int | None = _UNSET) -> dict[str, Any]:
+    """The sessions table's summary columns. `best`: the ★ node's id when the caller already
     knows it (the writer caches it: finding it is O(nodes))."""
-    criterion = state.config.get("best", "validation")
     if best is _UNSET:
-        best = best_node(state, criterion)
+        best = selection.choice(state)
+    node = state.nodes.get(best) if best is not None else None
     return {
         "status": state.status, "updated_at": state.last_ts, "budget": state.budget,
-        "steps": state.agent_steps, "n_nodes": len(state.nodes),
-        "best_node": best.node_id if best else None,
-        "best_auc": best.val_auc if best else None, "best_gap": best.val_gap if best else None,
+        "steps": state.agent_steps, "n_nodes": len(state.nodes), "best_criterion": selection.current_criterion(state),
+        "best_node": node.node_id if node else None,
+        "best_auc": node.val_auc if node else None, "best_gap": node.val_gap if node else None,
         "tokens_in": state.tokens_in, "tokens_out": state.tokens_out, "cost": round(state.cost, 10),
     }
 
@@ -370,10 +382,8 @@ _UPSERT_NODE = (
 _SUMMARY_COLUMNS = tuple(session_summary(SessionState()))
 _UPDATE_SESSION = f"update sessions set {', '.join(c + ' = ?' for c in _SUMMARY_COLUMNS)} where id = ?"
 _INSERT_EVENT = "insert into events (session_id, seq, ts, kind, payload) values (?, ?, ?, ?, ?)"
-
-# Events after which the best node may differ (the others change no metric or status).
-_BEST_MAY_CHANGE = {ev.SESSION_STARTED, ev.EXEC_STARTED, ev.EXEC_FINISHED, ev.REVIEW, ev.EVALUATED,
-                    ev.NODE_INTERRUPTED, ev.NODE_CREATED}
+_INSERT_PREDICTIONS = ("insert or replace into predictions (session_id, seq, node_id, split, n, predictions, "
+                       "created_at) values (?, ?, ?, ?, ?, ?, ?)")
 
 # Events that change no node row and no session summary: skip the upserts for them.
 _NO_ROW_CHANGE = {ev.OUTPUT, ev.POLICY_DECISION, ev.ERROR}
@@ -391,7 +401,7 @@ class SessionWriter:
         self.store = store
         self.session_id = session_id
         self.state = store.state(session_id)
-        self._best: Any = _UNSET  # cached best node by the session's criterion
+        self._best: Any = _UNSET  # cached ★ node id (selection.choice)
         self._batch_depth = 0
         self._batch_owns = False
         self._dirty_nodes: set[int] = set()
@@ -406,14 +416,18 @@ class SessionWriter:
         ts: float | None = None,
         consumes: dict[str, Any] | None = None,
         result: str = "applied",
+        predictions: Mapping[str, float] | None = None,
     ) -> ev.Event:
         """Append one event (durable on return, or at the end of the enclosing batch).
         `consumes`: the steering command this event carries out, marked consumed in the same
-        transaction (so never applied twice)."""
+        transaction (so never applied twice). `predictions`: an `evaluated` event's per-image
+        predictions, kept in the same transaction (sealed with a blinded test evaluation)."""
         if kind not in ev.KINDS:
             raise ValueError(f"unknown event kind {kind!r}")
+        if predictions is not None and kind != ev.EVALUATED:
+            raise ValueError("only an evaluated event keeps predictions")
         with self.batch():
-            return self._append(kind, payload, ts, consumes, result)
+            return self._append(kind, payload, ts, consumes, result, predictions)
 
     def emit_many(self, items: Iterable[tuple[str, dict[str, Any]]], *, ts: float | None = None) -> list[ev.Event]:
         """Append (kind, payload) events in one transaction; durable on return."""
@@ -426,10 +440,16 @@ class SessionWriter:
         return _Batch(self)
 
     def _append(self, kind: str, payload: dict[str, Any], ts: float | None, consumes: dict[str, Any] | None,
-                result: str) -> ev.Event:
-        payload = sealed.seal(self, kind, payload)  # blinded test figures: kept out of events and nodes
+                result: str, predictions: Mapping[str, float] | None = None) -> ev.Event:
+        if predictions is not None:
+            payload = {**payload, "predictions_kept": True}
+        payload, kept_sealed = sealed.seal(self, kind, payload, predictions)  # blinded test figures: kept apart
         event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
                          ts=time.time() if ts is None else ts, session_id=self.session_id)
+        if predictions is not None and not kept_sealed:
+            self.store.db.conn.execute(_INSERT_PREDICTIONS, (
+                self.session_id, event.seq, payload.get("node_id"), payload.get("split"), len(predictions),
+                json.dumps(dict(predictions), sort_keys=True), event.ts))
         # Plain SQL on the raw connection: sqlite-utils' insert/upsert introspect the table on
         # every call, which cost ~4x the ingest rate. The rows are the same.
         self.store.db.conn.execute(_INSERT_EVENT, (self.session_id, event.seq, event.ts, kind,
@@ -439,7 +459,7 @@ class SessionWriter:
             node_id = payload.get("node_id")
             if node_id is not None and node_id in self.state.nodes:
                 self._dirty_nodes.add(node_id)
-            self._best_dirty |= kind in _BEST_MAY_CHANGE or self._best is _UNSET
+            self._best_dirty |= kind in selection.MAY_CHANGE_BEST or self._best is _UNSET
             self._summary_dirty = True
         if consumes is not None:
             self._mark_consumed(consumes, result, event.seq)
@@ -453,7 +473,7 @@ class SessionWriter:
                                         for n in sorted(self._dirty_nodes) if n in nodes])
         if self._summary_dirty:
             if self._best_dirty:
-                self._best = best_node(self.state, self.state.config.get("best", "validation"))
+                self._best = selection.choice(self.state)
             summary = session_summary(self.state, self._best)
             conn.execute(_UPDATE_SESSION, (*summary.values(), self.session_id))
         self._clear_dirty()

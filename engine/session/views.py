@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.session.state import NodeState, SessionState, best_node, derived, metric_for
+from engine.session import figures, selection
+from engine.session.figures import fmt
+from engine.session.state import NodeState, SessionState, derived
 
 # -- trust markers ----------------------------------------------------------------------------
 # The trust marker of a session that ran agent code on this machine without the sandbox.
@@ -171,13 +173,9 @@ def visibility(state: SessionState, unblind: bool = False) -> dict[str, Any]:
             "note": blinded_note(state) if hidden else None}
 
 
-# -- the best node by each criterion ----------------------------------------------------------
-CRITERIA = ("claimed", "validation", "minimax")
-CRITERION_WORDS = {
-    "claimed": "the metric the agent itself reported (its claim)",
-    "validation": "validation AUC",
-    "minimax": "minimax (best worst-group validation AUC)",
-}
+# -- the best node by each criterion (decided in engine.session.selection) --------------------
+CRITERIA = selection.CRITERIA
+CRITERION_WORDS = selection.CRITERION_WORDS
 
 
 @dataclass(frozen=True)
@@ -186,11 +184,30 @@ class BestChoice:
     node_id: int | None
     reason: str
     recorded: bool     # the engine's recorded final choice (True) or computed from the state so far
+    ties: tuple[int, ...] | None = None   # nodes that cannot be told apart from it; None: not compared
+
+    @property
+    def uncertainty(self) -> str:
+        """How sure the choice is, in words ("" when nothing was compared)."""
+        if self.node_id is None or self.ties is None:
+            return "" if self.criterion != "claimed" or self.node_id is None else NO_INTERVAL_CLAIM
+        return tie_sentence(self.node_id, self.ties)
+
+
+NO_INTERVAL_CLAIM = "an agent's own score has no interval: it was not measured here"
+
+
+def tie_sentence(leader: int, ties: Iterable[int], split: str = "validation") -> str:
+    others = sorted(set(ties) - {leader})
+    if not others:
+        return f"node {leader} is told apart from every other node on {split} (paired bootstrap, 95 %)"
+    ids = [leader, *others]
+    names = ", ".join(str(n) for n in ids[:-1]) + f" and {ids[-1]}"
+    return f"nodes {names} cannot be told apart on {split} (paired bootstrap, 95 %)"
 
 
 def session_criterion(state: SessionState) -> str:
-    criterion = str(state.config.get("best", "validation"))
-    return criterion if criterion in CRITERIA else "validation"
+    return selection.current_criterion(state)
 
 
 def _not_considered(state: SessionState) -> str:
@@ -200,36 +217,37 @@ def _not_considered(state: SessionState) -> str:
 
 def _count_not_considered(state: SessionState) -> str:
     pruned = state.pruned_ids()
-    failed = sum(1 for n in state.nodes.values() if n.node_id not in pruned and n.finished and n.status != "ok")
+    failed = sum(1 for n in state.nodes.values() if n.node_id not in pruned and selection.is_failed(n))
     parts = [f"{len(pruned)} pruned"] if pruned else []
     if failed:
         parts.append(f"{failed} failed")
     return f"; not considered: {', '.join(parts)}" if parts else ""
 
 
-def _computed_choice(state: SessionState, criterion: str) -> BestChoice:
-    node = best_node(state, criterion)
+def _computed_reason(state: SessionState, criterion: str, node_id: int | None) -> str:
     excluded = _not_considered(state)
-    if node is None:
-        return BestChoice(criterion, None, f"no working, unpruned node has a {criterion} figure yet{excluded}", False)
-    value = metric_for(node, criterion)
-    what = {"claimed": "the highest AUC the agent reported", "validation": "the highest measured validation AUC",
-            "minimax": "the best worst-group validation AUC"}[criterion]
+    if node_id is None:
+        return f"no working, unpruned node has {CRITERION_WORDS[criterion]} yet{excluded}"
+    value = selection.figure(state.nodes[node_id], criterion)
     figure = f" ({value:.4f})" if value is not None else ""
-    return BestChoice(criterion, node.node_id, f"node {node.node_id}: {what}{figure}{excluded}", False)
+    return f"node {node_id}: the highest {CRITERION_WORDS[criterion]}{figure}{excluded}"
 
 
 def best_choice(state: SessionState, criterion: str | None = None) -> BestChoice:
-    """The best node by one criterion (default: the session's own, the tree's ★). After the end
-    it is the engine's recorded final choice; before, the same rule on the state so far."""
+    """The best node by one criterion (default: the one ★ follows now). After the end it is the
+    engine's recorded final choice; before, the same rule on the state so far."""
     criterion = criterion or session_criterion(state)
+    node_id = selection.choice(state, criterion)
     recorded = state.final_choice or {}
-    key = f"by_{criterion}"
-    if key in recorded:
+    if f"by_{criterion}" in recorded:
         reason = str((recorded.get("reasons") or {}).get(criterion) or "the engine's final choice")
-        node_id = recorded[key]
-        return BestChoice(criterion, node_id if isinstance(node_id, int) else None, reason, True)
-    return _computed_choice(state, criterion)
+        tied = (recorded.get("ties") or {}).get(criterion)
+        if not isinstance(tied, list):
+            tied = selection.ties(state, criterion)
+        return BestChoice(criterion, node_id, reason, True, tuple(int(n) for n in tied) if tied is not None else None)
+    ties_now = selection.ties(state, criterion)
+    return BestChoice(criterion, node_id, _computed_reason(state, criterion, node_id), False,
+                      tuple(ties_now) if ties_now is not None else None)
 
 
 def best_by_criterion(state: SessionState) -> dict[str, BestChoice]:
@@ -237,18 +255,13 @@ def best_by_criterion(state: SessionState) -> dict[str, BestChoice]:
 
 
 def best_id(state: SessionState, criterion: str | None = None) -> int | None:
-    """best_choice(...).node_id without the reason (the console asks after every batch)."""
-    criterion = criterion or session_criterion(state)
-    recorded = (state.final_choice or {}).get(f"by_{criterion}", False)
-    if recorded is not False:
-        return recorded if isinstance(recorded, int) else None
-    node = best_node(state, criterion)
-    return node.node_id if node else None
+    """The ★ node (best_choice(...).node_id without the reason: the console asks after every batch)."""
+    return selection.choice(state, criterion)
 
 
 def final_choices(state: SessionState) -> dict[str, int | None]:
     """Best node id by each criterion (recorded final choice where there is one, else computed)."""
-    return {c: b.node_id for c, b in best_by_criterion(state).items()}
+    return selection.choices(state)
 
 
 # -- a node's one-line summary ----------------------------------------------------------------
@@ -259,13 +272,6 @@ STATUS_WORD = {
 }
 IMPORTED_UNMEASURED = "imported (not measured here)"
 SHORT_REASON = 32  # characters of a failure reason the tree shows
-
-
-def fmt(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("0.") else text.replace("-0.", "-.")
 
 
 def short(text: str, width: int = SHORT_REASON) -> str:
@@ -339,7 +345,7 @@ def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
             return "imported", f"{IMPORTED_UNMEASURED} · reported {fmt(node.claimed_metric, 4)}"
         return "imported", IMPORTED_UNMEASURED
     if node.status == "ok" and node.val_auc is not None:
-        return "measured", f"{fmt(node.val_auc)} / {fmt(node.val_gap)}"
+        return "measured", figures.compact(node.validation or {})
     if node.status in ("queued", "running"):
         return "pending", STATUS_WORD[node.status]
     if node.status == "ok" and not reason:
@@ -354,7 +360,7 @@ def _test_part(state: SessionState, node: NodeState, unblind: bool) -> str:
         return "test hidden"
     test = visible_test(state, node, unblind)
     if test and test.get("auc") is not None:
-        return f"test {fmt(test.get('auc'))} / {fmt(test.get('auc_gap'))}"
+        return f"test {figures.compact(test)}"
     return ""
 
 
@@ -439,7 +445,7 @@ def tree_lines(state: SessionState, *, unblind: bool = False) -> list[str]:
 # training data, never seen by the agent) next to the baselines scored on that same split;
 # published figures are test results only, never in this view.
 SPLITS = ("test", "validation")
-CRITERION_SHORT = {"claimed": "claim", "validation": "val", "minimax": "minimax"}
+CRITERION_SHORT = selection.CRITERION_SHORT
 SYNTH_NOTE = "generated data: not comparable to published DDI numbers"
 IMPORTED_NOTE = "imported run: not measured here"
 PUBLISHED_NOTE = "published rows are DDI test results: see the test view (v)"
@@ -519,9 +525,25 @@ class Row:
     hidden: bool = False              # blinded: the figures exist but this reader may not see them
     note: str = ""                    # why a number is missing, or a caveat
     explain: str = ""                 # the tooltip: what the row's numbers are
+    auc_ci: list[float] | None = None     # 95 % intervals (measured rows with kept predictions)
+    gap_ci: list[float] | None = None
+    interval: str = ""                # what the row's uncertainty is, or why it has none
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def figures(self) -> str:
+        """`.74 ±.04 · gap .03 ±.09`, `.641 / .097` (no interval), or `hidden`."""
+        if self.hidden:
+            return "hidden"
+        if self.auc_ci is None and self.gap_ci is None:
+            return f"{fmt(self.auc)} / {fmt(self.gap)}"
+        return f"{figures.plus_minus(self.auc, self.auc_ci)} · gap {figures.plus_minus(self.gap, self.gap_ci)}"
+
+
+INTERVAL_MEASURED = "95 % bootstrap interval (images resampled within skin-tone group and label)"
+INTERVAL_PUBLISHED = "no interval known: a published mean ± std over runs"
+INTERVAL_SEEDS = "no interval: mean ± std over the baseline's seeds"
 
 
 def _mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None]:
@@ -599,9 +621,14 @@ def node_rows(state: SessionState, split: str, unblind: bool = False) -> list[Ro
         explain = (f"Node {node_id}: the best node by {', '.join(CRITERION_WORDS[c] for c in crits)}. "
                    f"AUC and skin-tone AUC gap on the {SPLIT_WORDS[split]}, {source}."
                    + (f" {note[0].upper() + note[1:]}." if note else ""))
+        summary = (node.validation if split == "validation" else visible_test(state, node, unblind)) or {}
+        measured = figures.has_intervals(summary)
         rows.append(Row(name=f"node {node_id} · best {'/'.join(CRITERION_SHORT[c] for c in crits)}", auc=auc,
                         gap=gap, source=source, kind="node", node_id=node_id, criteria=crits,
-                        chosen=chosen in crits, hidden=hidden, note=note, explain=explain))
+                        chosen=chosen in crits, hidden=hidden, note=note, explain=explain,
+                        auc_ci=summary.get("auc_ci") if measured else None,
+                        gap_ci=summary.get("auc_gap_ci") if measured else None,
+                        interval=INTERVAL_MEASURED if measured else (figures.NO_INTERVAL if auc is not None else "")))
     return rows
 
 
@@ -613,6 +640,7 @@ def _baseline_row(b: dict[str, Any], split: str) -> Row:
         auc, gap, std = b.get("val_auc"), b.get("val_gap"), (b.get("val_auc_std"), b.get("val_gap_std"))
     where = "DDI-format test set" if split == "test" else "validation split"
     return Row(name=f"{b['name']} (n={b['n']})", auc=auc, gap=gap, source=SOURCE_TRAINED, kind="baseline", std=std,
+               interval=INTERVAL_SEEDS,
                note="other data: not comparable" if other else "",
                explain=f"Expert baseline {b['name']} trained here: mean over {b['n']} seed(s) on the "
                        f"{where} of {b.get('dataset') or 'its data'}."
@@ -631,6 +659,7 @@ def comparison_rows(state: SessionState, baselines: list[dict[str, Any]], publis
         caveat = " This session uses generated data: not comparable." if synth(state) else ""
         for p in published:
             rows.append(Row(name=published_label(p["name"]), auc=p.get("auc"), gap=p.get("gap"),
+                            interval=INTERVAL_PUBLISHED,
                             source=SOURCE_PUBLISHED, kind="published", std=(p.get("auc_std"), p.get("gap_std")),
                             note="not comparable: generated data" if synth(state) else "",
                             explain=f"{p['name']}: mean over runs on the real DDI test set as the Be Fair! "
@@ -697,11 +726,13 @@ class Comparison:
         out = [f"{self.title}: {label} / skin-tone AUC gap"]
         out += [f"  {'note:' if n == PUBLISHED_NOTE else '⚠'} {n}" for n in self.notes]
         for r in self.rows:
-            figures = "hidden" if r.hidden else f"{fmt(r.auc)} / {fmt(r.gap)}"
             star = "★" if r.chosen else " "
             # a published row's caveat is the note above; a node's or baseline's is its own
             note = f"  ({r.note})" if r.note and not r.hidden and r.kind != "published" else ""
-            out.append(f"  {star} {r.name:<38} {figures:>13}  {r.source}{note}")
+            out.append(f"  {star} {r.name:<38} {r.figures():>24}  {r.source}{note}")
+        if any(r.auc_ci is not None for r in self.rows):
+            out.append("  ± half the 95 % interval: images resampled within skin-tone group and label; "
+                       "published rows have no interval (mean ± std over runs)")
         return out
 
 
@@ -735,9 +766,9 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False, be
         "exc_type": node.exc_type,
         "failure": node.failure_reason,
         "claimed_metric": node.claimed_metric,
-        "validation": node.validation,
+        "validation": figures.public(node.validation),
         "validation_verdict": node.eval_verdicts.get("validation"),
-        "test": node.test if show_test else None,
+        "test": figures.public(node.test) if show_test else None,
         "test_verdict": node.eval_verdicts.get("test"),
         "test_blinded": test_withheld(state, node, unblind) or not test_visible(state, node, unblind),
         "audit": {
@@ -776,7 +807,7 @@ def session_json(state: SessionState, *, unblind: bool = False,
         "best_criterion": criterion,
         "best_node": star,
         "final_choice": {c: b.node_id for c, b in choices.items()},
-        "best": {c: asdict(b) for c, b in choices.items()},
+        "best": {c: {**asdict(b), "uncertainty": b.uncertainty} for c, b in choices.items()},
         "visibility": visibility(state, unblind),
         "tokens_in": state.tokens_in,
         "tokens_out": state.tokens_out,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA, SANDBOX_MODES, SessionConfig
+from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, SANDBOX_MODES, SessionConfig
 from engine.errors import DataError
 from engine.task import CUSTOM, LEVELS
 
@@ -84,7 +84,7 @@ class StudySpec:
     seeds: list[int]
     coders: list[CoderSpec]
     steps: int = 20
-    best: str = "validation"
+    best: str = DEFAULT_CRITERION
     blind_test: bool = False
     participants: list[str | None] = field(default_factory=lambda: [None])
     data: dict[str, Any] = field(default_factory=lambda: {"synth": {}})
@@ -176,7 +176,7 @@ def parse_spec(raw: dict[str, Any], *, where: str = "study spec") -> StudySpec:
         name=name, levels=_levels(raw.get("levels"), fail), repeats=repeats,
         seeds=_seeds(raw, repeats, fail), coders=_coders(raw, fail),
         steps=_int(raw.get("steps", 20), "steps", fail, minimum=1),
-        best=_choice(raw.get("best", "validation"), "best", BEST_CRITERIA, fail),
+        best=_choice(raw.get("best", DEFAULT_CRITERION), "best", BEST_CRITERIA, fail),
         blind_test=_bool(raw.get("blind_test", False), "blind_test", fail),
         participants=_participants(raw.get("participants"), fail),
         data=_data(raw.get("data"), fail), limits=_limits(raw, fail),

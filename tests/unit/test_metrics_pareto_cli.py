@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from engine.errors import BefairError
-from engine.evaluation.pareto import minimax_pareto, pareto_front
+from engine.session.selection import minimax_pareto, pareto_front
 
 
 def test_pareto_front_and_minimax():

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import random
 
-from engine.agent.policy import debuggable, decide, is_buggy, policy_rng
+from engine.agent.policy import debuggable, decide, policy_rng
+from engine.session.selection import is_failed as is_buggy
 from engine.config import SessionConfig
 from engine.session import events as ev
 from engine.session.state import fold
@@ -11,7 +12,7 @@ from engine.session.state import fold
 
 class Log:
     def __init__(self, **config):
-        self.config = SessionConfig(**config)
+        self.config = SessionConfig(**{"best": "validation", **config})
         self.events: list[ev.Event] = []
         self.add(ev.SESSION_STARTED, config=self.config.to_dict(), instruction="x",
                  coder={"name": "offline", "label": "offline coder (simulated agent)", "simulated": True},
@@ -29,7 +30,8 @@ class Log:
         if status == "ok" and auc is not None:
             self.add(ev.EVALUATED, node_id=nid, split="validation", ok=True, verdict="ok", reason=None,
                      summary={"auc": auc, "worst_auc": worst if worst is not None else auc, "auc_gap": 0.1,
-                              "group_auc": {}, "group_auc_reason": {}, "n": 10}, medfair={}, blinded=False)
+                              "group_auc": {"group_0": worst if worst is not None else auc, "group_1": auc},
+                              "group_auc_reason": {}, "n": 10}, medfair={}, blinded=False)
         return self
 
     @property

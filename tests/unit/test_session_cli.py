@@ -12,7 +12,7 @@ from engine.errors import BefairError
 from befair_tui.cli import build_parser
 from engine.session import events as ev
 from engine.session.fixtures import write_demo_session
-from engine.session.state import best_node
+from engine.session.selection import best as best_node
 from engine.session.store import SessionNotFound, SessionStore
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import random
 
-from engine.evaluation.pareto import minimax_pareto
+from engine.session.selection import minimax_pareto
 from engine.session import events as ev
 from engine.session import views
-from engine.session.state import BEST_CRITERIA, apply, best_node, fold, memoised
+from engine.session.selection import CRITERIA as BEST_CRITERIA
+from engine.session.selection import best as best_node
+from engine.session.state import apply, fold, memoised
 from tests.unit.test_reducer import Log
 
 
@@ -31,7 +33,8 @@ def test_pruned_and_failed_nodes_are_never_best_and_the_reason_says_so():
     log.node(4).finish(4).review(4, 0.5).evaluate(4, 0.55, 0.5, 0.05)
     state = fold(log.events)
     choices = views.best_by_criterion(state)
-    assert {c: b.node_id for c, b in choices.items()} == {"claimed": 4, "validation": 4, "minimax": 4}
+    # robust: no node has intervals (recorded without them), so no robust choice
+    assert {c: b.node_id for c, b in choices.items()} == {"claimed": 4, "validation": 4, "minimax": 4, "robust": None}
     assert all(not b.recorded for b in choices.values())
     assert "not considered: 2 pruned, 1 failed" in choices["validation"].reason
     assert views.best_id(state) == 4 == best_node(state, "validation").node_id
@@ -78,8 +81,8 @@ def test_minimax_prefers_the_higher_mean_when_the_worst_groups_tie():
 
 
 def test_one_pass_for_every_criterion_picks_what_each_criterion_picks_alone():
-    """The console's memoised path (all criteria in one pass, minimax's tie-break only on ties)
-    chooses exactly what best_node chooses per criterion, pruned nodes included or not."""
+    """The console's memoised path (all criteria in one pass) chooses exactly what each
+    criterion chooses alone."""
     rng = random.Random(11)
     for _ in range(200):
         groups = {nid: {g: round(rng.uniform(0.5, 1.0), 1) for g in ("group_0", "group_1", "group_2")}
@@ -90,11 +93,10 @@ def test_one_pass_for_every_criterion_picks_what_each_criterion_picks_alone():
         if rng.random() < 0.5:
             log.add(ev.PRUNED, node_id=rng.choice(list(groups)), by="u", command_id=None)
         state = fold(log.events)
-        for include_pruned in (False, True):
-            alone = {c: best_node(state, c, include_pruned=include_pruned) for c in BEST_CRITERIA}
-            with memoised(state):
-                together = {c: best_node(state, c, include_pruned=include_pruned) for c in BEST_CRITERIA}
-            assert together == alone, groups
+        alone = {c: best_node(state, c) for c in BEST_CRITERIA}
+        with memoised(state):
+            together = {c: best_node(state, c) for c in BEST_CRITERIA}
+        assert together == alone, groups
 
 
 def test_an_event_folded_inside_a_memoised_block_is_not_hidden_by_the_memo():

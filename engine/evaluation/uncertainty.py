@@ -1,0 +1,240 @@
+"""How sure a measured figure is: 95 % intervals by a bootstrap stratified by skin-tone group and label.
+
+Per-group AUCs rest on few malignant cases (DDI: 48 in FST V–VI; a small validation split: a
+handful), so every AUC, per-group AUC, worst-group AUC and gap carries an interval, and two nodes
+measured on the same images are compared by a paired bootstrap of their difference.
+
+Method (`METHOD`): each resample draws, within every (skin-tone group × label) cell, as many
+images as the cell holds, with replacement (multinomial counts), so every resample keeps each
+group's n and malignant count; `N_RESAMPLES` resamples from a fixed seed, so the same predictions
+always give the same intervals. A resample's AUC is the trapezoidal ROC AUC of the weighted sample
+(ties count one half), the same figure as sklearn's roc_curve + auc on the resampled images,
+computed for all resamples at once from cumulative weights: O(resamples × images).
+
+- AUC and each group's AUC: percentile intervals.
+- Worst-group AUC (a minimum) and the gap (a maximum minus a minimum) are biased: the max − min of
+  noisy group AUCs overstates the true gap, most when the true gap is small. Their intervals are
+  bias-corrected percentile intervals (Efron's BC): the percentiles are shifted by how far the
+  resamples' median sits from the estimate. A gap interval still cannot reach below 0 and so
+  misses a true gap of (nearly) zero; tests/unit/test_uncertainty_coverage.py measures coverage.
+- Missed malignant cases (false-negative rate at the 0.5 threshold, MEDFAIR's fnr_at_thres) per
+  group: a Wilson score interval (a proportion of the group's malignant cases; the bootstrap
+  would give [0, 0] for a group with no miss).
+
+fairlearn's `MetricFrame(n_boot=…)` resamples rows without stratification (a resample can lose
+every malignant case of a small group) and computes each resample in Python through pandas;
+scipy.stats.bootstrap cannot pair two nodes' resamples across cells of different sizes. Hence the
+vectorised loop here; tests/unit/test_uncertainty.py checks it against scipy.stats.bootstrap.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+CI_LEVEL = 0.95
+N_RESAMPLES = 2000
+SEED = 20_261_124
+METHOD = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} resamples, fixed seed; "
+          "percentile intervals (worst-group AUC and gap: bias-corrected percentile); "
+          "missed malignant cases: Wilson score interval")
+MIN_CASES = 10  # fewer malignant (or benign) cases than this in a group: too few to judge its AUC
+FNR_THRESHOLD = 0.5
+
+Interval = tuple[float, float]
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class Strata:
+    """The images of one held-out set grouped into (skin-tone group × label) cells."""
+
+    labels: np.ndarray                 # 0/1 per image
+    groups: np.ndarray                 # group name per image (object array)
+    names: tuple[str, ...]             # group names, in report order
+    cells: tuple[np.ndarray, ...]      # image indices of each (group, label) cell
+
+    @classmethod
+    def of(cls, labels: Sequence[int] | np.ndarray, groups: Sequence[str] | np.ndarray,
+           names: Sequence[str] | None = None) -> Strata:
+        y = np.asarray(labels, dtype=int)
+        g = np.asarray([str(x) for x in groups], dtype=object)
+        order = tuple(names) if names is not None else tuple(sorted(set(g.tolist())))
+        cells = tuple(np.flatnonzero((g == name) & (y == lab)) for name in order for lab in (0, 1))
+        return cls(labels=y, groups=g, names=order, cells=cells)
+
+    @property
+    def n(self) -> int:
+        return int(self.labels.size)
+
+    def counts(self, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> np.ndarray:
+        """(images × n_resamples) how often each image is drawn; each cell keeps its size. Images
+        are rows so that taking a group's or a class's images copies whole rows."""
+        rng = np.random.default_rng(seed)
+        out = np.zeros((self.n, n_resamples), dtype=np.float32)
+        columns = np.arange(n_resamples, dtype=np.int32)
+        for cell in self.cells:
+            if cell.size:  # draws with replacement within the cell, counted per resample
+                drawn = rng.integers(0, cell.size, size=(n_resamples, cell.size), dtype=np.int32) * n_resamples
+                drawn += columns[:, None]
+                out[cell] = np.bincount(drawn.ravel(), minlength=cell.size * n_resamples).reshape(
+                    cell.size, n_resamples)
+        return out
+
+
+_COUNTS: dict[tuple[bytes, tuple[str, ...]], np.ndarray] = {}
+_COUNTS_KEPT = 4
+
+
+def shared_counts(strata: Strata) -> np.ndarray:
+    """strata.counts(), kept for the last few held-out sets: every node of a split is resampled
+    the same way (paired), and the counts are drawn once."""
+    key = (strata.labels.tobytes() + "\x00".join(strata.groups.tolist()).encode(), strata.names)
+    if key not in _COUNTS:
+        while len(_COUNTS) >= _COUNTS_KEPT:
+            _COUNTS.pop(next(iter(_COUNTS)))
+        _COUNTS[key] = strata.counts()
+    return _COUNTS[key]
+
+
+def weighted_auc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Trapezoidal ROC AUC of each weighted sample (columns of `weights`, images × samples); NaN
+    where a class has no weight. Counts are whole numbers, so the float32 sums are exact."""
+    pos, neg = np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)
+    order = neg[np.argsort(scores[neg], kind="mergesort")]
+    s_neg_sorted = scores[order]
+    cum = np.zeros((order.size + 1, weights.shape[1]), dtype=np.float32)
+    np.cumsum(weights[order], axis=0, out=cum[1:])
+    lo = np.searchsorted(s_neg_sorted, scores[pos], side="left")
+    hi = np.searchsorted(s_neg_sorted, scores[pos], side="right")
+    below = cum[lo]
+    half_ties = cum[hi]
+    half_ties -= below
+    half_ties *= 0.5
+    below += half_ties
+    w_pos = weights[pos]
+    below *= w_pos
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: np.ndarray = below.sum(axis=0, dtype=np.float64) / (w_pos.sum(axis=0, dtype=np.float64) * cum[-1])
+    return out
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """One node's figures in every resample (same resamples for every node of a split: paired)."""
+
+    auc: np.ndarray
+    group_auc: dict[str, np.ndarray]   # only the groups that have both classes
+    worst: np.ndarray | None
+    gap: np.ndarray | None
+
+    def statistic(self, name: str) -> np.ndarray | None:
+        """'auc', 'worst_auc' or 'auc_gap' across resamples."""
+        return {"auc": self.auc, "worst_auc": self.worst, "auc_gap": self.gap}[name]
+
+
+def replicates(scores: Sequence[float] | np.ndarray, strata: Strata, counts: np.ndarray) -> Replicates:
+    s = np.asarray(scores, dtype=float)
+    y = strata.labels
+    auc = weighted_auc(s, y, counts) if 0 < int(y.sum()) < y.size else np.full(counts.shape[1], np.nan)
+    groups: dict[str, np.ndarray] = {}
+    for name in strata.names:
+        idx = np.flatnonzero(strata.groups == name)
+        gy = y[idx]
+        if 0 < int(gy.sum()) < gy.size:
+            groups[name] = weighted_auc(s[idx], gy, counts[idx])
+    if not groups:
+        return Replicates(auc, groups, None, None)
+    stacked = np.vstack(list(groups.values()))
+    worst, best = stacked.min(axis=0), stacked.max(axis=0)
+    return Replicates(auc, groups, worst, best - worst)
+
+
+def _alpha(level: float) -> float:
+    return (1.0 - level) / 2.0
+
+
+def percentile(values: np.ndarray, level: float = CI_LEVEL) -> Interval:
+    a = _alpha(level)
+    lo, hi = np.quantile(values, [a, 1.0 - a])
+    return float(lo), float(hi)
+
+
+def bias_corrected(values: np.ndarray, estimate: float, level: float = CI_LEVEL) -> Interval:
+    """Efron's bias-corrected percentile interval: percentiles moved by z0 = Φ⁻¹(share below the estimate)."""
+    b = values.size
+    share = float(np.count_nonzero(values < estimate) + 0.5 * np.count_nonzero(values == estimate)) / b
+    share = min(max(share, 0.5 / b), 1.0 - 0.5 / b)
+    z0, z = _NORMAL.inv_cdf(share), _NORMAL.inv_cdf(1.0 - _alpha(level))
+    lo, hi = np.quantile(values, [_NORMAL.cdf(2 * z0 - z), _NORMAL.cdf(2 * z0 + z)])
+    return float(lo), float(hi)
+
+
+def wilson(successes: int, trials: int, level: float = CI_LEVEL) -> Interval | None:
+    """Wilson score interval of a proportion; None without trials."""
+    if trials <= 0:
+        return None
+    z = _NORMAL.inv_cdf(1.0 - _alpha(level))
+    p = successes / trials
+    denom = 1.0 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float] | None:
+    return None if interval is None else [round(float(interval[0]), 6), round(float(interval[1]), 6)]
+
+
+def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point: Mapping[str, Any],
+                    counts: np.ndarray | None = None) -> dict[str, Any]:
+    """The summary fields an `evaluated` event gains: intervals, each group's n, malignant and
+    missed cases. `point`: the summary's point estimates (auc, worst_auc, auc_gap)."""
+    s = np.asarray(scores, dtype=float)
+    rep = replicates(s, strata, shared_counts(strata) if counts is None else counts)
+    y = strata.labels
+    names = list(rep.group_auc)
+    a = _alpha(CI_LEVEL)
+    bounds = np.quantile(np.vstack([rep.auc, *rep.group_auc.values()]), [a, 1.0 - a], axis=1).T
+    fields: dict[str, Any] = {
+        "auc_ci": _rounded(tuple(bounds[0])) if point.get("auc") is not None else None,
+        "worst_auc_ci": None, "auc_gap_ci": None,
+        "group_auc_ci": {g: _rounded(tuple(bounds[i + 1])) for i, g in enumerate(names)},
+        "group_n": {}, "group_positives": {}, "group_missed": {}, "group_fnr": {}, "group_fnr_ci": {},
+        "ci_level": CI_LEVEL, "ci_method": METHOD, "ci_resamples": int(rep.auc.size), "min_cases": MIN_CASES,
+    }
+    if rep.worst is not None and point.get("worst_auc") is not None:
+        fields["worst_auc_ci"] = _rounded(bias_corrected(rep.worst, float(point["worst_auc"])))
+    if rep.gap is not None and point.get("auc_gap") is not None:
+        fields["auc_gap_ci"] = _rounded(bias_corrected(rep.gap, float(point["auc_gap"])))
+    for name in strata.names:
+        idx = strata.groups == name
+        positives = int(y[idx].sum())
+        missed = int(((s < FNR_THRESHOLD) & idx & (y == 1)).sum())
+        fields["group_n"][name] = int(idx.sum())
+        fields["group_positives"][name] = positives
+        fields["group_missed"][name] = missed
+        fields["group_fnr"][name] = round(missed / positives, 6) if positives else None
+        fields["group_fnr_ci"][name] = _rounded(wilson(missed, positives))
+    return fields
+
+
+def too_few(positives: int | None, n: int | None) -> bool:
+    """A group's AUC is too uncertain to judge with fewer than MIN_CASES malignant or benign cases."""
+    if positives is None or n is None:
+        return False
+    return positives < MIN_CASES or n - positives < MIN_CASES
+
+
+def difference(a: Replicates, b: Replicates, statistic: str, level: float = CI_LEVEL) -> Interval | None:
+    """Percentile interval of a − b for one statistic, over the same resamples (paired)."""
+    va, vb = a.statistic(statistic), b.statistic(statistic)
+    if va is None or vb is None:
+        return None
+    diff = va - vb
+    diff = diff[np.isfinite(diff)]
+    return percentile(diff, level) if diff.size else None
