@@ -562,18 +562,7 @@ class Runner:
 
     # -- the end --------------------------------------------------------------------------
     def final_choice(self) -> dict[str, Any]:
-        """The best node by each criterion (engine.session.selection), why, and which nodes cannot
-        be told apart from it."""
-        st = self.state
-        out: dict[str, Any] = {"criterion": selection.current_criterion(st), "reasons": {}, "ties": {}}
-        for criterion in selection.CRITERIA:
-            node = selection.best(st, criterion)
-            out[f"by_{criterion}"] = node.node_id if node else None
-            out["reasons"][criterion] = _choice_reason(node, criterion)
-            tied = selection.ties(st, criterion)
-            if tied is not None:
-                out["ties"][criterion] = tied
-        return out
+        return selection.final_choice(self.state)
 
     def _finish(self, status: str, reason: str) -> SessionState:
         try:
@@ -584,14 +573,6 @@ class Runner:
         self.emit(ev.SESSION_FINISHED, {"status": status, "reason": reason})
         # commands nobody will act on now: leave them pending (a resume picks them up)
         return self.state
-
-
-def _choice_reason(node: NodeState | None, criterion: str) -> str:
-    words = selection.CRITERION_WORDS[criterion]
-    if node is None:
-        return f"no working, unpruned node has {words}"
-    value = selection.figure(node, criterion)
-    return f"node {node.node_id}: the highest {words}" + (f" ({value:.4f})" if value is not None else "")
 
 
 def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:

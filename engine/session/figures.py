@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.evaluation.uncertainty import MIN_CASES, too_few
-from engine.task import GROUPS
+from engine.task import GROUP_LABELS, GROUPS
 
-GROUP_KEY = {"group_0": "12", "group_1": "34", "group_2": "56"}   # the public name of a group
-GROUP_WORDS = {"12": "FST I–II (light)", "34": "FST III–IV", "56": "FST V–VI (dark)"}
+GROUP_KEY = {"group_0": "12", "group_1": "34", "group_2": "56"}   # the public name of a group (DDI's)
+GROUP_WORDS = {GROUP_KEY[g]: f"FST {label}" for g, label in GROUP_LABELS.items()}
 NO_INTERVAL = "no interval: predictions were not kept"
 TOO_FEW = "too few to judge"
 INTERVAL_HELP = (

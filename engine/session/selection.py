@@ -47,9 +47,9 @@ CRITERION_LABEL = {  # a choice's label (setup screen, palette, header)
     "claimed": "agent's own score",
     "validation": "validation AUC",
     "minimax": "worst group AUC",
-    "robust": "worst group AUC, sure",
+    "robust": "worst group AUC, low end",
 }
-CRITERION_SHORT = {"claimed": "agent", "validation": "AUC", "minimax": "worst group", "robust": "sure worst group"}
+CRITERION_SHORT = {"claimed": "agent", "validation": "AUC", "minimax": "worst group", "robust": "worst low end"}
 LEGACY_DEFAULT = "validation"   # what a session recorded without a `best` setting used
 # The statistic whose paired difference tells two nodes apart, per criterion (claimed: none).
 STATISTIC = {"validation": "auc", "minimax": "worst_auc", "robust": "worst_auc"}
@@ -217,6 +217,28 @@ def choice(state: SessionState, criterion: str | None = None) -> int | None:
 
 def choices(state: SessionState) -> dict[str, int | None]:
     return {c: choice(state, c) for c in CRITERIA}
+
+
+def reason(node: NodeState | None, criterion: str) -> str:
+    words = CRITERION_WORDS[criterion]
+    if node is None:
+        return f"no working, unpruned node has {words}"
+    value = figure(node, criterion)
+    return f"node {node.node_id}: the highest {words}" + (f" ({value:.4f})" if value is not None else "")
+
+
+def final_choice(state: SessionState) -> dict[str, Any]:
+    """The `final_choice` payload: the best node by each criterion, why, and the nodes that cannot
+    be told apart from it (as the last comparison recorded them)."""
+    out: dict[str, Any] = {"criterion": current_criterion(state), "reasons": {}, "ties": {}}
+    for criterion in CRITERIA:
+        node = best(state, criterion)
+        out[f"by_{criterion}"] = node.node_id if node else None
+        out["reasons"][criterion] = reason(node, criterion)
+        tied = ties(state, criterion)
+        if tied is not None:
+            out["ties"][criterion] = tied
+    return out
 
 
 # -- how sure: nodes that cannot be told apart from the leader --------------------------------------

@@ -225,12 +225,8 @@ def _count_not_considered(state: SessionState) -> str:
 
 
 def _computed_reason(state: SessionState, criterion: str, node_id: int | None) -> str:
-    excluded = _not_considered(state)
-    if node_id is None:
-        return f"no working, unpruned node has {CRITERION_WORDS[criterion]} yet{excluded}"
-    value = selection.figure(state.nodes[node_id], criterion)
-    figure = f" ({value:.4f})" if value is not None else ""
-    return f"node {node_id}: the highest {CRITERION_WORDS[criterion]}{figure}{excluded}"
+    node = state.nodes.get(node_id) if node_id is not None else None
+    return selection.reason(node, criterion) + _not_considered(state)
 
 
 def best_choice(state: SessionState, criterion: str | None = None) -> BestChoice:

@@ -38,6 +38,18 @@ class Point:
     group: str = ""        # the agent (colour); for references their kind
     level: str = ""        # the instruction level (marker)
     source: str = ""       # where a reference row comes from
+    auc_ci: tuple[float, float] | None = None   # a 95 % interval instead of ± std (lopsided bars)
+    gap_ci: tuple[float, float] | None = None
+
+    def errors(self) -> tuple[Any, Any]:
+        """(xerr, yerr) for matplotlib: the interval when known, else ± the std (0: none)."""
+        return (_error(self.auc, self.auc_ci, self.auc_std), _error(self.gap, self.gap_ci, self.gap_std))
+
+
+def _error(value: float, ci: tuple[float, float] | None, std: float | None) -> Any:
+    if ci is not None:
+        return [[max(0.0, value - ci[0])], [max(0.0, ci[1] - value)]]
+    return std or 0.0
 
 
 def study_points(table: Sequence[Mapping[str, Any]]) -> list[Point]:
@@ -73,8 +85,9 @@ def _opt(value: Any) -> float | None:
 
 
 def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[Point] = (), *,
-                title: str = "", synthetic: bool = False, note: str = "") -> Path:
-    """Write the figure to `path` (.png/.svg/.pdf); returns the path."""
+                title: str = "", synthetic: bool = False, note: str = "",
+                bars: str = "error bars: ± one sample std over sessions") -> Path:
+    """Write the figure to `path` (.png/.svg/.pdf); returns the path. `bars`: what the error bars are."""
     target = Path(path)
     if target.suffix.lower() not in FORMATS:
         raise UsageError(f"--figure must end in {', '.join(FORMATS)}, not {target.name!r}")
@@ -93,7 +106,7 @@ def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[
         if title:
             ax.set_title(title, fontsize=11)
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
-        footer = "error bars: ± one sample std over sessions" + (f"; {note}" if note else "")
+        footer = bars + (f"; {note}" if note else "")
         if synthetic:
             footer = f"{SYNTH_CAVEAT}\n{footer}"
         fig.text(0.01, 0.01, footer, fontsize=7.5, color="#9B2C2C" if synthetic else "#4A5568", va="bottom")
@@ -111,7 +124,8 @@ def _draw_agents(ax: Any, points: Sequence[Point]) -> None:
     for p in points:
         colour = AGENT_COLOURS[agents.index(p.group) % len(AGENT_COLOURS)]
         marker = MARKERS[levels.index(p.level) % len(MARKERS)]
-        ax.errorbar(p.auc, p.gap, xerr=p.auc_std or 0.0, yerr=p.gap_std or 0.0, fmt="none", ecolor=colour,
+        xerr, yerr = p.errors()
+        ax.errorbar(p.auc, p.gap, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour,
                     elinewidth=1, capsize=3, alpha=0.45, zorder=1)
         ax.scatter(p.auc, p.gap, marker=marker, color=colour, s=60, zorder=3,
                    label=f"{p.group} · {p.level}")
@@ -123,8 +137,9 @@ def _draw_references(ax: Any, references: Sequence[Point]) -> None:
     seen: set[tuple[str, str]] = set()
     for p in references:
         colour, marker = REFERENCE_STYLE.get(p.group, REFERENCE_STYLE["published"])
-        if p.auc_std is not None or p.gap_std is not None:
-            ax.errorbar(p.auc, p.gap, xerr=p.auc_std or 0.0, yerr=p.gap_std or 0.0, fmt="none", ecolor=colour,
+        if p.auc_std is not None or p.gap_std is not None or p.auc_ci is not None or p.gap_ci is not None:
+            xerr, yerr = p.errors()
+            ax.errorbar(p.auc, p.gap, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour,
                         elinewidth=0.8, capsize=2, alpha=0.3, zorder=1)
         key = (p.group, p.source)
         ax.scatter(p.auc, p.gap, marker=marker, color=colour, s=70, zorder=2,

@@ -1,0 +1,291 @@
+"""The session report: what a dermatologist hands to a colleague when a session ends.
+
+One model (`summarise`) rendered three ways: text lines (`befair show`, the console's summary),
+Markdown and HTML (`befair report SESSION`, with the plot as an image). It says:
+- the final choice by each criterion, with its validation and test figures and their intervals;
+- whether that choice can be told apart from the runners-up (the paired comparison recorded);
+- what each guidance changed: the first node written under it, its audit badges before and after;
+- the labels that apply: unsandboxed, simulated agent, generated data, blinded test figures.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.session import figures, selection, views
+from engine.session.state import NodeState, SessionState
+
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
+
+
+@dataclass(frozen=True)
+class ChoiceSummary:
+    """One chosen node and every criterion that chose it."""
+
+    criteria: tuple[str, ...]
+    current: bool              # ★ follows one of these criteria
+    node_id: int | None
+    reasons: tuple[str, ...]
+    validation: str            # ".794 (.741–.845) · gap .116 (.031–.251)"
+    test: str                  # the same on test, "hidden until …" or "not measured"
+    certainty: tuple[str, ...] # can it be told apart from the others (per criterion that says so)?
+    too_few: tuple[str, ...]   # groups too few to judge on validation
+
+    @property
+    def words(self) -> str:
+        if len(self.criteria) == 1:
+            return selection.CRITERION_WORDS[self.criteria[0]]
+        return " · ".join(selection.CRITERION_LABEL[c] for c in self.criteria)
+
+
+@dataclass(frozen=True)
+class GuidanceSummary:
+    guidance_id: int
+    text: str
+    scope: str
+    by: str
+    first_node: int | None      # the first node written under it
+    before_node: int | None     # what that node was compared with (its parent, or the node before it)
+    badges_before: tuple[str, ...]
+    badges_after: tuple[str, ...]
+    figures_before: str
+    figures_after: str
+
+    @property
+    def change(self) -> str:
+        if self.first_node is None:
+            return "no node was written under it yet"
+        added = [b for b in self.badges_after if b not in self.badges_before]
+        dropped = [b for b in self.badges_before if b not in self.badges_after]
+        parts = ([f"added {' '.join(f'[{b}]' for b in added)}"] if added else []) + (
+            [f"dropped {' '.join(f'[{b}]' for b in dropped)}"] if dropped else [])
+        return "; ".join(parts) if parts else "no change in what the audit finds in the code"
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    session_id: str
+    heading: str
+    labels: tuple[str, ...]
+    choices: tuple[ChoiceSummary, ...]
+    guidance: tuple[GuidanceSummary, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def lines(self) -> list[str]:
+        out = [f"Session summary · {self.heading}"]
+        out += [f"  ⚠ {label}" for label in self.labels]
+        out.append("  Final choice by each criterion (validation · test, 95 % intervals):")
+        for c in self.choices:
+            mark = "★" if c.current else " "
+            node = f"node {c.node_id}" if c.node_id is not None else "no node"
+            out.append(f"  {mark} {node}, best by {c.words}")
+            if c.node_id is not None:
+                out.append(f"      validation {c.validation}")
+                out.append(f"      test       {c.test}")
+                out += [f"      {sentence}" for sentence in c.certainty]
+                if c.too_few:
+                    out.append(f"      {figures.TOO_FEW} on validation: skin-tone group {', '.join(c.too_few)}")
+        if self.guidance:
+            out.append("  What each guidance changed:")
+            for g in self.guidance:
+                out.append(f"    #{g.guidance_id} {g.text!r} ({g.scope}, by {g.by}): {_guidance_where(g)}")
+                out.append(f"       {g.change}")
+        out += [f"  {note}" for note in self.notes]
+        return out
+
+    def markdown(self, figure: str | None = None) -> str:
+        out = [f"# befair session {self.session_id}", "", f"{self.heading}", ""]
+        out += [f"> ⚠ {label}" for label in self.labels] + ([""] if self.labels else [])
+        out += ["## Final choice by each criterion", "",
+                "| node | best by | validation AUC · gap (95 % interval) | test AUC · gap (95 % interval) "
+                "| can it be told apart? |", "|---|---|---|---|---|"]
+        for c in self.choices:
+            star = " ★" if c.current else ""
+            node = str(c.node_id) if c.node_id is not None else "–"
+            out.append(f"| {node}{star} | {c.words} | {c.validation} | {c.test} | {' '.join(c.certainty) or '–'} |")
+        out.append("")
+        if figure:
+            out += [f"![Test AUC against the skin-tone AUC gap]({figure})", ""]
+        if self.guidance:
+            out += ["## What each guidance changed", ""]
+            for g in self.guidance:
+                out.append(f"- **#{g.guidance_id}** “{g.text}” ({g.scope}, by {g.by}): {_guidance_where(g)}; "
+                           f"{g.change}.")
+            out.append("")
+        out += [f"_{note}_" for note in self.notes]
+        return "\n".join(out) + "\n"
+
+    def html(self, figure_svg: str | None = None) -> str:
+        e = html.escape
+        rows = "".join(
+            f"<tr><td>{c.node_id if c.node_id is not None else '–'}{' ★' if c.current else ''}</td><td>{e(c.words)}"
+            f"</td><td>{e(c.validation)}</td><td>{e(c.test)}</td><td>{e(' '.join(c.certainty) or '–')}</td></tr>"
+            for c in self.choices)
+        labels = "".join(f"<p class='warn'>⚠ {e(label)}</p>" for label in self.labels)
+        guidance = "".join(f"<li><b>#{g.guidance_id}</b> “{e(g.text)}” ({e(g.scope)}, by {e(g.by)}): "
+                           f"{e(_guidance_where(g))}; {e(g.change)}.</li>" for g in self.guidance)
+        notes = "".join(f"<p class='note'>{e(note)}</p>" for note in self.notes)
+        return (f"<!doctype html><html><head><meta charset='utf-8'><title>befair session {e(self.session_id)}"
+                f"</title><style>{_CSS}</style></head><body><h1>befair session {e(self.session_id)}</h1>"
+                f"<p>{e(self.heading)}</p>{labels}<h2>Final choice by each criterion</h2><table><tr>"
+                "<th>node</th><th>best by</th><th>validation AUC · gap (95 % interval)</th>"
+                "<th>test AUC · gap (95 % interval)</th><th>can it be told apart?</th></tr>"
+                f"{rows}</table>{figure_svg or ''}"
+                + (f"<h2>What each guidance changed</h2><ul>{guidance}</ul>" if guidance else "")
+                + f"{notes}</body></html>\n")
+
+
+_CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}table{border-collapse:collapse}"
+        "td,th{border:1px solid #bbb;padding:.3em .6em;text-align:left}.warn{color:#9c4221}.note{color:#555}"
+        "svg{max-width:100%;height:auto}")
+
+
+def _guidance_where(g: GuidanceSummary) -> str:
+    if g.first_node is None:
+        return "no node was written under it yet"
+    before = f"node {g.before_node} ({g.figures_before})" if g.before_node is not None else "no earlier node"
+    return f"first used by node {g.first_node} ({g.figures_after}), compared with {before}"
+
+
+def split_figures(summary: dict[str, object] | None) -> str:
+    """`.794 (.741–.845) · gap .116 (.031–.251)`, or the point figures with a note."""
+    if not summary or summary.get("auc") is None:
+        return "not measured"
+    auc = figures.with_interval(_f(summary.get("auc")), summary.get("auc_ci"))
+    gap = figures.with_interval(_f(summary.get("auc_gap")), summary.get("auc_gap_ci"))
+    text = f"{auc} · gap {gap}"
+    return text if figures.has_intervals(summary) else f"{text} ({figures.NO_INTERVAL})"
+
+
+def _f(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _test_text(state: SessionState, node: NodeState, unblind: bool) -> str:
+    if views.test_withheld(state, node, unblind):
+        return f"hidden ({views.blinded_note(state)})"
+    return split_figures(views.visible_test(state, node, unblind))
+
+
+def _choices(state: SessionState, unblind: bool) -> list[ChoiceSummary]:
+    """The final choices, criteria that chose the same node together (in criteria order)."""
+    current = views.session_criterion(state)
+    by_node: dict[int | None, list[views.BestChoice]] = {}
+    for choice in views.best_by_criterion(state).values():
+        by_node.setdefault(choice.node_id, []).append(choice)
+    out = []
+    for node_id, chosen in by_node.items():
+        node = state.nodes.get(node_id) if node_id is not None else None
+        certainty = [f"{selection.CRITERION_SHORT[c.criterion]}: {c.uncertainty}" if len(chosen) > 1
+                     else c.uncertainty for c in chosen if c.uncertainty]
+        out.append(ChoiceSummary(
+            criteria=tuple(c.criterion for c in chosen), current=any(c.criterion == current for c in chosen),
+            node_id=node_id, reasons=tuple(c.reason for c in chosen),
+            validation=split_figures(node.validation) if node else "",
+            test=_test_text(state, node, unblind) if node else "", certainty=tuple(dict.fromkeys(certainty)),
+            too_few=tuple(figures.too_few_groups(node.validation)) if node else ()))
+    return out
+
+
+def _before(state: SessionState, first: NodeState) -> NodeState | None:
+    if first.parent_id is not None:
+        return state.nodes.get(first.parent_id)
+    earlier = [n for n in state.nodes.values() if n.node_id < first.node_id and n.finished]
+    return max(earlier, key=lambda n: n.node_id) if earlier else None
+
+
+def _audit_codes(node: NodeState | None) -> tuple[str, ...]:
+    return tuple(b for b in views.audit_badges(node) if b != "G") if node is not None else ()
+
+
+def _node_figures(node: NodeState | None) -> str:
+    if node is None or node.validation is None:
+        return "no validation figure" if node is not None else ""
+    return f"validation {figures.compact(node.validation)}"
+
+
+def _guidance(state: SessionState) -> list[GuidanceSummary]:
+    out = []
+    for g in sorted(state.guidance.values(), key=lambda g: g.guidance_id):
+        first = state.nodes.get(min(g.used_by)) if g.used_by else None
+        before = _before(state, first) if first is not None else None
+        out.append(GuidanceSummary(
+            guidance_id=g.guidance_id, text=g.text, scope=g.scope, by=g.by,
+            first_node=first.node_id if first else None, before_node=before.node_id if before else None,
+            badges_before=_audit_codes(before), badges_after=_audit_codes(first),
+            figures_before=_node_figures(before), figures_after=_node_figures(first)))
+    return out
+
+
+def labels(state: SessionState, unblind: bool = False) -> list[str]:
+    """The warnings a reader of any figure of this session must see."""
+    out = []
+    if state.unsandboxed:
+        out.append(f"{views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}")
+    if state.simulated:
+        out.append("simulated agent: the offline coder writes real pipelines from a fixed menu of parts; "
+                   "no language model was asked")
+    if views.synth(state):
+        out.append(views.SYNTH_NOTE)
+    if views.test_hidden(state, unblind):
+        out.append(views.blinded_note(state))
+    return out
+
+
+def summarise(state: SessionState, *, unblind: bool = False) -> SessionReport:
+    status = state.status.upper()
+    coder = str(state.coder.get("label") or state.coder.get("name") or "")
+    heading = (f"{state.level} · {coder} · {state.agent_steps}/{state.budget} steps · {status}"
+               f" · ★ follows {selection.CRITERION_WORDS[views.session_criterion(state)]}")
+    notes = [figures.INTERVAL_HELP]
+    return SessionReport(session_id=state.session_id, heading=heading, labels=tuple(labels(state, unblind)),
+                         choices=tuple(_choices(state, unblind)), guidance=tuple(_guidance(state)),
+                         notes=tuple(notes))
+
+
+def figure_points(state: SessionState, *, unblind: bool = False) -> list[Any]:
+    """The session's measured, visible test points (with their intervals) for the report's plot."""
+    from engine.study.figure import Point
+
+    out = []
+    for node_id, gap, auc in views.plot_points(state, "test", unblind):
+        test = views.visible_test(state, state.nodes[node_id], unblind) or {}
+        out.append(Point(label=f"node {node_id}", auc=auc, gap=gap, group="this session", level=f"node {node_id}",
+                         auc_ci=_pair(test.get("auc_ci")), gap_ci=_pair(test.get("auc_gap_ci"))))
+    return out
+
+
+def _pair(ci: Any) -> tuple[float, float] | None:
+    return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None
+
+
+def write_report(store: SessionStore, state: SessionState, report: SessionReport, out: Path, *,
+                 unblind: bool = False) -> list[Path]:
+    """Write the report (Markdown or HTML, by `out`'s suffix) and its plot (SVG beside a Markdown
+    file, inline in HTML); returns the files written."""
+    from engine.study.figure import draw_figure, reference_points
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    points = figure_points(state, unblind=unblind)
+    references = reference_points(views.published_points(store.reference_rows(), state.level))
+    written: list[Path] = []
+    figure: Path | None = None
+    if points:
+        figure = out.with_suffix(".svg")
+        draw_figure(figure, points, references, title=f"befair session {state.session_id}: test AUC and skin-tone gap",
+                    synthetic=views.synth(state), bars="error bars: 95 % intervals (this session's nodes); "
+                    "published rows have none known")
+    if out.suffix.lower() == ".md":
+        out.write_text(report.markdown(figure.name if figure else None), encoding="utf-8")
+        written += [out] + ([figure] if figure else [])
+    else:
+        svg = figure.read_text(encoding="utf-8") if figure else None
+        if figure:
+            figure.unlink()
+        out.write_text(report.html(svg[svg.find("<svg"):] if svg else None), encoding="utf-8")
+        written.append(out)
+    return written
+
