@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import BefairError, UsageError
 from engine.paths import add_db_arg, db_from_args, runs_dir
-from engine.session import views
+from engine.session import selection, views
 from engine.session.export import export_session
 from engine.session.lifecycle import open_store, remove_run_dir, stop_runner
 from engine.session.liveness import runner_status
+from engine.session.report import summarise, write_report
 from engine.session.sealed import open_sealed
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ STEER_ACTIONS = {
     "pause": ("pause", None), "resume": ("resume", None), "stop": ("stop", None),
     "guide": ("guide", "TEXT"), "expand": ("expand", "N"), "prune": ("prune", "N"),
     "budget": ("set_budget", "N"),
+    "criterion": ("set_criterion", "CRITERION"),
 }
 
 
@@ -47,11 +49,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "steer", help="steer a session running in another process",
         description="Write a steering command to the session's queue; the running session "
         "consumes it between steps. Actions: pause | resume | stop | guide TEXT [--node N] | "
-        "expand N | prune N | budget N.",
+        "expand N | prune N | budget N | criterion " + "|".join(selection.CRITERIA) + " (what ★ and the "
+        "search's improve step follow from now on).",
     )
     p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
     p.add_argument("action", choices=sorted(STEER_ACTIONS))
-    p.add_argument("argument", nargs="*", help="TEXT for guide, N for expand/prune/budget")
+    p.add_argument("argument", nargs="*", help="TEXT for guide, N for expand/prune/budget, a criterion for criterion")
     p.add_argument("--node", type=int, default=None, help="guide: guidance for this node only")
     p.add_argument("--no-interrupt", action="store_true", help="stop: let the running node finish")
     p.add_argument("--by", default="cli", help="who issued the command (recorded)")
@@ -63,11 +66,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = subparsers.add_parser("export", help="write a session's best pipeline, tree, node metrics and events")
     p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
     p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--criterion", choices=("claimed", "validation", "minimax"), default=None,
-                   help="what 'best' means (default: the session's setting)")
+    p.add_argument("--criterion", choices=selection.CRITERIA, default=None,
+                   help="what 'best' means (default: the one ★ follows)")
     p.add_argument("--unblind", action="store_true", help="include test metrics even where the session blinds them")
     add_db_arg(p)
     p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser(
+        "report", help="write a session's summary (Markdown or HTML, with the plot) to hand to a colleague",
+        description="The session summary: the final choice by each criterion with its intervals, whether it "
+        "can be told apart from the runners-up, what each guidance changed, and the labels that apply.")
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p.add_argument("--out", type=Path, default=None,
+                   help="FILE.md or FILE.html (default: Markdown on standard output, without the plot)")
+    p.add_argument("--unblind", action="store_true", help="include test metrics even where the session blinds them")
+    add_db_arg(p)
+    p.set_defaults(func=cmd_report)
 
     p = subparsers.add_parser("delete", help="delete a session and everything recorded for it")
     p.add_argument("session", help="session id (or a unique prefix)")
@@ -194,20 +208,40 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _print_best(state: Any, unblind: bool) -> None:
-    """The best node by each criterion, with the reason; ★ marks the session's own criterion."""
+    """The best node by each criterion, with the reason and how sure; ★ marks the one ★ follows.
+    After the end: the session summary."""
     criterion = views.session_criterion(state)
     choices = views.best_by_criterion(state)
     own = choices[criterion].node_id
     which = "final choice" if views.ended(state) else "so far"
-    print(f"best by {criterion}: node {own if own is not None else '–'}  ·  {which}: "
+    print(f"★ follows {criterion}: node {own if own is not None else '–'}  ·  {which}: "
           + ", ".join(f"{c} → {b.node_id if b.node_id is not None else '–'}" for c, b in choices.items()))
-    for c, b in choices.items():
-        mark = "★" if c == criterion else " "
-        where = "final choice" if b.recorded else "so far"
-        print(f"  {mark} {c} ({where}): {b.reason}")
+    if views.ended(state):
+        print()
+        print("\n".join(summarise(state, unblind=unblind).lines()))
+    else:
+        for c, b in choices.items():
+            mark = "★" if c == criterion else " "
+            print(f"  {mark} {c} (so far): {b.reason}" + (f"; {b.uncertainty}" if b.uncertainty else ""))
     visibility = views.visibility(state, unblind)
     if visibility["test_hidden"]:
         print(f"test metrics: {visibility['note']} (a researcher sees them with --unblind)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    store = _store(args)
+    sid = store.resolve(args.session)
+    state = open_sealed(store, sid, unblind=args.unblind)
+    report = summarise(state, unblind=args.unblind)
+    if args.out is None:
+        print(report.markdown(), end="")
+        return 0
+    out = Path(args.out)
+    if out.suffix.lower() not in (".md", ".html", ".htm"):
+        raise UsageError(f"--out must end in .md or .html, not {out.name!r}")
+    written = write_report(store, state, report, out, unblind=args.unblind)
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    return 0
 
 
 def cmd_steer(args: argparse.Namespace) -> int:
@@ -240,6 +274,10 @@ def cmd_steer(args: argparse.Namespace) -> int:
         payload = {"text": arg, "scope": "node" if args.node is not None else "global", "node_id": args.node}
     elif kind == "stop":
         payload = {"interrupt": not args.no_interrupt}
+    elif kind == "set_criterion":
+        if arg not in selection.CRITERIA:
+            raise UsageError(f"steer criterion: {arg!r} is not one of {', '.join(selection.CRITERIA)}")
+        payload = {"criterion": arg}
     command_id = store.issue_command(sid, kind, payload, by=args.by)
     if state.status not in ("running", "paused", "new"):  # after the write: a failure says one thing
         print(f"befair: note: session {sid} is {state.status}; the command waits until it is resumed",
