@@ -230,6 +230,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with task_progress("SynthDerm", quiet=args.quiet) as generating:
         workspace = resolve_workspace(config, progress=generating)
+    if not args.quiet:
+        _warn_too_few(workspace)
     writer = start_session(store, config, coder=coder, session_id=args.session_id, workspace=workspace)
     progress(_last_event(store, writer.session_id), writer.state)
     for text in args.guidance or []:
@@ -242,6 +244,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         progress.stop_ticker()
     return _exit_code(state)
+
+
+def _warn_too_few(workspace: Any) -> None:
+    """Say before the session starts where the held-out data are too few to judge fairness."""
+    from engine.data.adequacy import warnings, workspace_counts
+
+    for line in warnings(workspace_counts(workspace)):
+        print(f"befair: warning: {line}", file=sys.stderr)
 
 
 def _exit_code(state: SessionState) -> int:

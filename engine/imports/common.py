@@ -90,7 +90,7 @@ def emit_published(writer: SessionWriter, node_id: int | None, scored: ScoredPre
     from engine.imports.predictions import evaluated_payload
 
     if scored is not None and node_id is not None:
-        writer.emit(ev.EVALUATED, evaluated_payload(node_id, scored), ts=clock.at())
+        writer.emit(ev.EVALUATED, evaluated_payload(node_id, scored), ts=clock.at(), predictions=scored.scores)
 
 
 def emit_end(writer: SessionWriter, final: int | None, reason: str, tag: RunTag, clock: Clock,

@@ -27,6 +27,7 @@ class ScoredPredictions:
     sha256: str
     rows: int
     metrics: MetricSet
+    scores: dict[str, float]      # DDI_file -> probability, kept with the evaluation (intervals, comparisons)
 
     def medfair(self, prefix: str = "") -> dict[str, Any]:
         return self.metrics.medfair(prefix=prefix)
@@ -44,7 +45,7 @@ def score_published(predictions: str | Path, metadata: str | Path) -> ScoredPred
     if metrics is None:
         raise DataError(f"cannot score {path}: {reason} [{verdict}]")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return ScoredPredictions(path=path, sha256=digest, rows=len(preds), metrics=metrics)
+    return ScoredPredictions(path=path, sha256=digest, rows=len(preds), metrics=metrics, scores=preds)
 
 
 def evaluated_payload(node_id: int, scored: ScoredPredictions) -> dict[str, Any]:

@@ -14,27 +14,54 @@ from engine.session import views
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
 
+_TONES = ("12", "34", "56")   # skin-tone groups by their DDI names (FST I–II, III–IV, V–VI)
+
+
+def _split_columns(prefix: str) -> list[str]:
+    cols = [f"{prefix}_auc", f"{prefix}_auc_lo", f"{prefix}_auc_hi", f"{prefix}_gap", f"{prefix}_gap_lo",
+            f"{prefix}_gap_hi", f"{prefix}_worst", f"{prefix}_worst_lo", f"{prefix}_worst_hi", f"{prefix}_best"]
+    for tone in _TONES:
+        cols += [f"{prefix}_group_{tone}", f"{prefix}_group_{tone}_lo", f"{prefix}_group_{tone}_hi",
+                 f"{prefix}_n_{tone}", f"{prefix}_malignant_{tone}", f"{prefix}_missed_{tone}"]
+    return cols + [f"{prefix}_n", f"{prefix}_interval", f"{prefix}_verdict"]
+
+
 NODE_CSV_COLUMNS = [
     "node_id", "summary", "best", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
-    "claimed_metric", "val_auc", "val_gap", "val_worst", "val_best", "val_group_0", "val_group_1",
-    "val_group_2", "val_n", "val_verdict", "test_auc", "test_gap", "test_worst", "test_best",
-    "test_group_0", "test_group_1", "test_group_2", "test_n", "test_verdict", "test_blinded",
+    "claimed_metric", *_split_columns("val"), *_split_columns("test"), "test_blinded",
     "reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection",
     "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
     "sandbox", "unsandboxed",  # the session's: how its agent code ran (bwrap | none | imported)
 ]
 
 
+def _bounds(row: dict[str, Any], name: str, ci: Any) -> None:
+    lo, hi = (ci[0], ci[1]) if isinstance(ci, list) and len(ci) == 2 else (None, None)
+    row[f"{name}_lo"], row[f"{name}_hi"] = lo, hi
+
+
+def _split_row(prefix: str, split: dict[str, Any]) -> dict[str, Any]:
+    """A split's columns from the public JSON block (groups keyed 12/34/56)."""
+    row: dict[str, Any] = {f"{prefix}_auc": split.get("auc"), f"{prefix}_gap": split.get("auc_gap"),
+                           f"{prefix}_worst": split.get("worst_auc"), f"{prefix}_best": split.get("best_auc"),
+                           f"{prefix}_n": split.get("n")}
+    _bounds(row, f"{prefix}_auc", split.get("auc_ci"))
+    _bounds(row, f"{prefix}_gap", split.get("auc_gap_ci"))
+    _bounds(row, f"{prefix}_worst", split.get("worst_auc_ci"))
+    for tone in _TONES:
+        row[f"{prefix}_group_{tone}"] = (split.get("group_auc") or {}).get(tone)
+        _bounds(row, f"{prefix}_group_{tone}", (split.get("group_auc_ci") or {}).get(tone))
+        row[f"{prefix}_n_{tone}"] = (split.get("group_n") or {}).get(tone)
+        row[f"{prefix}_malignant_{tone}"] = (split.get("group_positives") or {}).get(tone)
+        row[f"{prefix}_missed_{tone}"] = (split.get("group_missed") or {}).get(tone)
+    row[f"{prefix}_interval"] = split.get("ci_method") or split.get("interval") if split else None
+    return row
+
+
 def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {k: d.get(k) for k in NODE_CSV_COLUMNS if k in d}
-    for prefix, split in (("val", d.get("validation")), ("test", d.get("test"))):
-        split = split or {}
-        row.update({
-            f"{prefix}_auc": split.get("auc"), f"{prefix}_gap": split.get("auc_gap"),
-            f"{prefix}_worst": split.get("worst_auc"), f"{prefix}_best": split.get("best_auc"),
-            f"{prefix}_n": split.get("n"),
-            **{f"{prefix}_{g}": (split.get("group_auc") or {}).get(g) for g in ("group_0", "group_1", "group_2")},
-        })
+    row.update(_split_row("val", d.get("validation") or {}))
+    row.update(_split_row("test", d.get("test") or {}))
     row["val_verdict"] = d.get("validation_verdict")
     row["test_verdict"] = d.get("test_verdict")
     flags = d["audit"]["flags"]

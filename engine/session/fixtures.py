@@ -13,6 +13,8 @@ with those snapshots.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import random
 from statistics import NormalDist
 from typing import Any, Protocol
@@ -28,13 +30,15 @@ class _Writer(Protocol):
     session_id: str
     state: SessionState
 
-    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None) -> ev.Event: ...
+    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None,
+             predictions: dict[str, float] | None = None) -> ev.Event: ...
 
 
 class _Emit(Protocol):
     """A writer's emit."""
 
-    def __call__(self, kind: str, payload: dict[str, Any], *, ts: float | None = None) -> ev.Event: ...
+    def __call__(self, kind: str, payload: dict[str, Any], *, ts: float | None = None,
+                 predictions: dict[str, float] | None = None) -> ev.Event: ...
 
 
 class _Store(Protocol):
@@ -111,37 +115,67 @@ def _code_for(components: dict[str, Any], bug: str | None) -> str:
 _DEMO_SPLITS = {480: ((200, 34), (170, 22), (110, 11)), 656: ((208, 49), (241, 74), (207, 48))}
 
 
-def _metrics(rng: random.Random, base_auc: float, gap: float, n: int, intervals: bool = True) -> dict[str, Any]:
-    """A demo node's summary. With `intervals`: measured for real on predictions drawn for the
-    demo's held-out set (binormal scores per group, separated to hit the node's group AUCs), so
-    the figures and their intervals are what befair would compute for such predictions."""
+def _metrics(rng: random.Random, base_auc: float, gap: float, n: int,
+             intervals: bool = True) -> tuple[dict[str, Any], dict[str, float] | None]:
+    """A demo node's summary and, with `intervals`, its predictions: measured for real on
+    predictions drawn for the demo's held-out set (binormal scores per group, separated to hit the
+    node's group AUCs), so the figures and intervals are what befair computes for such predictions."""
     g0 = round(min(0.99, base_auc + gap * 0.6), 4)
     g2 = round(max(0.5, g0 - gap), 4)
     g1 = round((g0 + g2) / 2 + rng.uniform(-0.01, 0.01), 4)
     aucs = {"group_0": g0, "group_1": g1, "group_2": g2}
     if intervals and n in _DEMO_SPLITS:
-        return _measured(rng, aucs, _DEMO_SPLITS[n])
+        return _measured(rng, aucs, n)
     worst, best = min(aucs.values()), max(aucs.values())
     return {
         "auc": round(base_auc, 4), "worst_auc": worst, "best_auc": best, "auc_gap": round(best - worst, 4),
         "group_auc": aucs, "group_auc_reason": {}, "n": n,
-    }
+    }, None
 
 
-def _measured(rng: random.Random, aucs: dict[str, float], split: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+def demo_labels(n: int) -> Any:
+    """The demo's held-out labels (file, label, group) for a split of n images (480 or 656)."""
+    import pandas as pd
+
+    rows = [(g, int(i < positives)) for g, (size, positives) in zip(("group_0", "group_1", "group_2"),
+                                                                     _DEMO_SPLITS[n], strict=True)
+            for i in range(size)]
+    return pd.DataFrame({"file": [f"img_{n}_{i:04d}.png" for i in range(len(rows))],
+                         "label": [lab for _, lab in rows], "group": [g for g, _ in rows]})
+
+
+def _measured(rng: random.Random, aucs: dict[str, float], n: int) -> tuple[dict[str, Any], dict[str, float]]:
     import numpy as np
 
     from engine.evaluation.metrics import compute_metrics
 
+    labels = demo_labels(n)
     draw = np.random.default_rng(rng.randrange(2**32))
-    labels, scores, groups = [], [], []
-    for (group, target), (n, positives) in zip(aucs.items(), split, strict=True):
+    scores = np.zeros(n)
+    for group, target in aucs.items():
+        idx = (labels["group"] == group).to_numpy()
         shift = 2 ** 0.5 * NormalDist().inv_cdf(min(max(target, 0.5), 0.995))  # AUC = Φ(shift / √2)
-        raw = np.concatenate([draw.normal(shift, 1.0, positives), draw.normal(0.0, 1.0, n - positives)])
-        labels += [1] * positives + [0] * (n - positives)
-        scores += (1 / (1 + np.exp(-(raw - shift / 2)))).tolist()
-        groups += [group] * n
-    return compute_metrics(labels, scores, groups, intervals=True).summary()
+        raw = draw.normal(0.0, 1.0, int(idx.sum())) + shift * labels["label"].to_numpy()[idx]
+        scores[idx] = 1 / (1 + np.exp(-(raw - shift / 2)))
+    summary = compute_metrics(labels["label"].to_numpy(), scores, labels["group"].to_numpy(), intervals=True).summary()
+    return summary, dict(zip(labels["file"], scores.tolist(), strict=True))
+
+
+class _DemoComparer:
+    """The runner's paired comparison (engine.evaluation.paired) on the demo's validation labels."""
+
+    def __init__(self) -> None:
+        from engine.evaluation.paired import Comparer
+
+        self.kept: dict[int, dict[str, float]] = {}
+        self.comparer = Comparer(demo_labels(480), self.kept.get)
+
+    def record(self, emit: _Emit, state: SessionState, ts: float) -> None:
+        from engine.evaluation.paired import changed
+
+        payload = self.comparer.payload(state)
+        if changed(state.comparisons.get("validation"), payload):
+            emit(ev.COMPARED, payload, ts=ts)
 
 
 def _medfair(summary: dict[str, Any]) -> dict[str, Any]:
@@ -186,13 +220,33 @@ def write_demo_session(
 ) -> str:
     """Write a realistic, deterministic recorded session into `store`; returns its id
     (default `demo-<seed>-<n_nodes>`, plus `-live` when not finished). `intervals`: measure
-    each evaluation on drawn predictions, with its intervals (~10 ms a node; benchmarks of very
-    large sessions turn it off)."""
+    each evaluation on drawn predictions, with its intervals and kept predictions (~0.1 s a node,
+    composed once per process and arguments; benchmarks of very large sessions turn it off)."""
     if n_nodes < 1:
         raise ValueError("a demo session needs at least one node")
+    session_id = session_id or f"demo-{seed}-{n_nodes}" + ("" if finished else "-live")
+    recorded = _composed(n_nodes, seed, ts0, finished, intervals)
+    start = recorded.events[0]
+    writer = store.create_session(start.payload["config"], instruction=start.payload["instruction"],
+                                  coder=start.payload["coder"], data=start.payload["data"], session_id=session_id,
+                                  ts=start.ts)
+    for event, predictions in zip(recorded.events[1:], recorded.predictions[1:], strict=True):
+        writer.emit(event.kind, copy.deepcopy(event.payload), ts=event.ts, predictions=predictions)
+    return session_id
+
+
+@functools.lru_cache(maxsize=64)
+def _composed(n_nodes: int, seed: int, ts0: float, finished: bool, intervals: bool) -> _MemoryWriter:
+    """The demo's events, composed once (the session id is given when they are written)."""
+    store = _MemoryStore()
+    _compose(store, n_nodes=n_nodes, seed=seed, ts0=ts0, finished=finished, session_id="demo", intervals=intervals)
+    return store.writers["demo"]
+
+
+def _compose(store: _Store, *, n_nodes: int, seed: int, ts0: float, finished: bool, session_id: str,
+             intervals: bool) -> str:
     rng = random.Random(seed)
     clock = _Clock(ts0)
-    session_id = session_id or f"demo-{seed}-{n_nodes}" + ("" if finished else "-live")
     config = _demo_config(n_nodes, seed)
     writer = store.create_session(
         config,
@@ -205,6 +259,7 @@ def write_demo_session(
     )
     emit = writer.emit
     state = writer.state
+    comparer = _DemoComparer() if intervals else None
     command_id = 0
     guidance_id = 0
 
@@ -274,7 +329,7 @@ def write_demo_session(
             return session_id
 
         _demo_outcome(emit, clock, rng, state, node_id=node_id, n_nodes=n_nodes, bug=bug,
-                      components=components, lines=lines, intervals=intervals)
+                      components=components, lines=lines, intervals=intervals, comparer=comparer)
 
     choice = {}
     reasons = {}
@@ -336,7 +391,7 @@ def _demo_components(state: SessionState, rng: random.Random, parent: int | None
 
 def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: SessionState, *, node_id: int,
                   n_nodes: int, bug: str | None, components: dict[str, Any], lines: list[str],
-                  intervals: bool = True) -> None:
+                  intervals: bool = True, comparer: _DemoComparer | None = None) -> None:
     """A demo node's end: how its run finished, its review, evaluation and audit."""
     step = node_id
     quality = 0.62 + 0.01 * step + rng.uniform(-0.02, 0.02)
@@ -378,14 +433,16 @@ def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: Session
                          "claimed_metric": claimed}, ts=clock(0.2))
         status = "ok"
     if status == "ok":
-        val = _metrics(rng, quality, gap, 480, intervals)
-        test = _metrics(rng, quality - 0.04, gap + 0.02, 656, intervals)
+        val, val_preds = _metrics(rng, quality, gap, 480, intervals)
+        test, test_preds = _metrics(rng, quality - 0.04, gap + 0.02, 656, intervals)
         emit(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
                             "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False},
-             ts=clock(1.5))
+             ts=clock(1.5), predictions=val_preds)
         emit(ev.EVALUATED, {"node_id": node_id, "split": "test", "ok": True, "verdict": "ok",
                             "reason": None, "summary": test, "medfair": _medfair(test), "blinded": False},
-             ts=clock(1.5))
+             ts=clock(1.5), predictions=test_preds)
+        if val_preds is not None and comparer is not None:
+            comparer.kept[node_id] = val_preds
         measured = val["auc"]
     else:
         measured = None
@@ -396,6 +453,8 @@ def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: Session
              "reason": ("the run crashed before printing a metric"
                         if claimed is not None and status != "ok" else None)}
     emit(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}, ts=clock(0.1))
+    if comparer is not None and status == "ok":
+        comparer.record(emit, state, clock(0.05))
     if bug == "KeyError":
         emit(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"},
              ts=clock(0.05))
@@ -440,14 +499,17 @@ class _MemoryWriter:
         self.session_id = session_id
         self.state = new_state(session_id)
         self.events: list[ev.Event] = []
+        self.predictions: list[dict[str, float] | None] = []   # kept with each event (evaluated only)
 
-    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None, **_: Any) -> ev.Event:
+    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None,
+             predictions: dict[str, float] | None = None, **_: Any) -> ev.Event:
         from engine.session.state import apply
 
         event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
                          ts=float(ts if ts is not None else (self.state.last_ts or 0.0)), session_id=self.session_id)
         apply(self.state, event)
         self.events.append(event)
+        self.predictions.append(predictions)
         return event
 
 

@@ -110,6 +110,15 @@ _VIEWS = {
 }
 
 
+# node_overview since 007_predictions: each figure beside its 95 % interval
+_NODE_OVERVIEW_007 = """
+        select session_id, node_id, parent_id, step, stage, status, origin, exec_time, exc_type,
+               claimed_metric, val_auc, val_auc_ci, val_gap, val_gap_ci, val_worst,
+               test_auc, test_auc_ci, test_gap, test_gap_ci, val_verdict, test_verdict, audit_flags,
+               claim_unsupported, pruned, tokens_in, tokens_out, cost
+        from nodes"""
+
+
 def _m003_readable(db: sqlite_utils.Database) -> None:
     """Datasette-ready: views with ISO timestamps and names that say what a number is, and a
     foreign key from a node's parent to its parent node."""
@@ -207,6 +216,14 @@ def _m007_predictions(db: sqlite_utils.Database) -> None:
         split text not null, n integer not null, predictions text not null, created_at float not null,
         primary key (session_id, seq))""")
     db.execute("create index if not exists predictions_node on predictions(session_id, node_id, split)")
+    for column in INTERVAL_COLUMNS:
+        if column not in db.table("nodes").columns_dict:
+            db.execute(f"alter table nodes add column {column} text")
+    db.execute("drop view if exists node_overview")
+    db.execute(f"create view node_overview as {_NODE_OVERVIEW_007}")
+
+
+INTERVAL_COLUMNS = ("val_auc_ci", "val_gap_ci", "test_auc_ci", "test_gap_ci")  # JSON [lo, hi] or null
 
 
 MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),

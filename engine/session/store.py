@@ -335,6 +335,11 @@ class _Transaction:
         return False
 
 
+def _ci(summary: dict[str, Any], key: str) -> str | None:
+    value = summary.get(key)
+    return json.dumps(value) if isinstance(value, list) else None
+
+
 def node_row(session_id: str, node: NodeState) -> dict[str, Any]:
     """The nodes table's projection of a node (what `fold` must reproduce exactly)."""
     val, test = node.validation or {}, node.test or {}
@@ -346,6 +351,8 @@ def node_row(session_id: str, node: NodeState) -> dict[str, Any]:
         "output_tail": node.output_tail, "claimed_metric": node.claimed_metric,
         "val_auc": val.get("auc"), "val_gap": val.get("auc_gap"), "val_worst": val.get("worst_auc"),
         "test_auc": test.get("auc"), "test_gap": test.get("auc_gap"), "test_worst": test.get("worst_auc"),
+        "val_auc_ci": _ci(val, "auc_ci"), "val_gap_ci": _ci(val, "auc_gap_ci"),
+        "test_auc_ci": _ci(test, "auc_ci"), "test_gap_ci": _ci(test, "auc_gap_ci"),
         "val_verdict": node.eval_verdicts.get("validation"), "test_verdict": node.eval_verdicts.get("test"),
         "audit_flags": json.dumps(node.audit_flags, sort_keys=True),
         "claim_unsupported": int(bool((node.claim or {}).get("unsupported"))),

@@ -61,9 +61,15 @@ def test_show_text(db, capsys):
     assert "✗ 2 draft  bug: KeyError" in out and "[!]" in out and "✂ pruned" in out
     assert "debug of 2" in out and "improve of" in out and "⧖" in out
     assert "✎ guidance #1 (global): 'reweight dark skin in the loss'" in out
-    assert "[ST][PG][RW]" in out and "best by validation: node 10" in out
-    assert "● 3 draft  val .663 / .155  test .623 / .175  [≠]" in out  # claimed .9731, measured .663
-    assert "final choice: claimed → 3, validation → 10, minimax → 12" in out
+    assert "[ST][PG][RW]" in out and "★ follows validation: node 12" in out
+    # figures with ± half their 95 % interval; node 3 claimed .9731, measured .762
+    assert "● 3 draft  val .76 ±.06 · gap .11 ±.11  test .63 ±.05 · gap .23 ±.12  [PG][≠]" in out
+    assert "final choice: claimed → 3, validation → 12, minimax → 12, robust → 12" in out
+    # the session summary, once it ended: each choice with its intervals and how sure it is
+    assert "Session summary · fairness-metric" in out and "⚠ simulated agent" in out
+    assert "validation .794 (.731–.853) · gap .116 (.013–.234)" in out
+    assert "AUC: nodes 12, 3, 4, 5, 6, 7 and 11 cannot be told apart on validation" in out
+    assert "an agent's own score has no interval" in out
 
 
 def test_show_json(db, capsys):
@@ -74,7 +80,14 @@ def test_show_json(db, capsys):
     for key in ("stage", "status", "parent_id", "claimed_metric", "validation", "test", "audit"):
         assert key in node
     assert node["validation"]["group_auc"] and set(node["audit"]["flags"]) >= {"reads_skin_tone", "reweighting"}
-    assert data["final_choice"].keys() == {"claimed", "validation", "minimax"}
+    assert data["final_choice"].keys() == {"claimed", "validation", "minimax", "robust"}
+    val = node["validation"]
+    assert set(val["group_auc"]) == {"12", "34", "56"} and val["group_n"] == {"12": 200, "34": 170, "56": 110}
+    assert val["group_positives"] == {"12": 34, "34": 22, "56": 11} and val["ci_level"] == 0.95
+    for key in ("auc_ci", "auc_gap_ci", "worst_auc_ci"):
+        assert val[key][0] <= val[key.removesuffix("_ci")] <= val[key][1]
+    assert "stratified" in val["ci_method"] and val["too_few_to_judge"] == []
+    assert data["best"]["validation"]["uncertainty"].startswith("nodes 12, 3")
     assert data["guidance"][0]["used_by"] == [4]
 
 
@@ -191,7 +204,7 @@ def test_export(db, tmp_path, capsys):
     tree = json.loads((out / "tree.json").read_text())
     assert tree["export"] == {"criterion": "validation", "best_node": best.node_id} and len(tree["nodes"]) == 12
     rows = list(csv.DictReader((out / "nodes.csv").open()))
-    assert len(rows) == 12 and rows[0]["node_id"] == "1" and rows[0]["val_auc"] and rows[0]["test_group_2"]
+    assert len(rows) == 12 and rows[0]["node_id"] == "1" and rows[0]["val_auc"] and rows[0]["test_group_56"] and rows[0]["test_auc_lo"] and rows[0]["val_malignant_56"]
     assert {r["status"] for r in rows} == {"ok", "buggy", "timeout"}
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert [e["seq"] for e in events] == list(range(1, len(store.events("demo-0-12")) + 1))

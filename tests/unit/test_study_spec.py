@@ -43,7 +43,7 @@ def test_the_minimal_spec_is_valid_and_makes_its_grid(tmp_path):
     assert (config.level, config.steps, config.seed, config.coder) == ("fairness-methods", 3, 2, "offline")
     assert (config.study_id, config.repeat_index, config.participant_id) == ("levels-demo", 1, None)
     assert config.extra["synth"] == {"n_train": 300, "n_test": 120, "size": 32}
-    assert config.data == "synth" and config.best == "validation" and config.sandbox == "bwrap"
+    assert config.data == "synth" and config.best == "robust" and config.sandbox == "bwrap"
     assert len(spec.digest) == 64 and spec.digest == _spec(tmp_path, MINIMAL).digest
 
 

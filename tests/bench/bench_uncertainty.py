@@ -1,0 +1,169 @@
+"""What the intervals cost (issue 20):
+
+- the intervals of one node's evaluation (656 DDI-format test images, three skin-tone groups): the
+  first evaluation of a split (its resamples drawn) and every later one (the same resamples, drawn
+  once per split); references: fairlearn's MetricFrame bootstrap of the per-group AUC on the same
+  predictions (200 resamples, scaled to the 2000 used here) and the MEDFAIR metric set without
+  intervals;
+- opening a 1,000-node session (load its events from SQLite, fold them, lay out its tree and
+  choose its best nodes) with the new fields (intervals in every summary, a `compared` event per
+  node, predictions kept) against the same database without them, in the same run.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+N_NODES = 1000
+
+
+def _ddi_like(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    labels, scores, groups = [], [], []
+    for (n, positives), group, shift in zip(((208, 49), (241, 74), (207, 48)), ("group_0", "group_1", "group_2"),
+                                            (1.0, 0.8, 0.4), strict=True):
+        raw = np.concatenate([rng.normal(shift, 1, positives), rng.normal(0, 1, n - positives)])
+        labels += [1] * positives + [0] * (n - positives)
+        scores += list(1 / (1 + np.exp(-raw)))
+        groups += [group] * n
+    return np.array(labels), np.array(scores), np.array(groups, dtype=object)
+
+
+def _median_ms(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def _interval_rows() -> list[dict[str, Any]]:
+    from fairlearn.metrics import MetricFrame
+    from sklearn.metrics import roc_auc_score
+
+    from engine.evaluation.metrics import compute_metrics
+    from engine.evaluation.uncertainty import N_RESAMPLES, Strata, interval_fields, shared_counts
+
+    y, s, g = _ddi_like()
+    point = compute_metrics(y, s, g).summary()
+    strata = Strata.of(y, g, ("group_0", "group_1", "group_2"))
+    first = _median_ms(lambda: interval_fields(s, strata, point, counts=strata.counts()), 7)
+    shared_counts(strata)
+    later = _median_ms(lambda: interval_fields(s, strata, point), 15)
+    metric_set = _median_ms(lambda: compute_metrics(y, s, g), 7)
+    boots = 200
+
+    def fairlearn() -> None:
+        MetricFrame(metrics=roc_auc_score, y_true=y, y_pred=s, sensitive_features=g, n_boot=boots,
+                    ci_quantiles=[0.025, 0.975], random_state=0)
+
+    fl = _median_ms(fairlearn, 3) * N_RESAMPLES / boots
+    return [
+        {"name": "intervals of one node: 656 test images, 3 groups, first evaluation of a split", "value": first,
+         "unit": "ms", "reference": f"fairlearn MetricFrame(n_boot) per-group AUC, scaled to {N_RESAMPLES}",
+         "ratio": fl / first, "note": f"target < 50 ms; {N_RESAMPLES} stratified resamples drawn and used; "
+                                    f"fairlearn (unstratified, {boots} resamples measured) ~{fl:,.0f} ms"},
+        {"name": "intervals of one node: 656 test images, 3 groups, later evaluations (resamples kept)",
+         "value": later, "unit": "ms", "reference": "MEDFAIR metric set without intervals",
+         "ratio": later / metric_set, "note": f"the metric set itself: {metric_set:.1f} ms"},
+    ]
+
+
+def _with_new_fields(events: list[Any]) -> tuple[list[Any], dict[int, dict[str, float]]]:
+    """The same session as recorded with the new fields: intervals in every summary (a real
+    computation's fields, so the payloads have their real size), a compared event after each
+    node's evaluations, predictions kept for each evaluation."""
+    from engine.evaluation.metrics import compute_metrics
+    from engine.session import events as ev
+    from engine.session.fixtures import demo_labels
+
+    labels = demo_labels(656)
+    rng = np.random.default_rng(0)
+    scores = rng.random(len(labels))
+    template = compute_metrics(labels["label"].to_numpy(), scores, labels["group"].to_numpy(), intervals=True)
+    fields = {k: v for k, v in template.summary().items()
+              if k not in ("auc", "worst_auc", "best_auc", "auc_gap", "group_auc", "group_auc_reason", "n")}
+    predictions = dict(zip(labels["file"], scores.tolist(), strict=True))
+    out, kept = [], {}
+    for e in events:
+        if e.kind == ev.EVALUATED and e.payload.get("ok"):
+            payload = copy.deepcopy(e.payload)
+            payload["summary"].update(copy.deepcopy(fields))
+            payload["predictions_kept"] = True
+            out.append((e.kind, payload, e.ts, predictions))
+            if payload.get("split") == "test":
+                node = int(payload["node_id"])
+                kept[node] = predictions
+                out.append((ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
+                    c: {"leader": node, "statistic": "auc", "ties": [max(1, node - 1)],
+                        "differences": [{"node_id": max(1, node - 1), "ci": [-0.01, 0.02]}]}
+                    for c in ("validation", "minimax", "robust")}}, e.ts, None))
+        else:
+            out.append((e.kind, e.payload, e.ts, None))
+    return out, kept
+
+
+def _write(path: Path, items: list[Any]) -> str:
+    from engine.session.store import SessionStore
+
+    store = SessionStore(path)
+    kind, first, ts, _ = items[0]
+    writer = store.create_session(first["config"], instruction=first["instruction"], coder=first["coder"],
+                                  data=first["data"], session_id="big", ts=ts)
+    with writer.batch():
+        for kind, payload, ts, predictions in items[1:]:
+            writer.emit(kind, payload, ts=ts, predictions=predictions)
+    store.close()
+    return "big"
+
+
+def _open_ms(path: Path, sid: str) -> float:
+    from engine.session import views
+    from engine.session.state import memoised
+    from engine.session.store import SessionStore
+
+    def open_session() -> None:
+        store = SessionStore(path)
+        state = store.state(sid)
+        with memoised(state):
+            views.tree_lines(state)
+            views.best_by_criterion(state)
+        store.close()
+
+    open_session()
+    return _median_ms(open_session, 5)
+
+
+def _open_rows() -> list[dict[str, Any]]:
+    from engine.session.fixtures import demo_events
+
+    events = demo_events(n_nodes=N_NODES, seed=2, intervals=False)
+    plain = [(e.kind, e.payload, e.ts, None) for e in events]
+    rich, _ = _with_new_fields(events)
+    with tempfile.TemporaryDirectory(prefix="befair-bench-open-") as tmp:
+        before, after = Path(tmp) / "before.db", Path(tmp) / "after.db"
+        _write(before, plain)
+        _write(after, rich)
+        sizes = before.stat().st_size, after.stat().st_size
+        # alternate, so that a busy moment of the machine does not favour one side
+        a, b = [], []
+        for _ in range(3):
+            a.append(_open_ms(before, "big"))
+            b.append(_open_ms(after, "big"))
+    without, with_fields = statistics.median(a), statistics.median(b)
+    return [{"name": f"open a {N_NODES:,}-node session (load + fold + tree + best) with the interval fields",
+             "value": with_fields, "unit": "ms", "reference": "the same session without the new fields",
+             "ratio": with_fields / without,
+             "note": f"target ratio <= 1.1; without: {without:.0f} ms; {len(rich):,} vs {len(plain):,} events; "
+                     f"database {sizes[1] / 1e6:.1f} MB (predictions kept) vs {sizes[0] / 1e6:.1f} MB"}]
+
+
+def run() -> list[dict[str, Any]]:
+    return _interval_rows() + _open_rows()

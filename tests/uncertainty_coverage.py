@@ -1,0 +1,206 @@
+"""Do the 95 % intervals cover the truth? SynthDerm has one: fresh images from the same generator.
+
+    python -m tests.uncertainty_coverage [--steps 8] [--draws 40] [--out FILE.json]
+
+1. A small session (300 training / 120 test images at 32 px, the offline coder, the real runner
+   and sandbox) gives real nodes, each a trained pipeline with its `predict()`.
+2. Truth: each node's predict() on a large fresh set from the generator with other seeds (test
+   format: DDI's composition; training format: the validation population, every row of known
+   skin tone, malignant = three_partition_label "malignant").
+3. Draws: disjoint fresh sets of the session's own size and composition (the test split's and the
+   validation split's (group x label) counts), from another fresh pool. Each draw's intervals
+   (engine.evaluation.uncertainty, as every evaluation computes them) either cover the node's
+   true figure or not.
+
+`coverage(...)` returns one row per figure (AUC, each group's AUC, worst-group AUC, gap; per
+split), with the pairs counted, the share covered, and the median interval width. The slow test
+tests/unit/test_uncertainty_coverage.py asserts on it; this module's main prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TRAIN, TEST, SIZE = 300, 120, 32
+TRUTH_SEED, DRAW_SEED = 9001, 9002
+FIGURES = ("auc", "worst_auc", "auc_gap", "group_0", "group_1", "group_2")
+CI_KEY = {"auc": "auc_ci", "worst_auc": "worst_auc_ci", "auc_gap": "auc_gap_ci"}
+
+
+@dataclass
+class Tally:
+    covered: int = 0
+    pairs: int = 0
+    widths: list[float] = field(default_factory=list)
+    tiny_truth: int = 0        # gap only: pairs whose true gap is under .03
+
+    def add(self, truth: float, ci: list[float] | None) -> None:
+        if ci is None:
+            return
+        self.pairs += 1
+        self.covered += int(ci[0] <= truth <= ci[1])
+        self.widths.append(ci[1] - ci[0])
+
+    def row(self, split: str, figure: str) -> dict[str, Any]:
+        return {"split": split, "figure": figure, "pairs": self.pairs,
+                "coverage": round(self.covered / self.pairs, 4) if self.pairs else None,
+                "median_width": round(statistics.median(self.widths), 4) if self.widths else None}
+
+
+def session_nodes(root: Path, steps: int) -> tuple[list[Path], Any]:
+    """Run a small offline session; returns the working nodes' folders and the workspace."""
+    from engine.agent.offline import OfflineCoder
+    from engine.agent.runner import run, start_session
+    from engine.config import SessionConfig
+    from engine.data.workspace import synth_workspace
+    from engine.session.store import SessionStore
+
+    ws = synth_workspace(seed=0, n_train=TRAIN, n_test=TEST, size=SIZE, root=root / "data")
+    store = SessionStore(root / "coverage.db")
+    config = SessionConfig(level="fairness-metric", steps=steps, seed=0, failure_rate=0.0, data=str(ws.root),
+                           step_timeout=300, num_drafts=min(5, steps))
+    coder = OfflineCoder(failure_rate=0.0, seed=0, device="cpu", step_timeout=300)
+    writer = start_session(store, config, workspace=ws, coder=coder)
+    state = run(store, writer.session_id, coder=coder, workspace=ws, writer=writer)
+    store.close()
+    nodes = [Path(n.workdir) for n in state.nodes.values()
+             if n.status == "ok" and n.validation and n.workdir and (Path(n.workdir) / "solution.py").is_file()]
+    return nodes, ws
+
+
+def test_format_pool(root: Path, seed: int, n: int) -> tuple[Path, pd.DataFrame]:
+    """A fresh DDI-format set: its images folder and labels (file, label, group)."""
+    from engine.data.synth import generate
+    from engine.evaluation.harness import load_labels
+
+    paths = generate(root, seed=seed, n_train=21, n_test=n, size=SIZE)
+    return paths.test_images, load_labels(paths.test_csv)
+
+
+def train_format_pool(root: Path, seed: int, n: int) -> tuple[Path, pd.DataFrame]:
+    """A fresh Fitzpatrick17k-format set as a validation population: rows of known skin tone."""
+    from engine.data.synth import generate
+    from engine.task import fitzpatrick_to_group
+
+    paths = generate(root, seed=seed, n_train=n, n_test=18, size=SIZE)
+    rows = pd.read_csv(paths.train_csv)
+    rows = rows[rows["fitzpatrick_scale"].isin([1, 2, 3, 4, 5, 6])]
+    labels = pd.DataFrame({"file": rows["md5hash"] + ".jpg",
+                           "label": (rows["three_partition_label"] == "malignant").astype(int),
+                           "group": [fitzpatrick_to_group(s) for s in rows["fitzpatrick_scale"]]})
+    known = root / "known-skin-tone"   # the validation population: only rows of known skin tone
+    known.mkdir()
+    for name in labels["file"]:
+        os.link(paths.train_images / name, known / name)
+    return known, labels.reset_index(drop=True)
+
+
+def draws(labels: pd.DataFrame, composition: dict[tuple[str, int], int], seed: int = 0) -> list[np.ndarray]:
+    """Disjoint index sets of `labels`, each with `composition` images per (group, label) cell."""
+    rng = np.random.default_rng(seed)
+    cells = {key: rng.permutation(np.flatnonzero((labels["group"] == key[0]) & (labels["label"] == key[1])))
+             for key in composition}
+    n = min(len(cells[key]) // k for key, k in composition.items() if k)
+    return [np.concatenate([cells[key][i * k:(i + 1) * k] for key, k in composition.items()]) for i in range(n)]
+
+
+def composition(labels: pd.DataFrame) -> dict[tuple[str, int], int]:
+    return {(str(g), int(y)): int(n) for (g, y), n in labels.groupby(["group", "label"]).size().items()}
+
+
+def predictions(node: Path, images: Path, labels: pd.DataFrame) -> np.ndarray:
+    """The node's predict() on the images (sandboxed, as the harness runs it), in labels' order."""
+    from engine.evaluation.harness import evaluate
+    from engine.execution.sandbox import Sandbox
+
+    outcome = evaluate(node, node / "solution.py", images, labels, timeout=1200, sandbox=Sandbox.create("auto"))
+    if not outcome.ok:
+        raise RuntimeError(f"{node}: {outcome.verdict} {outcome.reason}")
+    return np.array([outcome.predictions[f] for f in labels["file"]], dtype=float)
+
+
+def _figures(summary: dict[str, Any]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {k: summary.get(k) for k in ("auc", "worst_auc", "auc_gap")}
+    out.update(dict(summary.get("group_auc") or {}))
+    return out
+
+
+def _interval(summary: dict[str, Any], figure: str) -> list[float] | None:
+    ci = summary.get(CI_KEY[figure]) if figure in CI_KEY else (summary.get("group_auc_ci") or {}).get(figure)
+    return list(ci) if ci is not None else None
+
+
+def tally(scores: np.ndarray, labels: pd.DataFrame, truth: dict[str, float | None],
+          index_sets: Iterable[np.ndarray], tallies: dict[str, Tally]) -> None:
+    from engine.evaluation.metrics import compute_metrics
+
+    for idx in index_sets:
+        part = labels.iloc[idx]
+        summary = compute_metrics(part["label"].to_numpy(), scores[idx], part["group"].to_numpy(),
+                                  intervals=True).summary()
+        for figure in FIGURES:
+            if truth.get(figure) is None:
+                continue
+            tallies[figure].add(float(truth[figure]), _interval(summary, figure))  # type: ignore[arg-type]
+            if figure == "auc_gap" and float(truth[figure]) < 0.03:  # type: ignore[arg-type]
+                tallies[figure].tiny_truth += 1
+
+
+def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 4000) -> dict[str, Any]:
+    from engine.evaluation.harness import load_labels
+    from engine.evaluation.metrics import compute_metrics
+
+    nodes, ws = session_nodes(root / "session", steps)
+    rows: list[dict[str, Any]] = []
+    per_node: list[dict[str, Any]] = []
+    splits = {
+        "test": (test_format_pool, composition(load_labels(ws.test_labels))),
+        "validation": (train_format_pool, composition(load_labels(ws.validation_labels))),
+    }
+    for split, (pool, cells) in splits.items():
+        truth_images, truth_labels = pool(root / f"{split}-truth", TRUTH_SEED, truth_n)
+        size = sum(cells.values())
+        draw_images, draw_labels = pool(root / f"{split}-draws", DRAW_SEED, int(size * n_draws * 1.15) + 50)
+        index_sets = draws(draw_labels, cells)[:n_draws]
+        tallies = {f: Tally() for f in FIGURES}
+        for node in nodes:
+            truth_scores = predictions(node, truth_images, truth_labels)
+            truth = _figures(compute_metrics(truth_labels["label"].to_numpy(), truth_scores,
+                                             truth_labels["group"].to_numpy()).summary())
+            per_node.append({"split": split, "node": node.name, **{k: v for k, v in truth.items()}})
+            tally(predictions(node, draw_images, draw_labels), draw_labels, truth, index_sets, tallies)
+        rows += [{**t.row(split, f), **({"tiny_true_gap_pairs": t.tiny_truth} if f == "auc_gap" else {})}
+                 for f, t in tallies.items()]
+    return {"nodes": len(nodes), "draws_per_node": n_draws, "truth_images": truth_n, "rows": rows,
+            "truth": per_node}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--draws", type=int, default=40)
+    p.add_argument("--truth", type=int, default=4000)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="befair-coverage-") as tmp:
+        result = coverage(Path(tmp), steps=args.steps, n_draws=args.draws, truth_n=args.truth)
+    for row in result["rows"]:
+        print(f"{row['split']:<10} {row['figure']:<10} pairs {row['pairs']:>4}  coverage {row['coverage']}  "
+              f"median width {row['median_width']}" + (f"  (true gap < .03: {row['tiny_true_gap_pairs']} pairs)"
+                                                        if "tiny_true_gap_pairs" in row else ""))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
