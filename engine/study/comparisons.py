@@ -1,0 +1,123 @@
+"""Can two instruction levels (or two agents) be told apart? Tests between groups of runs.
+
+A study's runs differ for two reasons: the images the final pipeline was scored on (each run's
+own 95 % interval, engine.evaluation.uncertainty) and the run itself (another search, another
+training). The second is what a level changes, so levels and agents are compared over runs:
+
+- the difference of the two groups' mean (test AUC, or skin-tone AUC gap) with a 95 % bootstrap
+  interval: runs resampled with replacement within each group, `RESAMPLES` times, a fixed seed,
+  percentile interval;
+- a two-sided permutation test of that difference (every relabelling when there are few, else
+  `RESAMPLES` random ones): the share of relabellings with a difference at least as large.
+
+Two groups "cannot be told apart" when the interval contains 0. With 5–7 runs a level, as in the
+published study, only large differences can be told apart: the report says so rather than rank.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+RESAMPLES = 10_000
+SEED = 20_261_124
+METHOD = (f"difference of means over runs; 95 % bootstrap interval (runs resampled within each group, "
+          f"{RESAMPLES} resamples, percentile) and a two-sided permutation test")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Group a minus group b on one figure."""
+
+    figure: str            # "test AUC" | "skin-tone AUC gap"
+    within: str            # what is held fixed: an agent (levels compared) or a level (agents compared)
+    a: str
+    b: str
+    n_a: int
+    n_b: int
+    difference: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+
+    @property
+    def told_apart(self) -> bool | None:
+        if self.ci is None:
+            return None
+        return not self.ci[0] <= 0.0 <= self.ci[1]
+
+    def sentence(self) -> str:
+        head = f"{self.within}: {self.a} vs {self.b}, {self.figure}"
+        if self.difference is None or self.ci is None:
+            return f"{head}: not enough runs to compare (n = {self.n_a}, {self.n_b})"
+        verdict = "told apart" if self.told_apart else "cannot be told apart"
+        p = f", p = {self.p_value:.2f}" if self.p_value is not None else ""
+        return (f"{head}: difference {_signed(self.difference)} (95 % {_signed(self.ci[0])} to "
+                f"{_signed(self.ci[1])}{p}, n = {self.n_a} vs {self.n_b}): {verdict}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "told_apart": self.told_apart, "sentence": self.sentence()}
+
+
+def _signed(x: float) -> str:
+    text = f"{x:+.3f}"
+    return text.replace("+0.", "+.").replace("-0.", "-.")
+
+
+def compare(a: Sequence[float], b: Sequence[float], *, figure: str, within: str, names: tuple[str, str],
+            seed: int = SEED) -> Comparison:
+    """Group a minus group b: mean difference, bootstrap interval, permutation p-value."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+
+    def result(difference: float | None, ci: tuple[float, float] | None, p: float | None) -> Comparison:
+        return Comparison(figure=figure, within=within, a=names[0], b=names[1], n_a=int(xa.size),
+                          n_b=int(xb.size), difference=difference, ci=ci, p_value=p)
+
+    if xa.size < 2 or xb.size < 2:
+        return result(None, None, None)
+    rng = np.random.default_rng(seed)
+    diff = float(xa.mean() - xb.mean())
+    boot = (xa[rng.integers(0, xa.size, (RESAMPLES, xa.size))].mean(axis=1)
+            - xb[rng.integers(0, xb.size, (RESAMPLES, xb.size))].mean(axis=1))
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return result(diff, (float(lo), float(hi)), permutation_p(xa, xb, rng))
+
+
+def permutation_p(xa: np.ndarray, xb: np.ndarray, rng: np.random.Generator) -> float:
+    pooled, n_a = np.concatenate([xa, xb]), xa.size
+    observed = abs(xa.mean() - xb.mean())
+    if math.comb(pooled.size, n_a) <= RESAMPLES:
+        splits = [list(c) for c in itertools.combinations(range(pooled.size), n_a)]
+        mask = np.zeros((len(splits), pooled.size), dtype=bool)
+        for i, chosen in enumerate(splits):
+            mask[i, chosen] = True
+    else:
+        order = np.argsort(rng.random((RESAMPLES, pooled.size)), axis=1)
+        mask = np.zeros((RESAMPLES, pooled.size), dtype=bool)
+        np.put_along_axis(mask, order[:, :n_a], True, axis=1)
+    sums = mask @ pooled
+    diffs = np.abs(sums / n_a - (pooled.sum() - sums) / (pooled.size - n_a))
+    return float(np.mean(diffs >= observed - 1e-12))
+
+
+def between_groups(values: Mapping[tuple[str, str], Sequence[float]], *, figure: str,
+                   level_order: Sequence[str] = ()) -> list[Comparison]:
+    """values: (agent, level) -> one value per run. Every pair of levels within each agent, and
+    every pair of agents within each level."""
+    agents = list(dict.fromkeys(a for a, _ in values))
+    rank = {lv: i for i, lv in enumerate(level_order)}
+    levels = sorted({lv for _, lv in values}, key=lambda lv: (rank.get(lv, len(rank)), lv))
+    out = []
+    for agent in agents:
+        mine = [lv for lv in levels if (agent, lv) in values]
+        for la, lb in itertools.combinations(mine, 2):
+            out.append(compare(values[(agent, la)], values[(agent, lb)], figure=figure, within=agent,
+                               names=(la, lb)))
+    for level in levels:
+        for aa, ab in itertools.combinations([a for a in agents if (a, level) in values], 2):
+            out.append(compare(values[(aa, level)], values[(ab, level)], figure=figure, within=level,
+                               names=(aa, ab)))
+    return out
