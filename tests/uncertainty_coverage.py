@@ -156,33 +156,62 @@ def tally(scores: np.ndarray, labels: pd.DataFrame, truth: dict[str, float | Non
                 tallies[figure].tiny_truth += 1
 
 
+def _default_compositions() -> dict[str, dict[tuple[str, int], int]]:
+    """The product's default SynthDerm (2,000 training / 656 test images): its splits' cells."""
+    from engine.data.adequacy import synth_counts
+
+    out = {}
+    for split, groups in synth_counts(2000, 656).items():
+        out[split] = {cell: k for group, (n, malignant) in groups.items()
+                      for cell, k in (((group, 1), malignant), ((group, 0), n - malignant))}
+    return out
+
+
 def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 4000) -> dict[str, Any]:
+    """Coverage at two sizes: the product's default SynthDerm splits (656 test images; a 386-image
+    validation split) and the small session's own (120 test; 58 validation)."""
     from engine.evaluation.harness import load_labels
     from engine.evaluation.metrics import compute_metrics
 
     nodes, ws = session_nodes(root / "session", steps)
+    own = {"test": composition(load_labels(ws.test_labels)),
+           "validation": composition(load_labels(ws.validation_labels))}
+    default = _default_compositions()
+    pools = {"test": test_format_pool, "validation": train_format_pool}
     rows: list[dict[str, Any]] = []
     per_node: list[dict[str, Any]] = []
-    splits = {
-        "test": (test_format_pool, composition(load_labels(ws.test_labels))),
-        "validation": (train_format_pool, composition(load_labels(ws.validation_labels))),
-    }
-    for split, (pool, cells) in splits.items():
+    for split, pool in pools.items():
+        sizes = {"default": default[split], "small": own[split]}
         truth_images, truth_labels = pool(root / f"{split}-truth", TRUTH_SEED, truth_n)
-        size = sum(cells.values())
-        draw_images, draw_labels = pool(root / f"{split}-draws", DRAW_SEED, int(size * n_draws * 1.15) + 50)
-        index_sets = draws(draw_labels, cells)[:n_draws]
-        tallies = {f: Tally() for f in FIGURES}
+        # test format: the pool has the draws' composition; training format: a 2,000-image set's
+        # validation split is a fifth of it, so n_draws such splits need n_draws x 400 rows (+15 %)
+        need = int(1.05 * n_draws * 656) if split == "test" else int(1.15 * n_draws * 400)
+        draw_images, draw_labels = pool(root / f"{split}-draws", DRAW_SEED, need)
+        index_sets = {name: draws(draw_labels, cells)[:n_draws] for name, cells in sizes.items()}
+        tallies = {(name, f): Tally() for name in sizes for f in FIGURES}
         for node in nodes:
             truth_scores = predictions(node, truth_images, truth_labels)
             truth = _figures(compute_metrics(truth_labels["label"].to_numpy(), truth_scores,
                                              truth_labels["group"].to_numpy()).summary())
-            per_node.append({"split": split, "node": node.name, **{k: v for k, v in truth.items()}})
-            tally(predictions(node, draw_images, draw_labels), draw_labels, truth, index_sets, tallies)
-        rows += [{**t.row(split, f), **({"tiny_true_gap_pairs": t.tiny_truth} if f == "auc_gap" else {})}
-                 for f, t in tallies.items()]
+            per_node.append({"split": split, "node": node.name, **truth})
+            scores = predictions(node, draw_images, draw_labels)
+            for name in sizes:
+                tally(scores, draw_labels, truth, index_sets[name], {f: tallies[(name, f)] for f in FIGURES})
+        for (name, f), t in tallies.items():
+            cells = sizes[name]
+            row = {**t.row(split, f), "size": name, "images": sum(cells.values()),
+                   "malignant": _malignant(cells, f)}
+            if f == "auc_gap":
+                row["tiny_true_gap_pairs"] = t.tiny_truth
+            rows.append(row)
     return {"nodes": len(nodes), "draws_per_node": n_draws, "truth_images": truth_n, "rows": rows,
             "truth": per_node}
+
+
+def _malignant(cells: dict[tuple[str, int], int], figure: str) -> int:
+    if figure.startswith("group_"):
+        return cells.get((figure, 1), 0)
+    return sum(k for (g, y), k in cells.items() if y == 1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -195,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="befair-coverage-") as tmp:
         result = coverage(Path(tmp), steps=args.steps, n_draws=args.draws, truth_n=args.truth)
     for row in result["rows"]:
-        print(f"{row['split']:<10} {row['figure']:<10} pairs {row['pairs']:>4}  coverage {row['coverage']}  "
+        print(f"{row['split']:<10} {row['size']:<7} {row['images']:>4} images {row['figure']:<10} "
+              f"malignant {row['malignant']:>3}  pairs {row['pairs']:>4}  coverage {row['coverage']}  "
               f"median width {row['median_width']}" + (f"  (true gap < .03: {row['tiny_true_gap_pairs']} pairs)"
                                                         if "tiny_true_gap_pairs" in row else ""))
     if args.out:

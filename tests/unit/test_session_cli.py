@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import BefairError
+from engine.errors import BefairError, UsageError
 from befair_tui.cli import build_parser
 from engine.session import events as ev
 from engine.session.fixtures import write_demo_session
@@ -134,6 +134,7 @@ def test_unknown_session_and_missing_db(db, tmp_path):
     (["expand", "5"], "expand", {"node_id": 5}),
     (["prune", "2"], "prune", {"node_id": 2}),
     (["budget", "30"], "set_budget", {"steps": 30}),
+    (["criterion", "robust"], "set_criterion", {"criterion": "robust"}),
 ])
 def test_steer_writes_commands(db, capsys, argv, kind, payload):
     assert run("steer", "demo-2", argv[0], *argv[1:], "--db", str(db)) == 0
@@ -211,6 +212,27 @@ def test_export(db, tmp_path, capsys):
     assert run("export", "demo-0", "--out", str(tmp_path / "e2"), "--criterion", "claimed", "--db", str(db)) == 0
     claimed = best_node(state, "claimed")
     assert (tmp_path / "e2" / "solution.py").read_text().endswith(claimed.code)
+
+
+def test_steer_refuses_an_unknown_criterion(db):
+    with pytest.raises(UsageError, match="not one of claimed, validation, minimax, robust"):
+        run("steer", "demo-2", "criterion", "vibes", "--db", str(db))
+
+
+def test_report_markdown_and_html(db, tmp_path, capsys):
+    assert run("report", "demo-0", "--db", str(db)) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("# befair session demo-0-12") and "| 12 ★ |" in md
+    assert "cannot be told apart on validation" in md and "⚠ simulated agent" in md
+    assert "What each guidance changed" in md and "“reweight dark skin in the loss”" in md
+    assert run("report", "demo-0", "--out", str(tmp_path / "r.md"), "--db", str(db)) == 0
+    assert (tmp_path / "r.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    assert "![Test AUC against the skin-tone AUC gap](r.svg)" in (tmp_path / "r.md").read_text()
+    assert run("report", "demo-0", "--out", str(tmp_path / "r.html"), "--db", str(db)) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert page.startswith("<!doctype html>") and "<svg" in page and "node 12" in page
+    with pytest.raises(UsageError, match=r"\.md or \.html"):
+        run("report", "demo-0", "--out", str(tmp_path / "r.txt"), "--db", str(db))
 
 
 def test_export_without_a_successful_node(tmp_path, capsys):
