@@ -37,3 +37,11 @@ def test_levels_within_agents_and_agents_within_levels():
               ("MLZero", "base"): [0.55, 0.57, 0.56]}
     pairs = [(c.within, c.a, c.b) for c in between_groups(values, figure="AUC", level_order=["base", "fairness-hint"])]
     assert pairs == [("AIDE", "base", "fairness-hint"), ("base", "AIDE", "MLZero")]
+
+
+def test_welch_interval_matches_scipy():
+    from engine.study.comparisons import welch_interval
+
+    xa, xb = np.array([0.61, 0.58, 0.66, 0.59, 0.63, 0.6]), np.array([0.55, 0.57, 0.52, 0.60, 0.54])
+    ci = stats.ttest_ind(xa, xb, equal_var=False).confidence_interval(0.95)
+    assert welch_interval(xa, xb) == pytest.approx((ci.low, ci.high), abs=1e-12)
