@@ -232,7 +232,8 @@ def _print_headline(report: Any, *, so_far: bool = True) -> None:
     print(f"aggregate{' so far' if so_far else ''} (test set, final choice by {report.criterion}; "
           "mean ± std [95 % interval]):")
     for h in rows:
-        print(f"  {h['model']} · {h['prompt']:<18} n={h['n']:<3} AUC {_stat(h, OVERALL_AUC)}   gap {_stat(h, AUC_GAP)}")
+        level = report.level_name(h["prompt"])
+        print(f"  {h['model']} · {level:<18} n={h['n']:<3} AUC {_stat(h, OVERALL_AUC)}   gap {_stat(h, AUC_GAP)}")
     if report.synthetic:
         print("  generated data (SynthDerm): not comparable to published DDI numbers")
 
@@ -266,7 +267,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"study {report.study}: {c['finished']} of {sum(c.values())} sessions finished; "
           f"{len(report.excluded)} left out of the statistics")
     for e in report.excluded:
-        print(f"  left out: cell {e['cell']} ({e['model']} · {e['prompt']} r{e['repeat']}): {e['reason']}")
+        print(f"  left out: cell {e['cell']} ({e['model']} · {report.level_name(e['prompt'])} r{e['repeat']}): "
+              f"{e['reason']}")
     _print_headline(report, so_far=False)
     for what, path in (("table", args.csv), ("figure", args.figure)):
         if path:
@@ -295,8 +297,10 @@ def draw_study_figure(store: Any, report: Any, path: Path, *, published_agents: 
     from engine.study.figure import draw_figure, reference_points, study_points
 
     refs = study_references(store, report, published_agents=published_agents)
-    note = f"final choice by {report.criterion}; n per point: " + ", ".join(f"{k} {v}" for k, v in report.n.items())
-    return draw_figure(path, study_points(report.table), reference_points(refs),
+    named = {f"{m} · {report.level_name(p)}": v for (m, _, p), v in
+             ((k.partition(" · "), v) for k, v in report.n.items())}
+    note = f"final choice by {report.criterion}; n per point: " + ", ".join(f"{k} {v}" for k, v in named.items())
+    return draw_figure(path, study_points(report.table, report.level_names), reference_points(refs),
                        title=f"study {report.study}: quality vs fairness (test set)", synthetic=report.synthetic,
                        note=note)
 

@@ -19,6 +19,7 @@ from engine.study.aggregate import AUC_GAP, MEAN, MODEL, OVERALL_AUC, PROMPT, ST
 
 SYNTH_CAVEAT = "generated data (SynthDerm): not comparable to published DDI numbers"
 FORMATS = (".png", ".svg", ".pdf")
+FOOTER_PT = 7.5
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 AGENT_COLOURS = ("#2B6CB0", "#C05621", "#6B46C1", "#2C7A7B", "#B83280", "#744210")
 # kind -> (colour, marker): baselines trained here, the study's expert pipelines, its agents, the dermatologists
@@ -40,8 +41,10 @@ class Point:
     source: str = ""       # where a reference row comes from
 
 
-def study_points(table: Sequence[Mapping[str, Any]]) -> list[Point]:
-    """Agent × level points from an aggregated table (rows without a mean AUC and gap are skipped)."""
+def study_points(table: Sequence[Mapping[str, Any]], level_names: Mapping[str, str] | None = None) -> list[Point]:
+    """Agent × level points from an aggregated table (rows without a mean AUC and gap are skipped);
+    `level_names`: how to name a table's prompt label on the figure (an imported study's)."""
+    names = level_names or {}
     stats: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for row in table:
         stats.setdefault((str(row[MODEL]), str(row[PROMPT])), {})[str(row["statistic"])] = row
@@ -50,9 +53,10 @@ def study_points(table: Sequence[Mapping[str, Any]]) -> list[Point]:
         mean, std = by_stat.get(MEAN, {}), by_stat.get(STD, {})
         if mean.get(OVERALL_AUC) is None or mean.get(AUC_GAP) is None:
             continue
-        points.append(Point(label=prompt, auc=float(mean[OVERALL_AUC]), gap=float(mean[AUC_GAP]),
+        shown = names.get(prompt, prompt)
+        points.append(Point(label=shown, auc=float(mean[OVERALL_AUC]), gap=float(mean[AUC_GAP]),
                             auc_std=_opt(std.get(OVERALL_AUC)), gap_std=_opt(std.get(AUC_GAP)),
-                            group=model, level=prompt))
+                            group=model, level=shown))
     return points
 
 
@@ -96,13 +100,23 @@ def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[
         footer = "error bars: ± one sample std over sessions" + (f"; {note}" if note else "")
         if synthetic:
             footer = f"{SYNTH_CAVEAT}\n{footer}"
-        fig.text(0.01, 0.01, footer, fontsize=7.5, color="#9B2C2C" if synthetic else "#4A5568", va="bottom")
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        footer = wrap_footer(footer, fig.get_figwidth())
+        lines = footer.count("\n") + 1
+        fig.text(0.01, 0.01, footer, fontsize=FOOTER_PT, color="#9B2C2C" if synthetic else "#4A5568", va="bottom")
+        line_share = FOOTER_PT * 1.25 / 72 / fig.get_figheight()  # one footer line, as a share of the height
+        fig.tight_layout(rect=(0, 0.02 + lines * line_share, 1, 1))
         target.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(target, dpi=150)
     finally:
         plt.close(fig)
     return target
+
+
+def wrap_footer(text: str, width_in: float) -> str:
+    """The footer's lines wrapped to the figure's width (a line of FOOTER_PT-point text holds
+    about width / (0.6 · size) characters; wider ones ran off the right edge)."""
+    chars = max(40, int((width_in - 0.2) * 72 / (FOOTER_PT * 0.6)))
+    return "\n".join(textwrap.fill(line, chars) if line else line for line in text.split("\n"))
 
 
 def _draw_agents(ax: Any, points: Sequence[Point]) -> None:
