@@ -122,12 +122,12 @@ async def test_a_participant_goes_through_the_whole_study(db, store, study):
             console = app.screen
             sid = console.session_id
             assert sid == f"pp-p02-{level}-r0"
-            await wait_for(pilot, lambda: console.state.nodes, timeout=120, what="the first node")
+            await wait_for(pilot, lambda c=console: c.state.nodes, timeout=120, what="the first node")
             if number == 1:
                 await pilot.press("g")
                 await pilot.press(*"reweight dark skin")
                 await pilot.press("enter")
-                await wait_for(pilot, lambda: console.state.guidance or console.state.status == "finished",
+                await wait_for(pilot, lambda c=console: c.state.guidance or c.state.status == "finished",
                                timeout=60, what="the guidance applied")
             assert f"Session {number} of 2 · {level}" in screen_text(app)
             await wait_for(pilot, lambda: isinstance(app.screen, QuestionsScreen), timeout=180,
