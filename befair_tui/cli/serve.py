@@ -104,13 +104,15 @@ def _prepare_study(db: Path, args) -> str:
     """Record the study of a spec file (or find a recorded one), check it can run, build its data."""
     from engine.progress import task_progress
     from engine.session.lifecycle import open_store
+    from engine.session.store import SessionStore
     from engine.study import grid, people
     from engine.study.pool import prepare_data
     from engine.study.spec import load_spec
 
-    store = open_store(db)
+    from_spec = Path(args.study).suffix == ".toml" or Path(args.study).is_file()
+    store = SessionStore(db) if from_spec else open_store(db)  # a spec may start a new database
     try:
-        if Path(args.study).suffix == ".toml" or Path(args.study).is_file():
+        if from_spec:
             spec = load_spec(args.study)
             if args.dry_run:
                 spec = people.dry_run_spec(spec)

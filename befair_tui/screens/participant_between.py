@@ -112,6 +112,11 @@ class QuestionsScreen(Screen):
                              id="questions-continue", variant="primary")
         yield Footer(compact=True)
 
+    def on_mount(self) -> None:
+        first = self.query("RadioSet, Input, Button")
+        if first:
+            first.first().focus()
+
     def answers(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         for q in people.people_of(self.spec).questions:
@@ -122,6 +127,7 @@ class QuestionsScreen(Screen):
                 out[q.id] = widget.value  # type: ignore[attr-defined]
         return out
 
+    @on(Input.Submitted)
     @on(Button.Pressed, "#questions-continue")
     def action_save(self) -> None:
         app = self.app

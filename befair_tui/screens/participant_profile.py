@@ -50,6 +50,11 @@ class ProfileScreen(Screen):
                 yield Button("Save and continue", id="profile-continue", variant="primary")
         yield Footer(compact=True)
 
+    def on_mount(self) -> None:
+        first = self.query("RadioSet, Input")
+        if first:
+            first.first().focus()
+
     def values(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         for name in self.people.fields:
@@ -60,6 +65,7 @@ class ProfileScreen(Screen):
                 out[name] = self.query_one(f"#field-{name}", Input).value
         return out
 
+    @on(Input.Submitted)
     @on(Button.Pressed, "#profile-continue")
     def action_save(self) -> None:
         app = self.app

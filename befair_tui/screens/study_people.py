@@ -32,11 +32,12 @@ class PeopleGridRead(Message):
 
 
 def row_cells(row: dict[str, Any], first: bool) -> tuple[str | Text, ...]:
-    steps = f"{row['steps'] or 0}/{row['budget'] or '?'}" if row["session_id"] and row["session_status"] else "-"
+    steps = f"{row['steps'] or 0}/{row['budget'] or '?'}" if row["session_id"] and row["session_status"] else "–"
+    state = "paused" if row["state"] == grid.RUNNING and row["session_status"] == "paused" else row["state"]
     now = Text("▶ on it", style="bold green") if row["here"] else ""
     tab = (Text("online", style="green") if row["online"] else Text("offline", style="dim")) if first else ""
     return (row["participant"] if first else "", (row["role"] or "-") if first else "", tab, str(row["position"]),
-            row["level"], row["state"], steps, views.fmt(row["best_auc"]), views.fmt(row["best_gap"]),
+            row["level"], state, steps, views.fmt(row["best_auc"]), views.fmt(row["best_gap"]),
             "yes" if row["answered"] else "", now)
 
 
@@ -165,6 +166,11 @@ class StudyPeopleScreen(Screen):
 
     def action_sessions(self) -> None:
         self.app.action_open_sessions()  # type: ignore[attr-defined]
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "back":  # only over another screen (opened from the sessions screen)
+            return len(self.app.screen_stack) > 2
+        return True
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
