@@ -84,9 +84,13 @@ class PeopleReport:
         for e in self.entries:
             print(f"  {e['group']} · {e['level']:<18} n={e['n']} of {e['sessions']} ({', '.join(e['participants'])})  "
                   f"AUC {fmt_outcome(e['test_auc'])}   gap {fmt_outcome(e['test_auc_gap'])}", file=out)
-            own = e["test_auc_session_intervals"]
-            shown = f"{own} of {e['n']} sessions" if own else NO_INTERVAL
-            print(f"      each session's own interval (its evaluation's): {shown}", file=out)
+            if e["pauses"] is None:
+                print("      no session started yet", file=out)
+                continue
+            if e["n"]:
+                own = e["test_auc_session_intervals"]
+                shown = f"{own} of {e['n']} sessions" if own else NO_INTERVAL
+                print(f"      each session's own interval (its evaluation's): {shown}", file=out)
             if e["pauses"] is not None:
                 chars = e["guidance_chars"] / e["guidance"] if e["guidance"] else 0
                 first = e["seconds_to_first_measured_median"]
@@ -95,6 +99,8 @@ class PeopleReport:
                       f"{e['refused']:.1f} refused; first measured node after "
                       f"{'-' if first is None else f'{first:.0f} s'} (median)", file=out)
             for qid, given in e["answers"].items():
+                if not given["n"]:
+                    continue
                 if questions[qid].kind == "text":
                     texts = "; ".join(repr(t) for t in given["texts"]) or "-"
                     print(f"      {qid}: {texts}", file=out)

@@ -308,7 +308,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"study {report.study}: {c['finished']} of {sum(c.values())} sessions finished; "
           f"{len(report.excluded)} left out of the statistics")
     for e in report.excluded:
-        print(f"  left out: cell {e['cell']} ({e['model']} · {report.level_name(e['prompt'])} r{e['repeat']}): "
+        who = f"{e['participant']} · " if e.get("participant") else ""
+        print(f"  left out: cell {e['cell']} ({who}{e['model']} · {report.level_name(e['prompt'])} r{e['repeat']}): "
               f"{e['reason']}")
     _print_headline(report, so_far=False)
     if people is not None:

@@ -106,7 +106,7 @@ def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[
         line_share = FOOTER_PT * 1.25 / 72 / fig.get_figheight()  # one footer line, as a share of the height
         fig.tight_layout(rect=(0, 0.02 + lines * line_share, 1, 1))
         target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target, dpi=150)
+        fig.savefig(target, dpi=150, bbox_inches="tight", pad_inches=0.15)  # the legend outside the axes too
     finally:
         plt.close(fig)
     return target
@@ -128,7 +128,7 @@ def _draw_agents(ax: Any, points: Sequence[Point]) -> None:
         ax.errorbar(p.auc, p.gap, xerr=p.auc_std or 0.0, yerr=p.gap_std or 0.0, fmt="none", ecolor=colour,
                     elinewidth=1, capsize=3, alpha=0.45, zorder=1)
         ax.scatter(p.auc, p.gap, marker=marker, color=colour, s=60, zorder=3,
-                   label=f"{p.group} · {p.level}")
+                   label=textwrap.fill(f"{p.group} · {p.level}", 44, break_on_hyphens=False))
         ax.annotate(p.level, (p.auc, p.gap), xytext=(5, 4), textcoords="offset points", fontsize=7.5, color=colour)
 
 
