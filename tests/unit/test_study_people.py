@@ -344,3 +344,52 @@ def test_migration_adds_the_study_log_and_the_commands_participant(tmp_path):
         "008_participants"
     con.close()
     store.close()
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_study_run_refuses_a_study_with_people_and_serve_an_agent_without_a_key(tmp_path, monkeypatch, capsys):
+    from befair_tui.cli import main
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BEFAIR_LLM_MODEL", "BEFAIR_LLM_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    spec = people_spec(tmp_path / "s.toml", "cli")
+    assert main(["study", "run", str(spec), "--db", str(tmp_path / "db.db")]) == 2
+    assert "steered by people" in capsys.readouterr().err
+    llm = tmp_path / "llm.toml"
+    llm.write_text(spec.read_text().replace('factory = "tests.unit.test_study_pool:fast_coder"\nlabel = "fast"',
+                                            'name = "openai"\nmodel = "gpt-4.1-mini"'))
+    assert main(["serve", "--study", str(llm), "--db", str(tmp_path / "db2.db"), "--port", "8999"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach a model" in err and "--dry-run" in err
+    assert main(["serve", "--host", "0.0.0.0", "--db", str(tmp_path / "db3.db")]) == 2
+    assert "this machine only" in capsys.readouterr().err
+    assert main(["serve", "--study", str(spec), "--researcher", "--host", "0.0.0.0"]) == 2
+    capsys.readouterr()
+    assert main(["participate", "--study", "nope", "--db", str(tmp_path / "db2.db")]) == 2
+    assert "no study 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_dry_run_of_an_llm_study_with_the_offline_coder_and_no_key(tmp_path, study_env, monkeypatch, capsys):
+    """The whole study, every participant's cells, headless with the offline coder as NAME-dry-run;
+    the real study's name is untouched."""
+    from befair_tui.cli import main
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BEFAIR_LLM_MODEL", "BEFAIR_LLM_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    spec = people_spec(tmp_path / "s.toml", "dry", steps=1)
+    spec.write_text(spec.read_text().replace('factory = "tests.unit.test_study_pool:fast_coder"\nlabel = "fast"',
+                                             'name = "openai"\nmodel = "gpt-4.1-mini"'))
+    db = tmp_path / "db.db"
+    assert main(["study", "run", str(spec), "--dry-run", "--workers", "2", "--quiet", "--db", str(db)]) == 0
+    store = SessionStore(db)
+    assert grid.study_names(store) == ["dry-dry-run"]
+    rows = grid.grid_rows(store, "dry-dry-run")
+    assert [r["state"] for r in rows] == ["finished"] * 4
+    assert {store.state(r["session_id"]).coder["name"] for r in rows} == {"offline"}
+    assert main(["study", "report", "dry-dry-run", "--db", str(db), "--sessions-csv", str(tmp_path / "s.csv")]) == 0
+    assert "by expertise × level" in capsys.readouterr().out
+    store.close()
