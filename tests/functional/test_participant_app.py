@@ -242,3 +242,53 @@ async def test_a_closed_tab_comes_back_where_it_was(db, store, study):
     while store.session(sid)["status"] == "running" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert [e.kind for e in store.events(sid)].count(ev.SESSION_STARTED) == 1
+
+
+async def test_participant_help_lists_only_what_a_participant_can_do(db, store, study):
+    from befair_tui.screens.participant_help import ParticipantHelp
+
+    app = create_app(db, participant_study="pp", participant="p01", poll_interval=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the consent page")
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, ParticipantHelp)
+        text = screen_text(app)
+        assert "pause the search" in text and "the sessions screen" not in text and "stop the session" not in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ConsentScreen)
+
+
+async def test_the_researchers_grid_shows_who_is_on_which_cell(db, store, study):
+    """`befair study watch` (the researcher's tab): every participant's cells in their order, their
+    state, who is online on which cell; Enter opens the whole console on a session, Esc comes back."""
+    from engine.session.fixtures import write_demo_session
+
+    from befair_tui.screens.console import ConsoleScreen
+    from befair_tui.screens.study_people import StudyPeopleScreen
+
+    people.consent(store, study, "p02")
+    people.give_profile(store, study, "p02", {"role": "dermatologist", "years_dermatology": 9, "years_ml": 0})
+    first = people.participant_cells(study, "p02")[0]
+    write_demo_session(store, n_nodes=3, seed=2, finished=False, session_id=first.session_id)
+    grid.link_session(store, "pp", first.index, first.session_id)
+    log.touch(store, "pp", "p02", cell=first.index, client="test")
+    app = create_app(db, start="people", study="pp", poll_interval=0.05)
+    async with app.run_test(size=(140, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, StudyPeopleScreen), what="the grid")
+        screen = app.screen
+        await pilot.pause(0.2)
+        assert [(r["participant"], r["level"], r["here"]) for r in screen.rows] == [
+            ("p01", "base", False), ("p01", "fairness-methods", False),
+            ("p02", "fairness-methods", True), ("p02", "base", False)]
+        text = screen_text(app)
+        assert "2 participants, 1 online now" in text and "▶ on it" in text and "dermatologist" in text
+        assert "Back" not in text.splitlines()[-1]  # nothing to go back to
+        screen.query_one("DataTable").move_cursor(row=2)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConsoleScreen), what="the console")
+        assert app.screen.session_id == first.session_id and "Stop" in screen_text(app).splitlines()[-1]
+        app.pop_screen()
+        await pilot.pause()
+        assert app.screen is screen
