@@ -152,6 +152,9 @@ class ParticipantApp(App, inherit_bindings=False):  # no Ctrl+Q: a participant c
         position = self.position
         if position is None or position.cell is None:
             return False
+        mine = self.procs.get(position.cell.session_id)
+        if mine is not None and mine.poll() is None:
+            return False  # the worker this tab started is still setting up or running it
         try:
             proc = people.ensure_runner(self.store, self.spec, position.cell)
         except (BefairError, OSError) as exc:
