@@ -76,8 +76,9 @@ label = "fast"
 synth = { n_train = 60, n_test = 40, size = 16 }
 '''
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="no chromium and chromedriver installed "
-                                "(apt-get install chromium chromium-driver; .ci/run installs them)")
+pytestmark = [pytest.mark.slow,  # ~4 min on a busy 2-core machine; .ci/run runs it
+              pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="no chromium and chromedriver installed "
+                                 "(apt-get install chromium chromium-driver; .ci/run installs them)")]
 
 
 class Serve:
