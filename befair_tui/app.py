@@ -31,9 +31,10 @@ class BefairApp(App):
                  proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
                  clock: Callable[[], float] | None = None, settings_file: Path | None = None,
                  autoplay: bool = False, replay_speed: str = "10x",
-                 child_env: dict[str, str] | None = None) -> None:
+                 child_env: dict[str, str] | None = None, study: str | None = None) -> None:
         super().__init__()
         self.db_path = Path(db) if db else default_db()
+        self.start_study = study
         self.start = start
         self.start_session_id = session_id
         self.start_proc = proc
@@ -68,6 +69,10 @@ class BefairApp(App):
                 self.open_replay(self.start_session_id)
             elif self.start == "sessions":
                 self.action_open_sessions()
+            elif self.start == "people" and self.start_study:
+                from befair_tui.screens.study_people import StudyPeopleScreen
+
+                self._switch(StudyPeopleScreen(self.store, self.start_study))
             else:
                 self.open_setup()
         except Exception as exc:  # noqa: BLE001 - start on setup, with the reason shown
@@ -211,12 +216,20 @@ def create_app(db: Path | str | None = None, *, start: str = "setup", session_id
                proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
                clock: Callable[[], float] | None = None, settings_file: Path | None = None,
                autoplay: bool = False, replay_speed: str = "10x",
-               child_env: dict[str, str] | None = None) -> BefairApp:
-    """The one app factory. start: setup | console | replay | sessions. `child_env`: extra
-    environment for the runners the console starts (secrets stay off command lines)."""
+               child_env: dict[str, str] | None = None, study: str | None = None,
+               participant_study: str | None = None, participant: str | None = None) -> App:
+    """The one app factory. start: setup | console | replay | sessions | people (a study with
+    people's live grid: `study`). `child_env`: extra environment for the runners the console
+    starts (secrets stay off command lines). `participant_study`: a participant's app for that
+    study instead (befair_tui.participant_app: steering of their own sessions only)."""
+    if participant_study is not None:
+        from befair_tui.participant_app import ParticipantApp
+
+        return ParticipantApp(db or default_db(), participant_study, participant=participant,
+                              poll_interval=poll_interval, clock=clock)
     return BefairApp(db, start=start, session_id=session_id, proc=proc, poll_interval=poll_interval,
                      clock=clock, settings_file=settings_file, autoplay=autoplay, replay_speed=replay_speed,
-                     child_env=child_env)
+                     child_env=child_env, study=study)
 
 
 def frozen_clock(ts: float) -> Callable[[], float]:

@@ -21,6 +21,7 @@ class SessionConfig:
     custom_text: str | None = None      # the instruction when level == "custom"
     steps: int = 20                     # step budget (nodes the search may create)
     step_timeout: float = 600.0         # seconds per node execution
+    time_limit_s: float | None = None   # the whole session's time (studies): it ends then, as at its budget
     eval_timeout: float | None = None   # seconds per node evaluation (None: the step timeout)
     memory_limit_mb: int = 8192         # address-space limit for a node's process
     output_cap: int = 200_000           # bytes of output kept per node (head and tail)
@@ -49,6 +50,8 @@ class SessionConfig:
             raise ValueError("the step budget cannot be negative")
         if self.eval_timeout is not None and self.eval_timeout <= 0:
             raise ValueError("the evaluation timeout must be positive")
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise ValueError("the session's time limit must be positive")
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(f"sandbox must be one of {SANDBOX_MODES}, not {self.sandbox!r}")
         if self.protocol not in PROTOCOLS:

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     r.add_argument("--workers", type=int, default=1, help="sessions at a time (default 1)")
     r.add_argument("--participant", default=None, help="run only this participant's sessions")
     r.add_argument("--retry-failed", action="store_true", help="run failed sessions' cells again")
+    r.add_argument("--dry-run", action="store_true",
+                   help="run the study with the offline coder (no API key) as the study NAME-dry-run, headless "
+                        "(a study with people: every participant's cells unsteered)")
     r.add_argument("--quiet", action="store_true", help="print nothing but errors and the final line")
     add_db_arg(r)
     r.set_defaults(func=cmd_run)
@@ -43,6 +46,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--json", action="store_true", help="machine-readable output")
     add_db_arg(s)
     s.set_defaults(func=cmd_status)
+
+    w = sub.add_parser("watch", help="a study with people, live: who is on which cell; the whole console from there",
+                       description="The researcher's view of a study with people ([people] in its spec): every "
+                       "participant's cells in their order, each one's state and who is on which cell now; Enter "
+                       "opens a session in the console (steer it), s the Study screen, l the sessions screen. "
+                       "`befair serve --study` gives a browser tab this view with its researcher token.")
+    w.add_argument("name", help="the study's name")
+    add_db_arg(w)
+    w.set_defaults(func=cmd_watch)
 
     t = sub.add_parser("report", help="aggregate a study per agent × level; write its table and Figure 2")
     t.add_argument("name", help="the study's name")
@@ -56,6 +68,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     t.add_argument("--all-runs", action="store_true",
                    help="an imported study (befair import be-fair): aggregate every scored run, also those the "
                         "published table left out")
+    t.add_argument("--sessions-csv", type=Path, default=None, metavar="FILE",
+                   help="a study with people: one row per session (who, role, outcome, steering, answers)")
     t.add_argument("--published-agents", action="store_true",
                    help="also draw the published agents' rows at the study's levels (AIDE, MLZero)")
     add_db_arg(t)
@@ -76,6 +90,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address needs --executor ray")
     spec = load_spec(args.spec)
+    if args.dry_run:
+        from engine.study.people import dry_run_spec
+
+        spec = dry_run_spec(spec)
+    elif spec.people is not None:
+        raise UsageError(f"study {spec.name} is steered by people ([people] in its spec): serve it with "
+                         f"`befair serve --study {args.spec}`; `befair study run {args.spec} --dry-run` runs its "
+                         "sessions headless with the offline coder")
     store = SessionStore(db_from_args(args))
     new = grid.ensure_study(store, spec, source=str(Path(args.spec).resolve()))
     total = len(spec.cells())
@@ -232,7 +254,8 @@ def _print_headline(report: Any, *, so_far: bool = True) -> None:
     print(f"aggregate{' so far' if so_far else ''} (test set, final choice by {report.criterion}; "
           "mean ± std [95 % interval]):")
     for h in rows:
-        print(f"  {h['model']} · {h['prompt']:<18} n={h['n']:<3} AUC {_stat(h, OVERALL_AUC)}   gap {_stat(h, AUC_GAP)}")
+        level = report.level_name(h["prompt"])
+        print(f"  {h['model']} · {level:<18} n={h['n']:<3} AUC {_stat(h, OVERALL_AUC)}   gap {_stat(h, AUC_GAP)}")
     if report.synthetic:
         print("  generated data (SynthDerm): not comparable to published DDI numbers")
 
@@ -246,6 +269,22 @@ def _stat(h: dict[str, Any], column: str) -> str:
     return f"{mean:.3f}{spread}"
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    from engine.study.people import people_of
+
+    from befair_tui.app import create_app
+
+    db = db_from_args(args)
+    store = open_store(db)
+    try:
+        people_of(grid.stored_spec(store, args.name))
+    finally:
+        store.close()
+    app = create_app(db, start="people", study=args.name)
+    app.run()
+    return int(app.return_code or 0)
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -255,23 +294,46 @@ def cmd_report(args: argparse.Namespace) -> int:
     store = open_store(db_from_args(args))
     report = _imported_report(store, args) or build_report(store, args.name, criterion=args.criterion,
                                                            unblind=args.unblind)
+    people = people_part(store, report, args)  # a study steered by people: by expertise group × level
     if args.csv:
         write_csv(report.table, args.csv)
-    if args.figure:
+    if args.figure and people is not None:
+        people.draw(args.figure)
+    elif args.figure:
         draw_study_figure(store, report, args.figure, published_agents=args.published_agents)
     if args.json:
-        _json(report.to_json())
+        _json({**report.to_json(), **({"people": people.to_json()} if people else {})})
         return 0
     c = report.counts
     print(f"study {report.study}: {c['finished']} of {sum(c.values())} sessions finished; "
           f"{len(report.excluded)} left out of the statistics")
     for e in report.excluded:
-        print(f"  left out: cell {e['cell']} ({e['model']} · {e['prompt']} r{e['repeat']}): {e['reason']}")
+        who = f"{e['participant']} · " if e.get("participant") else ""
+        print(f"  left out: cell {e['cell']} ({who}{e['model']} · {report.level_name(e['prompt'])} r{e['repeat']}): "
+              f"{e['reason']}")
     _print_headline(report, so_far=False)
-    for what, path in (("table", args.csv), ("figure", args.figure)):
+    if people is not None:
+        people.print()
+    for what, path in (("table", args.csv), ("sessions", args.sessions_csv), ("figure", args.figure)):
         if path:
             print(f"{what}: {path}")
     return 0
+
+
+def people_part(store: Any, report: Any, args: argparse.Namespace) -> Any:
+    """The report by expertise of a study with people (befair_tui.cli.people), else None;
+    --sessions-csv is written here."""
+    from befair_tui.cli.people import PeopleReport
+
+    spec = None if report.data.get("imported") else grid.stored_spec(store, args.name)
+    if spec is None or spec.people is None:
+        if args.sessions_csv:
+            raise UsageError(f"--sessions-csv: study {args.name} is not steered by people (no [people] in its spec)")
+        return None
+    part = PeopleReport.build(store, spec, report, unblind=args.unblind)
+    if args.sessions_csv:
+        part.write_csv(args.sessions_csv)
+    return part
 
 
 def _imported_report(store: Any, args: argparse.Namespace) -> Any:
@@ -295,8 +357,10 @@ def draw_study_figure(store: Any, report: Any, path: Path, *, published_agents: 
     from engine.study.figure import draw_figure, reference_points, study_points
 
     refs = study_references(store, report, published_agents=published_agents)
-    note = f"final choice by {report.criterion}; n per point: " + ", ".join(f"{k} {v}" for k, v in report.n.items())
-    return draw_figure(path, study_points(report.table), reference_points(refs),
+    named = {f"{m} · {report.level_name(p)}": v for (m, _, p), v in
+             ((k.partition(" · "), v) for k, v in report.n.items())}
+    note = f"final choice by {report.criterion}; n per point: " + ", ".join(f"{k} {v}" for k, v in named.items())
+    return draw_figure(path, study_points(report.table, report.level_names), reference_points(refs),
                        title=f"study {report.study}: quality vs fairness (test set)", synthetic=report.synthetic,
                        note=note)
 

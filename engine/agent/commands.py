@@ -46,7 +46,24 @@ def _node_id(cmd: dict[str, Any], st: SessionState) -> int:
 
 
 def _who(cmd: dict[str, Any]) -> dict[str, Any]:
-    return {"by": cmd.get("issued_by") or "user", "command_id": cmd["id"]}
+    who = {"by": cmd.get("issued_by") or "user", "command_id": cmd["id"]}
+    if cmd.get("participant_id"):
+        who["participant_id"] = cmd["participant_id"]
+    return who
+
+
+def guidance_budget(st: SessionState) -> int | None:
+    """The most guidance messages a study's participant may give in this session (None: no limit)."""
+    budget = ((st.config.get("extra") or {}).get("study") or {}).get("guidance_budget")
+    return None if budget is None else int(budget)
+
+
+def _check_owner(cmd: dict[str, Any], st: SessionState) -> None:
+    """A command a study's participant issued must be for their own session."""
+    who = cmd.get("participant_id")
+    owner = st.config.get("participant_id")
+    if who and who != owner:
+        raise Rejected(f"participant {who} may not steer this session (it is {owner or 'no participant'}'s)")
 
 
 def pause(sink: CommandSink, cmd: dict[str, Any]) -> None:
@@ -79,6 +96,9 @@ def guide(sink: CommandSink, cmd: dict[str, Any]) -> None:
     if scope == "node" and p.get("node_id") is None:
         raise Rejected("node guidance needs a node id")
     node_id = _node_id(cmd, st) if scope == "node" else None
+    budget = guidance_budget(st)
+    if budget is not None and len(st.guidance) >= budget:
+        raise Rejected(f"the guidance budget of this session ({budget}) is spent")
     gid = max(st.guidance, default=0) + 1
     sink.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text, "scope": scope, "node_id": node_id, **_who(cmd)},
               consumes=cmd)
@@ -130,7 +150,11 @@ def apply_command(sink: CommandSink, cmd: dict[str, Any]) -> None:
     try:
         if handler is None:
             raise Rejected(f"unknown command {cmd['kind']!r}")
+        _check_owner(cmd, sink.state)
         handler(sink, cmd)
     except Rejected as exc:
-        sink.emit(ev.ERROR, {"message": f"{cmd['kind']} command {cmd['id']} rejected: {exc.why}",
-                             "node_id": exc.node_id, "where": "command"}, consumes=cmd, result=f"rejected: {exc.why}")
+        payload = {"message": f"{cmd['kind']} command {cmd['id']} rejected: {exc.why}", "node_id": exc.node_id,
+                   "where": "command"}
+        if cmd.get("participant_id"):
+            payload["participant_id"] = cmd["participant_id"]
+        sink.emit(ev.ERROR, payload, consumes=cmd, result=f"rejected: {exc.why}")

@@ -47,6 +47,7 @@ from engine.session.redact import Redactor
 from engine.session import selection
 from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
+from engine.session.timing import lifetimes
 from engine.task import METRIC_LINE
 
 EventHook = Callable[[ev.Event, SessionState], None]
@@ -225,6 +226,10 @@ class Runner:
         self._comparer: Comparer | None = None
         self._cost_paused = False
         self._last_poll = 0.0
+        self._time_up = False
+        spans = lifetimes(store.events(session_id))  # the time limit counts only the time runners worked
+        self._active_before = sum(last - first for first, last in spans[:-1])
+        self._lifetime_start = spans[-1][0] if spans else time.time()
 
     def _evaluator(self) -> NodeEvaluator:
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
@@ -262,6 +267,19 @@ class Runner:
         self._last_poll = now
         for cmd in self.store.pending_commands(self.session_id):
             apply_command(self, cmd)
+        self._check_time_limit()
+
+    def _check_time_limit(self) -> None:
+        """At the session's time limit (a study's), stop as a human stop does, interrupting the
+        running node; the session then ends finished, like one whose step budget is spent."""
+        limit = self.config.time_limit_s
+        if not limit or self._time_up or self._active_before + time.time() - self._lifetime_start < limit:
+            return
+        self._time_up = True
+        self.emit(ev.STOP_REQUESTED, {"by": "time limit", "command_id": None, "interrupt": True,
+                                      "reason": f"the session's time limit of {limit:g} s is reached"})
+        self.stop = True
+        self.interrupt = True
 
     def _flush_stream(self) -> None:
         for role, delta in self.stream_relay.take():
@@ -307,6 +325,8 @@ class Runner:
             while True:
                 self.poll_commands(force=True)
                 self._wait_while_paused()
+                if self.stop and self._time_up:
+                    return self._finish("finished", f"time limit of {self.config.time_limit_s:g} s reached")
                 if self.stop:
                     return self._finish("stopped", "stopped by a human")
                 self._compare()  # a prune or the last step may have changed the leader

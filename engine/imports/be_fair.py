@@ -319,4 +319,5 @@ def imported_report(store: SessionStore, study_id: str = STUDY_ID, *, all_runs: 
     return StudyReport(study=study_id, criterion="claimed", data={"imported": PUBLISHED_SOURCE}, synthetic=False,
                        counts={"finished": len(rows)}, sessions=sessions, excluded=excluded,
                        table=aggregate(rows),
-                       n={f"{m} · {pr}": k for (m, pr), k in sizes(rows).items()})
+                       n={f"{m} · {pr}": k for (m, pr), k in sizes(rows).items()},
+                       level_names=dict(PROMPT_LEVELS))

@@ -48,7 +48,10 @@ resumed           by: str, command_id: int?
 pruned            node_id, by: str, command_id: int?
 budget_set        steps: int, by: str, command_id: int?
 expand_requested  node_id, by: str, command_id: int?
-stop_requested    by: str, command_id: int?, interrupt: bool
+                  Since 008_participants every event a command caused (these six and
+                  stop_requested) also has participant_id: str when a study's participant issued it
+stop_requested    by: str, command_id: int?, interrupt: bool; by "time limit" (no command) when a
+                  study session's time limit (config time_limit_s) is reached, with reason: str
 llm_call          node_id?, role: draft|improve|debug|review, model: str, tokens_in: int,
                   tokens_out: int, latency_s: float, cost: float, ok: bool, error: str?,
                   tokens_estimated: bool, messages: [{role, content}] (what the agent was told),

@@ -226,8 +226,32 @@ def _m007_predictions(db: sqlite_utils.Database) -> None:
 INTERVAL_COLUMNS = ("val_auc_ci", "val_gap_ci", "test_auc_ci", "test_gap_ci")  # JSON [lo, hi] or null
 
 
+def _m008_participants(db: sqlite_utils.Database) -> None:
+    """Studies with people (engine.study.people): the study's own append-only event log
+    (`study_events`: consent, a participant's profile, the answers after each session, a refused
+    command), one row per participant folded from it with where they are now (`study_participants`),
+    and the participant who issued each steering command (`commands.participant_id`)."""
+    db.execute("""create table if not exists study_events (
+        study text not null references studies(name), seq integer not null, ts float not null,
+        kind text not null, participant_id text, session_id text, cell integer, payload text not null,
+        primary key (study, seq))""")
+    db.execute("create index if not exists study_events_participant on study_events(study, participant_id, kind)")
+    db.execute("""create table if not exists study_participants (
+        study text not null references studies(name), participant_id text not null, joined_at float,
+        consent_sha256 text, role text, years_dermatology float, years_ml float, notes text,
+        profile_at float, cell integer, seen_at float, client text,
+        primary key (study, participant_id))""")
+    if "participant_id" not in db.table("commands").columns_dict:
+        db.table("commands").add_column("participant_id", str)
+    db.execute("drop view if exists command_log")
+    db.execute(f"""create view command_log as
+        select id, session_id, kind, payload, issued_by, participant_id, {_iso('issued_at')} as issued,
+               {_iso('consumed_at')} as consumed, result from commands""")
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),
-              ("004_study", _m004_study), ("006_sealed", _m006_sealed), ("007_predictions", _m007_predictions)]
+              ("004_study", _m004_study), ("006_sealed", _m006_sealed), ("007_predictions", _m007_predictions),
+              ("008_participants", _m008_participants)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

@@ -256,15 +256,19 @@ class SessionStore:
 
     # -- commands (the steering queue) ----------------------------------------------------
     def issue_command(self, session_id: str, kind: str, payload: dict[str, Any] | None = None, *,
-                      by: str = "user") -> int:
+                      by: str = "user", participant_id: str | None = None) -> int:
+        """Queue a steering command. `participant_id`: the study participant issuing it (the
+        runner refuses it for a session that is not theirs; engine.session.participants checks
+        first and records a refusal in the study's log)."""
         if kind not in ev.COMMAND_KINDS:
             raise UsageError(f"unknown command {kind!r}; one of {', '.join(sorted(ev.COMMAND_KINDS))}")
         self.session(session_id)
+        row: dict[str, Any] = {"session_id": session_id, "kind": kind, "payload": json.dumps(payload or {}),
+                               "issued_by": by, "issued_at": time.time()}
+        if participant_id is not None:
+            row["participant_id"] = participant_id
         with self._write():
-            table = self.db.table("commands").insert(
-                {"session_id": session_id, "kind": kind, "payload": json.dumps(payload or {}),
-                 "issued_by": by, "issued_at": time.time()}
-            )
+            table = self.db.table("commands").insert(row)
         return int(cast(int, table.last_pk))  # set by the insert just made
 
     def pending_commands(self, session_id: str) -> list[dict[str, Any]]:

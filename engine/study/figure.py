@@ -19,6 +19,7 @@ from engine.study.aggregate import AUC_GAP, MEAN, MODEL, OVERALL_AUC, PROMPT, ST
 
 SYNTH_CAVEAT = "generated data (SynthDerm): not comparable to published DDI numbers"
 FORMATS = (".png", ".svg", ".pdf")
+FOOTER_PT = 7.5
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 AGENT_COLOURS = ("#2B6CB0", "#C05621", "#6B46C1", "#2C7A7B", "#B83280", "#744210")
 # kind -> (colour, marker): baselines trained here, the study's expert pipelines, its agents, the dermatologists
@@ -52,8 +53,10 @@ def _error(value: float, ci: tuple[float, float] | None, std: float | None) -> A
     return std or 0.0
 
 
-def study_points(table: Sequence[Mapping[str, Any]]) -> list[Point]:
-    """Agent × level points from an aggregated table (rows without a mean AUC and gap are skipped)."""
+def study_points(table: Sequence[Mapping[str, Any]], level_names: Mapping[str, str] | None = None) -> list[Point]:
+    """Agent × level points from an aggregated table (rows without a mean AUC and gap are skipped);
+    `level_names`: how to name a table's prompt label on the figure (an imported study's)."""
+    names = level_names or {}
     stats: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for row in table:
         stats.setdefault((str(row[MODEL]), str(row[PROMPT])), {})[str(row["statistic"])] = row
@@ -62,9 +65,10 @@ def study_points(table: Sequence[Mapping[str, Any]]) -> list[Point]:
         mean, std = by_stat.get(MEAN, {}), by_stat.get(STD, {})
         if mean.get(OVERALL_AUC) is None or mean.get(AUC_GAP) is None:
             continue
-        points.append(Point(label=prompt, auc=float(mean[OVERALL_AUC]), gap=float(mean[AUC_GAP]),
+        shown = names.get(prompt, prompt)
+        points.append(Point(label=shown, auc=float(mean[OVERALL_AUC]), gap=float(mean[AUC_GAP]),
                             auc_std=_opt(std.get(OVERALL_AUC)), gap_std=_opt(std.get(AUC_GAP)),
-                            group=model, level=prompt))
+                            group=model, level=shown))
     return points
 
 
@@ -109,13 +113,23 @@ def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[
         footer = bars + (f"; {note}" if note else "")
         if synthetic:
             footer = f"{SYNTH_CAVEAT}\n{footer}"
-        fig.text(0.01, 0.01, footer, fontsize=7.5, color="#9B2C2C" if synthetic else "#4A5568", va="bottom")
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        footer = wrap_footer(footer, fig.get_figwidth())
+        lines = footer.count("\n") + 1
+        fig.text(0.01, 0.01, footer, fontsize=FOOTER_PT, color="#9B2C2C" if synthetic else "#4A5568", va="bottom")
+        line_share = FOOTER_PT * 1.25 / 72 / fig.get_figheight()  # one footer line, as a share of the height
+        fig.tight_layout(rect=(0, 0.02 + lines * line_share, 1, 1))
         target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target, dpi=150)
+        fig.savefig(target, dpi=150, bbox_inches="tight", pad_inches=0.15)  # the legend outside the axes too
     finally:
         plt.close(fig)
     return target
+
+
+def wrap_footer(text: str, width_in: float) -> str:
+    """The footer's lines wrapped to the figure's width (a line of FOOTER_PT-point text holds
+    about width / (0.6 · size) characters; wider ones ran off the right edge)."""
+    chars = max(40, int((width_in - 0.2) * 72 / (FOOTER_PT * 0.6)))
+    return "\n".join(textwrap.fill(line, chars) if line else line for line in text.split("\n"))
 
 
 def _draw_agents(ax: Any, points: Sequence[Point]) -> None:
@@ -128,7 +142,7 @@ def _draw_agents(ax: Any, points: Sequence[Point]) -> None:
         ax.errorbar(p.auc, p.gap, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour,
                     elinewidth=1, capsize=3, alpha=0.45, zorder=1)
         ax.scatter(p.auc, p.gap, marker=marker, color=colour, s=60, zorder=3,
-                   label=f"{p.group} · {p.level}")
+                   label=textwrap.fill(f"{p.group} · {p.level}", 44, break_on_hyphens=False))
         ax.annotate(p.level, (p.auc, p.gap), xytext=(5, 4), textcoords="offset points", fontsize=7.5, color=colour)
 
 

@@ -33,6 +33,12 @@ class StudyReport:
     excluded: list[dict[str, Any]]            # cells left out of the statistics, with the reason
     table: list[dict[str, Any]]               # the long aggregated table
     n: dict[str, int] = field(default_factory=dict)   # "agent · level" -> sessions aggregated
+    # how to name a table's prompt label to a reader (an imported study: "basic_prompt" -> "base");
+    # the table, its CSV and the JSON keep the stored labels
+    level_names: dict[str, str] = field(default_factory=dict)
+
+    def level_name(self, prompt: str) -> str:
+        return self.level_names.get(prompt, prompt)
 
     def to_json(self) -> dict[str, Any]:
         return {"study": self.study, "criterion": self.criterion, "data": self.data, "synthetic": self.synthetic,

@@ -28,6 +28,7 @@ from typing import Any
 
 from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, SANDBOX_MODES, SessionConfig
 from engine.errors import DataError
+from engine.study.people_spec import PeopleSpec, parse_people
 from engine.task import CUSTOM, LEVELS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -35,7 +36,7 @@ LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
 TOP_KEYS = {"name", "description", "levels", "repeats", "seed", "seeds", "steps", "best", "blind_test",
             "step_timeout", "eval_timeout", "memory_limit_mb", "sandbox", "participants", "coder", "coders",
-            "data", "resources", "search"}
+            "data", "resources", "search", "time_limit", "people"}
 SEARCH_KEYS = {"num_drafts", "debug_prob", "max_debug_depth", "failure_rate"}
 CODER_KEYS = {"name", "label", "model", "factory", *SEARCH_KEYS}
 SYNTH_KEYS = {"n_train", "n_test", "size", "seed"}
@@ -92,6 +93,8 @@ class StudySpec:
     resources: dict[str, float] = field(default_factory=lambda: {"num_cpus": 1.0, "num_gpus": 0.0})
     description: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
+    time_limit: float | None = None           # seconds per session (SessionConfig.time_limit_s)
+    people: PeopleSpec | None = None          # sessions steered by people (engine.study.people)
 
     # -- the grid -------------------------------------------------------------------------
     def cells(self) -> list[Cell]:
@@ -123,11 +126,16 @@ class StudySpec:
             extra["llm"] = dict(cell.coder.llm)
         if cell.coder.factory:
             extra["study"]["factory"] = cell.coder.factory
+        if self.people is not None:
+            extra["study"]["people"] = True
+            if self.people.guidance_budget is not None:
+                extra["study"]["guidance_budget"] = self.people.guidance_budget
         kw: dict[str, Any] = dict(
             level=cell.level.level, custom_text=cell.level.text, steps=self.steps, best=self.best,
             blind_test=self.blind_test, coder=cell.coder.name, model=cell.coder.model, seed=cell.seed,
             data="synth" if "synth" in self.data else str(self.data["workspace"]),
             participant_id=cell.participant, study_id=self.name, repeat_index=cell.repeat, extra=extra,
+            time_limit_s=self.time_limit,
         )
         kw.update(self.limits)
         kw.update(cell.coder.search)
@@ -172,13 +180,18 @@ def parse_spec(raw: dict[str, Any], *, where: str = "study spec") -> StudySpec:
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise fail("name must be 1-64 letters, digits, '.', '_' or '-' (starting with a letter or digit)")
     repeats = _int(raw.get("repeats", 1), "repeats", fail, minimum=1)
+    participants = _participants(raw.get("participants"), fail)
+    time_limit = raw.get("time_limit")
+    if time_limit is not None and _number(time_limit, "time_limit", fail) <= 0:
+        raise fail("time_limit must be a number of seconds above 0")
     spec = StudySpec(
         name=name, levels=_levels(raw.get("levels"), fail), repeats=repeats,
         seeds=_seeds(raw, repeats, fail), coders=_coders(raw, fail),
         steps=_int(raw.get("steps", 20), "steps", fail, minimum=1),
         best=_choice(raw.get("best", DEFAULT_CRITERION), "best", BEST_CRITERIA, fail),
         blind_test=_bool(raw.get("blind_test", False), "blind_test", fail),
-        participants=_participants(raw.get("participants"), fail),
+        participants=participants, time_limit=None if time_limit is None else float(time_limit),
+        people=parse_people(raw.get("people"), participants, fail),
         data=_data(raw.get("data"), fail), limits=_limits(raw, fail),
         resources=_resources(raw.get("resources"), fail),
         description=str(raw.get("description") or ""), raw=raw,

@@ -6,7 +6,10 @@ as on `befair run --headless`. The worker is idempotent: a cell whose session ex
 (its interrupted node marked, the search continued), one whose session finished is left alone.
 
 It also ends its session (stopped, so the next `study run` resumes it) when the process that
-started it dies, so that killing a study runner never leaves orphan sessions running.
+started it dies, so that killing a study runner never leaves orphan sessions running. With
+`--detached` (a cell a study's participant started from a browser: engine.study.people) it
+outlives whoever started it instead, claims its cell itself and settles it when it ends, so a
+closed tab or a killed `befair serve` loses nothing.
 
 Exit codes: 0 the session finished, 1 it failed, 130 it was interrupted, 75 another process is
 running it, 2/3 as the CLI (bad usage, bad data).
@@ -98,11 +101,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", required=True, type=Path)
     parser.add_argument("--study", required=True)
     parser.add_argument("--cell", required=True, type=int)
+    parser.add_argument("--detached", action="store_true",
+                        help="outlive the process that started this worker; claim and settle the cell here")
     args = parser.parse_args(argv)
     install_sigterm_handler()
-    watch_parent(os.getppid())
+    if not args.detached:
+        watch_parent(os.getppid())
+        return _run(args.db, args.study, args.cell)
+    store = SessionStore(args.db)
+    if not grid.claim(store, args.study, args.cell):
+        return EXIT_BUSY  # running elsewhere, or finished
+    code = _run(args.db, args.study, args.cell)
+    error = None if code in (0, EXIT_INTERRUPTED, EXIT_BUSY) else f"the worker exited with code {code}"
+    grid.settle(store, args.study, args.cell, exit_code=code, error=error)
+    return code
+
+
+def _run(db: Path, study: str, cell: int) -> int:
     try:
-        return run_cell(args.db, args.study, args.cell)
+        return run_cell(db, study, cell)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BefairError as exc:

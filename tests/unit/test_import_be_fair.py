@@ -234,3 +234,24 @@ def test_study_report_of_the_imported_study(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "left out: cell" in text and "MLZero run 48" in text and "AUC" in text
     assert main(["study", "report", "no-such-study", "--db", str(db)]) == 2
+
+
+def test_imported_report_names_the_instruction_levels_and_keeps_the_stored_labels(tmp_path, capsys):
+    """The report's text and Figure 2 name the levels (base, fairness-hint, ...), not the artifacts'
+    folder names; the JSON table and the CSV keep the published labels (basic_prompt, addition_1, ...)."""
+    from befair_tui.cli import main
+
+    root, metadata, db = _tree(tmp_path / "be-fair"), _metadata(tmp_path / "ddi.csv"), tmp_path / "r.db"
+    assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db) == 0
+    capsys.readouterr()
+    figure, table = tmp_path / "figure2.svg", tmp_path / "table.csv"
+    assert main(["study", "report", "be-fair", "--db", str(db), "--figure", str(figure), "--csv", str(table)]) == 0
+    text = capsys.readouterr().out
+    assert "AIDE · base" in text and "AIDE · fairness-hint" in text and "MLZero · base" in text
+    assert "basic_prompt" not in text and "addition_1" not in text and "mlzero_bp" not in text
+    svg = figure.read_text()
+    assert "fairness-hint" in svg and "basic_prompt" not in svg and "mlzero_bp" not in svg
+    assert "basic_prompt" in table.read_text() and "mlzero_bp" in table.read_text()
+    assert main(["study", "report", "be-fair", "--db", str(db), "--json"]) == 0
+    assert {r["prompt"] for r in json.loads(capsys.readouterr().out)["table"]} == {"basic_prompt", "addition_1",
+                                                                                   "mlzero_bp"}

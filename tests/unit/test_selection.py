@@ -82,7 +82,8 @@ def test_the_sessions_row_follows_a_prune_of_the_best_node(store):
 def test_minimax_live_star_and_final_choice_agree_when_a_node_lacks_a_group():
     """Disagreement (2): node 1 has no AUC for group_2 (one class in its split). The live ★ used its
     worst *present* group (.8) while the final Pareto choice counted the missing group as -inf."""
-    groups = {1: {"group_0": 0.9, "group_1": 0.8, "group_2": None}, 2: {"group_0": 0.75, "group_1": 0.7, "group_2": 0.7}}
+    groups = {1: {"group_0": 0.9, "group_1": 0.8, "group_2": None},
+              2: {"group_0": 0.75, "group_1": 0.7, "group_2": 0.7}}
     events = [ev.Event(1, ev.SESSION_STARTED, {"config": {"best": "minimax", "steps": 5}, "coder": {}, "data": {}})]
     for nid, vec in groups.items():
         events += [ev.Event(len(events) + 1, ev.NODE_CREATED, {"node_id": nid, "step": nid, "stage": "draft"}),

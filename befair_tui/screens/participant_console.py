@@ -1,0 +1,192 @@
+"""A participant's console: their own live session with steering only.
+
+The console (ConsoleScreen) without what a participant may not do: its bindings are replaced, not
+extended (no sessions screen, stop, added steps, runner resume, quit), every other action is
+refused by check_action, and each command goes through engine.study.people.steer, which refuses
+(and records) one for any session but this participant's own. A runner that stopped (the server
+or the machine was killed) is resumed here without asking; when the session ends (its budget, its
+time limit, a failure or a researcher's stop) the app moves on to the questions.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+
+from engine.agent.commands import guidance_budget
+from engine.errors import BefairError
+from engine.session import events as ev
+from engine.session.participants import CommandRefused
+from engine.session.store import SessionStore
+from engine.session.timing import ActiveClock
+from engine.study import people
+from engine.study.people import Position
+from engine.study.pool import log_dir
+from engine.study.spec import StudySpec
+
+from befair_tui.launch import runner_state
+from befair_tui.screens.console import DETAIL_TABS, RUNNER_CHECK, ConsoleScreen
+from befair_tui.widgets.guidance_input import GuidanceInput
+from befair_tui.widgets.participant_bar import ParticipantBar
+from befair_tui.widgets.scoreboard import Scoreboard
+from befair_tui.widgets.status_bar import StatusBar
+
+ALLOWED = {"pause", "resume", "guide", "expand", "prune", "toggle_split", "detail_tab"}
+RESPAWN_AFTER = 8.0  # seconds between two attempts to resume an interrupted session
+MAX_ATTEMPTS = 5
+
+
+class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
+    BINDINGS = [
+        Binding("p", "pause", "Pause", id="pause"),
+        Binding("p", "resume", "Resume", id="resume"),
+        Binding("g", "guide", "Guide", id="guide"),
+        Binding("e", "expand", "Expand", id="expand"),
+        Binding("x", "prune", "Prune", id="prune"),
+        Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
+        *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
+          for i, tab in enumerate(DETAIL_TABS, start=1)],
+    ]
+
+    def __init__(self, store: SessionStore, session_id: str, *, position: Position, spec: StudySpec,
+                 participant: str, poll_interval: float = 0.15, clock: Callable[[], float] | None = None) -> None:
+        super().__init__(store, session_id, poll_interval=poll_interval, clock=clock)
+        self.position, self.spec, self.participant = position, spec, participant
+        self.active = ActiveClock()
+        self.ended = False
+        self._respawned = float("-inf")
+        self._attempts = 0
+        self._note = ""
+
+    def compose_bottom(self) -> ComposeResult:
+        yield GuidanceInput(id="guidance")
+        yield ParticipantBar(id="participant-bar")
+
+    # -- following ------------------------------------------------------------------------------
+    def ingest(self, events: list[ev.Event]) -> None:
+        for event in events:
+            self.active.add(event)
+        super().ingest(events)
+        self._check_end()
+
+    def _check_end(self) -> None:
+        state = self.state
+        over = state.status in people.ENDED or (state.status == "stopped" and state.stop_requested)
+        if over and not self.ended:
+            self.ended = True
+            self.notify("This session has ended; the questions follow.", title="Session", timeout=4)
+            self.set_timer(1.5, self.app.advance)  # type: ignore[attr-defined]
+
+    def _tick(self) -> None:
+        super()._tick()
+        interrupted = self.state.status == "stopped" and not self.state.stop_requested
+        if interrupted or self.state.status == "new":
+            self._resume_if_needed()
+        self._sync_bar()
+
+    def check_runner(self, *, force: bool = False) -> str | None:
+        """The heartbeat read as ConsoleScreen does; a stopped runner is resumed here (the
+        participant has no key for it)."""
+        mono = time.monotonic()
+        if not force and mono - self._runner_checked < RUNNER_CHECK:
+            return self.runner
+        self._runner_checked = mono
+        try:
+            status = runner_state(self.store.session(self.session_id), None)
+        except Exception:  # noqa: BLE001 - not created yet: the worker is setting up
+            return self.runner
+        self.runner = status
+        if status == "stopped" and self.state.status in ("running", "paused"):
+            self._resume_if_needed()
+        self._sync_status()
+        return status
+
+    def _resume_if_needed(self) -> None:
+        mono = time.monotonic()
+        if mono - self._respawned < RESPAWN_AFTER:
+            return
+        self._respawned = mono
+        self._attempts += 1
+        if self._attempts > MAX_ATTEMPTS:
+            if self._attempts == MAX_ATTEMPTS + 1:
+                self._note = "the session cannot start: please tell the researcher"
+                self.notify(f"The session could not be started {MAX_ATTEMPTS} times; please tell the researcher "
+                            f"(its log: {log_dir(self.store.path, self.spec.name)}).", severity="error", timeout=30)
+            return
+        if self.app.ensure_runner():  # type: ignore[attr-defined]
+            self._note = "the session was interrupted; it is resuming…"
+            self.notify("The agent was interrupted (the server or the machine restarted); it is resuming where "
+                        "it was. Nothing recorded is lost.", title="Session", timeout=8)
+        elif self.state.status == "new":
+            self._note = "the session is starting…"
+
+    def _sync_status(self) -> None:
+        self._sync_guidance_input()
+        runner = None if self.runner == "stopped" else self.runner  # no "u: resume": it resumes by itself
+        self.query_one(StatusBar).sync(self.state, read_only=False, now=self.clock(), replay=None, runner=runner)
+        self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
+        key = (self.state.status, self.runner, self.state.stop_requested)
+        if key != self._bindings_key:
+            self._bindings_key = key
+            self.refresh_bindings()
+
+    def _sync_guidance_input(self) -> None:
+        box = self._guidance
+        if box is None:
+            return
+        budget = guidance_budget(self.state)
+        spent = budget is not None and len(self.state.guidance) >= budget
+        closed = self.state.status in ("finished", "stopped", "failed") or spent
+        if closed != box.disabled:
+            box.disabled = closed
+            box.placeholder = ("your guidance budget for this session is spent" if spent and not self.ended else
+                               "this session has ended" if closed else GuidanceInput.PLACEHOLDER)
+
+    def _sync_bar(self) -> None:
+        alive = self.runner == "alive" and self.state.status in ("running", "paused")
+        left = None
+        if self.spec.time_limit:
+            left = max(0.0, self.spec.time_limit - self.active.seconds(now=self.clock() if alive else None))
+        budget = guidance_budget(self.state)
+        if self.runner == "alive" and self._note.startswith("the session was"):
+            self._note = ""
+            self._attempts = 0
+        if self.state.status in ("running", "paused") and self._note == "the session is starting…":
+            self._note = ""
+        cell = self.position.cell
+        self.query_one(ParticipantBar).sync(
+            number=self.position.number, total=self.position.total, level=cell.level.label if cell else "",
+            time_left=left, guidance_left=None if budget is None else max(0, budget - len(self.state.guidance)),
+            note=self._note)
+
+    # -- steering: this participant's own session only ------------------------------------------
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action not in ALLOWED:
+            return False
+        return super().check_action(action, parameters)
+
+    def _command(self, kind: str, payload: dict | None = None, *, note: str) -> bool:
+        try:
+            people.steer(self.store, self.spec, self.participant, self.session_id, kind, payload or {})
+        except CommandRefused as exc:
+            self.notify(str(exc), severity="error", title="Steering")
+            return False
+        except (BefairError, OSError) as exc:
+            self.notify(f"could not send {kind}: {exc}", severity="error", title="Steering")
+            return False
+        self.notify(note, title="Steering", timeout=4)
+        return True
+
+    def action_sessions(self) -> None:
+        """Not a participant's: there is no sessions screen in their app."""
+
+    def action_resume_runner(self) -> None:
+        """Not a participant's: an interrupted session resumes by itself."""
+
+    def action_stop(self) -> None:
+        """Not a participant's: a session ends at its budget or time limit."""
+
+    def action_add_steps(self) -> None:
+        """Not a participant's: the step budget is the study's."""

@@ -1,0 +1,77 @@
+"""The participant fields, asked once (a `profile` study event): role, years of experience in
+dermatology and in machine learning, free text; only those the spec's [people] fields name.
+Checked as a whole when saved, with one line that says what is wrong; nothing is recorded until
+every field is right."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
+
+from engine.study import people
+from engine.study.people_spec import FIELD_LABELS, PeopleSpec
+
+from befair_tui.screens.participant_signin import PAGE_CSS
+
+
+class ProfileScreen(Screen):
+    DEFAULT_CSS = PAGE_CSS.format(screen="ProfileScreen") + """
+    ProfileScreen Label { padding-top: 1; }
+    ProfileScreen RadioSet { width: auto; }
+    ProfileScreen #field-notes { width: 80; }
+    """
+    BINDINGS = [Binding("ctrl+s", "save", "Save and continue", id="profile-save", priority=True)]
+
+    def __init__(self, spec: PeopleSpec) -> None:
+        super().__init__()
+        self.people = spec
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="page"):
+            yield Static("About you (asked once)", classes="page-title")
+            yield Static("Your answers are stored with the study, under your participant id only.",
+                         classes="page-hint")
+            for name in self.people.fields:
+                yield Label(FIELD_LABELS[name])
+                if name == "role":
+                    with RadioSet(id="field-role"):
+                        for i, role in enumerate(self.people.roles):
+                            yield RadioButton(role, id=f"role-{i}")
+                elif name == "notes":
+                    yield Input(id="field-notes", placeholder="optional")
+                else:
+                    yield Input(id=f"field-{name}", placeholder="years, e.g. 3 or 0.5", type="number")
+            yield Static("", id="profile-problem", classes="page-problem")
+            with Horizontal(classes="page-buttons"):
+                yield Button("Save and continue", id="profile-continue", variant="primary")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        first = self.query("RadioSet, Input")
+        if first:
+            first.first().focus()
+
+    def values(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for name in self.people.fields:
+            if name == "role":
+                pressed = self.query_one("#field-role", RadioSet).pressed_button
+                out[name] = str(pressed.label) if pressed is not None else None
+            else:
+                out[name] = self.query_one(f"#field-{name}", Input).value
+        return out
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#profile-continue")
+    def action_save(self) -> None:
+        app = self.app
+        try:
+            people.give_profile(app.store, app.spec, app.participant, self.values())  # type: ignore[attr-defined]
+        except ValueError as exc:
+            self.query_one("#profile-problem", Static).update(Text(str(exc)))
+            return
+        app.advance()  # type: ignore[attr-defined]

@@ -1,0 +1,236 @@
+"""Studies with people: where a participant is in their study, and starting their next cell.
+
+A participant's cells are the grid's cells with their id, in their counterbalanced order: the
+levels in row i of a balanced Latin square (i: their place in the spec's `participants`), or as
+listed (`[people] order`), repeats in blocks. Where they are is read from the database alone
+(the study's event log and the sessions), so a closed tab, a second tab or a restarted
+`befair serve` all find the same place:
+
+    consent    the study's instructions and consent text, not agreed to yet
+    profile    the participant fields, not given yet (asked once)
+    ready      the next cell's session is not started: a page says what comes, Start starts it
+    live       its session runs (or was interrupted: it is resumed) in the participant's console
+    questions  its session ended (budget, time limit, a failure or a researcher's stop): the
+               spec's questions, then the next cell
+    done       every cell answered: the closing page
+
+Each cell's session runs in a detached study worker (`python -m engine.study.worker --detached`)
+that outlives the tab and the server; starting one that already runs is harmless (the worker
+claims its cell first).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import UsageError
+from engine.session import participants as log
+from engine.session.store import SessionNotFound, SessionStore
+from engine.study import grid
+from engine.study.people_spec import PeopleSpec, balanced_latin_square
+from engine.study.pool import log_dir, worker_command
+from engine.study.spec import Cell, StudySpec, parse_spec
+
+CONSENT, PROFILE, READY, LIVE, QUESTIONS, DONE = "consent", "profile", "ready", "live", "questions", "done"
+ENDED = ("finished", "failed")
+DRY_RUN_SUFFIX = "-dry-run"
+
+
+class UnknownParticipant(UsageError):
+    pass
+
+
+@dataclass
+class Position:
+    """Where a participant is (see the module docstring)."""
+
+    step: str
+    cells: list[Cell]
+    index: int                    # the current cell's place in `cells` (len(cells) when done)
+    session: dict[str, Any] | None = None   # the current cell's session row, once it exists
+
+    @property
+    def cell(self) -> Cell | None:
+        return self.cells[self.index] if self.index < len(self.cells) else None
+
+    @property
+    def number(self) -> int:
+        """1-based: "session 2 of 4"."""
+        return self.index + 1
+
+    @property
+    def total(self) -> int:
+        return len(self.cells)
+
+
+def people_of(spec: StudySpec) -> PeopleSpec:
+    if spec.people is None:
+        raise UsageError(f"study {spec.name} has no [people] table: its sessions are not steered by people "
+                         "(see docs/study.md, \"Studies with people\")")
+    return spec.people
+
+
+def check_participant(spec: StudySpec, participant: str) -> str:
+    people_of(spec)
+    participant = (participant or "").strip()
+    if participant not in spec.participants:
+        raise UnknownParticipant(f"{participant!r} is not a participant of study {spec.name}; "
+                                 "check the id you were given")
+    return participant
+
+
+def level_order(spec: StudySpec, participant: str) -> list[str]:
+    """The participant's order of the levels (labels)."""
+    labels = [lv.label for lv in spec.levels]
+    if people_of(spec).order == "as-listed":
+        return labels
+    return balanced_latin_square(labels, spec.participants.index(participant))
+
+
+def participant_cells(spec: StudySpec, participant: str) -> list[Cell]:
+    """The participant's cells in their order: repeats in blocks, levels in their order, agents as listed."""
+    participant = check_participant(spec, participant)
+    rank = {label: i for i, label in enumerate(level_order(spec, participant))}
+    coders = [c.label for c in spec.coders]
+    cells = [c for c in spec.cells() if c.participant == participant]
+    return sorted(cells, key=lambda c: (c.repeat, rank[c.level.label], coders.index(c.coder.label)))
+
+
+def where(store: SessionStore, spec: StudySpec, participant: str) -> Position:
+    """Where the participant is now (see the module docstring)."""
+    cells = participant_cells(spec, participant)
+    people = people_of(spec)
+    events = log.events(store, spec.name, participant_id=participant)
+    kinds = {e.kind for e in events}
+    if log.CONSENT not in kinds:
+        return Position(CONSENT, cells, 0)
+    if people.fields and log.PROFILE not in kinds:
+        return Position(PROFILE, cells, 0)
+    answered = {e.cell for e in events if e.kind == log.ANSWERS}
+    started = {e.cell for e in events if e.kind == log.CELL_STARTED}
+    for i, cell in enumerate(cells):
+        if cell.index in answered:
+            continue
+        try:
+            row = store.session(cell.session_id)
+        except SessionNotFound:
+            return Position(LIVE if cell.index in started else READY, cells, i)
+        if session_over(store, row):
+            return Position(QUESTIONS, cells, i, row)
+        return Position(LIVE, cells, i, row)
+    return Position(DONE, cells, len(cells))
+
+
+def session_over(store: SessionStore, row: dict[str, Any]) -> bool:
+    """The session ended for good: finished (budget or time limit), failed, or stopped by a person.
+    A session stopped by a signal (its worker killed) is not over: it is resumed."""
+    status = row.get("status")
+    if status in ENDED:
+        return True
+    return status == "stopped" and store.state(str(row["id"])).stop_requested
+
+
+# --------------------------------------------------------------------------- what a participant does
+
+
+def consent(store: SessionStore, spec: StudySpec, participant: str) -> None:
+    people = people_of(spec)
+    log.append(store, spec.name, log.CONSENT, participant_id=check_participant(spec, participant),
+               payload={"consent_sha256": _sha(people.consent), "instructions_sha256": _sha(people.instructions)})
+
+
+def give_profile(store: SessionStore, spec: StudySpec, participant: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Record the participant's fields (ValueError naming a bad one; nothing is recorded then)."""
+    profile = people_of(spec).check_profile(values)
+    log.append(store, spec.name, log.PROFILE, participant_id=check_participant(spec, participant), payload=profile)
+    return profile
+
+
+def answer(store: SessionStore, spec: StudySpec, participant: str, cell: Cell, answers: dict[str, Any]) -> None:
+    """Record the answers after a cell's session (ValueError naming a bad one; nothing recorded then)."""
+    people = people_of(spec)
+    checked = {q.id: q.check(answers.get(q.id)) for q in people.questions}
+    row = store.session(cell.session_id)
+    log.append(store, spec.name, log.ANSWERS, participant_id=check_participant(spec, participant),
+               session_id=cell.session_id, cell=cell.index,
+               payload={"answers": checked, "session_status": row.get("status")})
+    if where(store, spec, participant).step == DONE:
+        log.append(store, spec.name, log.COMPLETED, participant_id=participant)
+
+
+def start_cell(store: SessionStore, spec: StudySpec, participant: str,
+               position: Position) -> subprocess.Popen[bytes] | None:
+    """Start (or resume) the participant's current cell: record it and make sure a worker runs it.
+    Returns the worker process started here (None when one already ran it)."""
+    cell = position.cell
+    if cell is None or cell.participant != participant:
+        raise UsageError("no cell to start")
+    log.append(store, spec.name, log.CELL_STARTED, participant_id=participant, session_id=cell.session_id,
+               cell=cell.index, payload={"position": position.number, "level": cell.level.label})
+    return ensure_runner(store, spec, cell)
+
+
+def ensure_runner(store: SessionStore, spec: StudySpec, cell: Cell) -> subprocess.Popen[bytes] | None:
+    """A detached worker for the cell unless something already runs it or it ended."""
+    rows = [r for r in grid.grid_rows(store, spec.name) if r["cell"] == cell.index]
+    if not rows or rows[0]["state"] not in grid.RUNNABLE:
+        return None
+    return spawn_worker(store.path, spec.name, cell.index)
+
+
+def spawn_worker(db: Path, study: str, cell: int) -> subprocess.Popen[bytes]:
+    """`python -m engine.study.worker --detached` in its own process session (a closed tab or a
+    killed server does not end it); output to runs/studies/<study>/cell-NNN.log."""
+    logs = log_dir(db, study)
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    with (logs / f"cell-{cell:03d}.log").open("ab") as out:
+        return subprocess.Popen([*worker_command(db, study, cell), "--detached"], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def steer(store: SessionStore, spec: StudySpec, participant: str, session_id: str, kind: str,
+          payload: dict[str, Any] | None = None) -> int:
+    """A participant's steering command, only for their own session (engine.session.participants)."""
+    return log.issue_command(store, spec.name, participant, session_id, kind, payload)
+
+
+def dry_run_spec(spec: StudySpec) -> StudySpec:
+    """The study as a dry run: the offline coder (no API key), under the name `<name>-dry-run`, so
+    nothing of the real study is touched."""
+    raw = {k: v for k, v in spec.raw.items() if k not in ("coder", "coders")}
+    raw["name"] = spec.name if spec.name.endswith(DRY_RUN_SUFFIX) else spec.name + DRY_RUN_SUFFIX
+    raw["coder"] = {"name": "offline"}
+    return parse_spec(raw, where=f"the dry run of study {spec.name}")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def live_grid(store: SessionStore, spec: StudySpec, *, now: float | None = None) -> list[dict[str, Any]]:
+    """The researcher's grid: one row per participant's cell in their order, with its state, and
+    `here` when the participant's tab is open on it now (engine.session.participants.touch)."""
+    cells = {r["cell"]: r for r in grid.grid_rows(store, spec.name)}
+    present = {p["participant_id"]: p for p in log.participants(store, spec.name, now=now)}
+    answered = {e.cell for e in log.events(store, spec.name, kinds=(log.ANSWERS,))}
+    out = []
+    for participant in spec.participants:
+        assert participant is not None  # a study with people lists its participants
+        who = present.get(participant) or {}
+        for position, cell in enumerate(participant_cells(spec, participant), start=1):
+            row = cells.get(cell.index) or {}
+            out.append({"participant": participant, "role": who.get("role"), "online": bool(who.get("online")),
+                        "position": position, "cell": cell.index, "level": cell.level.label,
+                        "state": row.get("state", grid.QUEUED), "session_id": row.get("session_id"),
+                        "session_status": row.get("session_status"), "steps": row.get("steps"),
+                        "budget": row.get("budget"), "best_auc": row.get("best_auc"), "best_gap": row.get("best_gap"),
+                        "answered": cell.index in answered,
+                        "here": bool(who.get("online")) and who.get("cell") == cell.index})
+    return out
