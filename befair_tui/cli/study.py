@@ -260,6 +260,21 @@ def _print_headline(report: Any, *, so_far: bool = True) -> None:
         print("  generated data (SynthDerm): not comparable to published DDI numbers")
 
 
+def _print_comparisons(report: Any) -> None:
+    """Which levels (within an agent) and agents (within a level) the runs can tell apart."""
+    from engine.study.report import COMPARISON_METHOD
+
+    if not report.comparisons:
+        return
+    apart = [c for c in report.comparisons if c["told_apart"]]
+    compared = [c for c in report.comparisons if c["told_apart"] is not None]
+    print(f"between levels and agents ({COMPARISON_METHOD}):")
+    for c in report.comparisons:
+        print(f"  {'·' if c['told_apart'] is None else '≠' if c['told_apart'] else '≈'} {c['sentence']}")
+    print(f"  {len(apart)} of {len(compared)} compared pairs told apart"
+          + ("; the others cannot be told apart with these runs" if len(apart) < len(compared) else ""))
+
+
 def _stat(h: dict[str, Any], column: str) -> str:
     mean, std = h.get(f"{column}|mean"), h.get(f"{column}|std")
     lo, hi = h.get(f"{column}|ci95_lo"), h.get(f"{column}|ci95_hi")
@@ -312,6 +327,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"  left out: cell {e['cell']} ({who}{e['model']} · {report.level_name(e['prompt'])} r{e['repeat']}): "
               f"{e['reason']}")
     _print_headline(report, so_far=False)
+    _print_comparisons(report)
     if people is not None:
         people.print()
     for what, path in (("table", args.csv), ("sessions", args.sessions_csv), ("figure", args.figure)):
@@ -362,7 +378,22 @@ def draw_study_figure(store: Any, report: Any, path: Path, *, published_agents: 
     note = f"final choice by {report.criterion}; n per point: " + ", ".join(f"{k} {v}" for k, v in named.items())
     return draw_figure(path, study_points(report.table, report.level_names), reference_points(refs),
                        title=f"study {report.study}: quality vs fairness (test set)", synthetic=report.synthetic,
-                       note=note)
+                       note=note, runs=run_points(report))
+
+
+def run_points(report: Any) -> list[Any]:
+    """Each run's final choice with its own 95 % test intervals (faint, behind the level means)."""
+    from engine.study.figure import Point
+
+    out = []
+    for s in report.sessions:
+        if s.get("test_auc") is None or s.get("test_auc_gap") is None or s.get("test_auc_ci") is None:
+            continue
+        gap_ci = s.get("test_auc_gap_ci") or [s["test_auc_gap"]] * 2
+        out.append(Point(label=str(s.get("repeat")), auc=float(s["test_auc"]), gap=float(s["test_auc_gap"]),
+                         group=str(s["model"]), level=report.level_name(str(s["prompt"])),
+                         auc_ci=tuple(s["test_auc_ci"]), gap_ci=tuple(gap_ci)))
+    return out
 
 
 def study_references(store: Any, report: Any, *, published_agents: bool = False) -> list[dict[str, Any]]:

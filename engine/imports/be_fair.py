@@ -260,23 +260,25 @@ def study_rows(store: SessionStore, study_id: str = STUDY_ID, *, as_published: b
     sessions = store.db.query("select id, config from sessions where study_id = ? and origin = 'import'", [study_id])
     for session in sessions:
         meta = (json.loads(session["config"] or "{}").get("extra") or {}).get("be_fair") or {}
-        medfair = _published_medfair(store, session["id"])
-        if medfair is None or not meta:
+        published = _published_evaluation(store, session["id"])
+        if published is None or not meta:
             continue
         if as_published and (meta["agent"], meta["run_id"]) in NOT_IN_PUBLISHED_TABLE:
             continue
+        medfair, summary = published
         rows.append({"model": meta["agent"], "id": meta["run_id"], "prompt": meta["table_prompt"],
-                     "session": session["id"], **{"Test " + k: v for k, v in medfair.items()}})
+                     "session": session["id"], **{"Test " + k: v for k, v in medfair.items()},
+                     "test_auc_ci": summary.get("auc_ci"), "test_auc_gap_ci": summary.get("auc_gap_ci")})
     return sorted(rows, key=lambda r: (r["model"] != AIDE, r["id"], r["session"]))
 
 
-def _published_medfair(store: SessionStore, session_id: str) -> dict[str, Any] | None:
+def _published_evaluation(store: SessionStore, session_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(MEDFAIR metrics, summary with its intervals) of a run's published predictions, scored here."""
     for (payload,) in store.db.execute(
             "select payload from events where session_id = ? and kind = 'evaluated' order by seq desc", [session_id]):
         p = json.loads(payload)
         if p.get("source") == PUBLISHED_SOURCE and p.get("ok") and p.get("medfair"):
-            medfair: dict[str, Any] = p["medfair"]
-            return medfair
+            return dict(p["medfair"]), dict(p.get("summary") or {})
     return None
 
 
@@ -304,7 +306,7 @@ def imported_report(store: SessionStore, study_id: str = STUDY_ID, *, all_runs: 
     node, scored from its published predictions; by default only the runs the published table
     was computed from (NOT_IN_PUBLISHED_TABLE says why the others are left out)."""
     from engine.study.aggregate import aggregate, sizes
-    from engine.study.report import StudyReport
+    from engine.study.report import StudyReport, compare_levels
 
     every = study_rows(store, study_id)
     if not every:
@@ -313,11 +315,14 @@ def imported_report(store: SessionStore, study_id: str = STUDY_ID, *, all_runs: 
     left = [] if all_runs else [r for r in every if (r["model"], r["id"]) in NOT_IN_PUBLISHED_TABLE]
     rows = [r for r in every if r not in left]
     sessions = [{"session_id": r["session"], "model": r["model"], "prompt": r["prompt"], "repeat": r["id"],
-                 "test_auc": r.get("Test Overall AUC"), "source": PUBLISHED_SOURCE} for r in rows]
+                 "test_auc": r.get("Test Overall AUC"), "test_auc_gap": r.get("Test auc_gap"),
+                 "test_auc_ci": r.get("test_auc_ci"), "test_auc_gap_ci": r.get("test_auc_gap_ci"),
+                 "source": PUBLISHED_SOURCE} for r in rows]
     excluded = [{"cell": r["session"], "session_id": r["session"], "model": r["model"], "prompt": r["prompt"],
                  "repeat": r["id"], "reason": NOT_IN_PUBLISHED_TABLE[(r["model"], r["id"])]} for r in left]
     return StudyReport(study=study_id, criterion="claimed", data={"imported": PUBLISHED_SOURCE}, synthetic=False,
                        counts={"finished": len(rows)}, sessions=sessions, excluded=excluded,
                        table=aggregate(rows),
                        n={f"{m} · {pr}": k for (m, pr), k in sizes(rows).items()},
-                       level_names=dict(PROMPT_LEVELS))
+                       level_names=dict(PROMPT_LEVELS),
+                       comparisons=compare_levels(rows, list(PROMPT_LEVELS), dict(PROMPT_LEVELS)))

@@ -90,7 +90,7 @@ def _opt(value: Any) -> float | None:
 
 def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[Point] = (), *,
                 title: str = "", synthetic: bool = False, note: str = "",
-                bars: str = "error bars: ± one sample std over sessions") -> Path:
+                bars: str = "error bars: ± one sample std over sessions", runs: Sequence[Point] = ()) -> Path:
     """Write the figure to `path` (.png/.svg/.pdf); returns the path. `bars`: what the error bars are."""
     target = Path(path)
     if target.suffix.lower() not in FORMATS:
@@ -102,6 +102,7 @@ def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[
 
     fig, ax = plt.subplots(figsize=(11, 5.4))
     try:
+        _draw_runs(ax, runs, points)
         _draw_agents(ax, points)
         _draw_references(ax, references)
         ax.set_xlabel("prediction quality: overall test AUC →")
@@ -110,7 +111,8 @@ def draw_figure(path: str | Path, points: Sequence[Point], references: Sequence[
         if title:
             ax.set_title(title, fontsize=11)
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.85)
-        footer = bars + (f"; {note}" if note else "")
+        footer = bars + ("; faint marks: each run with its own 95 % interval (its images resampled)" if runs else "") \
+            + (f"; {note}" if note else "")
         if synthetic:
             footer = f"{SYNTH_CAVEAT}\n{footer}"
         footer = wrap_footer(footer, fig.get_figwidth())
@@ -144,6 +146,19 @@ def _draw_agents(ax: Any, points: Sequence[Point]) -> None:
         ax.scatter(p.auc, p.gap, marker=marker, color=colour, s=60, zorder=3,
                    label=textwrap.fill(f"{p.group} · {p.level}", 44, break_on_hyphens=False))
         ax.annotate(p.level, (p.auc, p.gap), xytext=(5, 4), textcoords="offset points", fontsize=7.5, color=colour)
+
+
+def _draw_runs(ax: Any, runs: Sequence[Point], points: Sequence[Point]) -> None:
+    """Each run, faint, in its agent's colour and its level's marker, with its own interval."""
+    agents = list(dict.fromkeys([p.group for p in points] + [r.group for r in runs]))
+    levels = list(dict.fromkeys([p.level for p in points] + [r.level for r in runs]))
+    for r in runs:
+        colour = AGENT_COLOURS[agents.index(r.group) % len(AGENT_COLOURS)]
+        xerr, yerr = r.errors()
+        ax.errorbar(r.auc, r.gap, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.6, alpha=0.18,
+                    zorder=0)
+        ax.scatter(r.auc, r.gap, marker=MARKERS[levels.index(r.level) % len(MARKERS)], facecolors="none",
+                   edgecolors=colour, s=22, alpha=0.35, zorder=0)
 
 
 def _draw_references(ax: Any, references: Sequence[Point]) -> None:

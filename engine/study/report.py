@@ -2,9 +2,11 @@
 agent × instruction level in the study's long table (engine.study.aggregate).
 
 The final choice is the node the session's `final_choice` event names for the criterion
-(claimed, validation or minimax; default: the spec's `best`); its test metrics are the MEDFAIR set
-its `evaluated` event recorded. Sessions that did not finish, or finished without a choice or
-without a test evaluation, are listed with the reason and left out of the statistics.
+(claimed, validation, minimax or robust; default: the spec's `best`); its test metrics are the
+MEDFAIR set its `evaluated` event recorded, with its own 95 % intervals. Sessions that did not
+finish, or finished without a choice or without a test evaluation, are listed with the reason and
+left out of the statistics. Levels (within an agent) and agents (within a level) are compared over
+runs (engine.study.comparisons), and the report says which pairs cannot be told apart.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from engine.session.store import SessionStore
 from engine.study import grid
 from engine.study.aggregate import (AUC_GAP, METRIC_COLUMNS, MODEL, OVERALL_AUC, PROMPT, TEST_PREFIX, aggregate,
                                     sizes)
+from engine.study.comparisons import METHOD as COMPARISON_METHOD
+from engine.study.comparisons import between_groups
 from engine.study.spec import StudySpec
 
 
@@ -36,6 +40,8 @@ class StudyReport:
     # how to name a table's prompt label to a reader (an imported study: "basic_prompt" -> "base");
     # the table, its CSV and the JSON keep the stored labels
     level_names: dict[str, str] = field(default_factory=dict)
+    # levels within each agent and agents within each level, over runs (engine.study.comparisons)
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     def level_name(self, prompt: str) -> str:
         return self.level_names.get(prompt, prompt)
@@ -43,7 +49,33 @@ class StudyReport:
     def to_json(self) -> dict[str, Any]:
         return {"study": self.study, "criterion": self.criterion, "data": self.data, "synthetic": self.synthetic,
                 "counts": self.counts, "n": self.n, "sessions": self.sessions, "excluded": self.excluded,
-                "metric_columns": METRIC_COLUMNS, "table": self.table}
+                "metric_columns": METRIC_COLUMNS, "table": self.table, "comparisons": self.comparisons,
+                "comparison_method": COMPARISON_METHOD}
+
+
+def compare_levels(rows: Sequence[dict[str, Any]], level_order: Sequence[str] = (),
+                   level_names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every pair of levels within an agent and of agents within a level, on test AUC and gap, over
+    the aggregated runs (one row per run: model, prompt and the metric columns)."""
+    names = level_names or {}
+    out = []
+    for column, figure in ((OVERALL_AUC, "test AUC"), (AUC_GAP, "skin-tone AUC gap")):
+        values: dict[tuple[str, str], list[float]] = {}
+        for row in rows:
+            value = row.get(column)
+            if value is not None:
+                values.setdefault((str(row[MODEL]), names.get(str(row[PROMPT]), str(row[PROMPT]))), []).append(
+                    float(value))
+        order = [names.get(p, p) for p in level_order]
+        out += [c.to_json() for c in between_groups(values, figure=figure, level_order=order)]
+    return out
+
+
+def run_intervals(state: SessionState, node_id: int | None) -> dict[str, Any]:
+    """The chosen node's own 95 % test intervals (from its predictions), where it has them."""
+    node = state.nodes.get(node_id) if node_id is not None else None
+    test = (node.test or {}) if node is not None else {}
+    return {"test_auc_ci": test.get("auc_ci"), "test_auc_gap_ci": test.get("auc_gap_ci")}
 
 
 def choice_metrics(state: SessionState, criterion: str) -> tuple[int | None, dict[str, float | None], str | None]:
@@ -92,9 +124,10 @@ def build_report(store: SessionStore, name: str, *, criterion: str | None = None
         if row["session_id"] is None or row["session_status"] is None:
             excluded.append({**base, "reason": f"no session yet ({row['state']})"})
             continue
-        node_id, metrics, why = choice_metrics(open_sealed(store, row["session_id"], unblind=unblind), criterion)
+        state = open_sealed(store, row["session_id"], unblind=unblind)
+        node_id, metrics, why = choice_metrics(state, criterion)
         entry = {**base, "node_id": node_id, "test_auc": metrics.get(OVERALL_AUC),
-                 "test_auc_gap": metrics.get(AUC_GAP)}
+                 "test_auc_gap": metrics.get(AUC_GAP), **(run_intervals(state, node_id) if why is None else {})}
         sessions.append(entry)
         if why is not None:
             excluded.append({**base, "node_id": node_id, "reason": why})
@@ -104,7 +137,8 @@ def build_report(store: SessionStore, name: str, *, criterion: str | None = None
     n = {f"{m} · {p}": k for (m, p), k in sizes(aggregated).items()}
     return StudyReport(study=name, criterion=criterion, data=dict(spec.data), synthetic="synth" in spec.data,
                        counts=grid.counts(rows), sessions=sessions, excluded=excluded,
-                       table=aggregate(aggregated, prompt_order=level_order), n=n)
+                       table=aggregate(aggregated, prompt_order=level_order), n=n,
+                       comparisons=compare_levels(aggregated, level_order))
 
 
 def headline(report: StudyReport, columns: Sequence[str] = (OVERALL_AUC, AUC_GAP)) -> list[dict[str, Any]]:

@@ -255,3 +255,28 @@ def test_imported_report_names_the_instruction_levels_and_keeps_the_stored_label
     assert main(["study", "report", "be-fair", "--db", str(db), "--json"]) == 0
     assert {r["prompt"] for r in json.loads(capsys.readouterr().out)["table"]} == {"basic_prompt", "addition_1",
                                                                                    "mlzero_bp"}
+
+
+def test_imported_report_gives_each_run_its_interval_and_compares_levels_and_agents(tmp_path, capsys):
+    """Each run's own 95 % test intervals (from its published predictions) and the tests between
+    levels within an agent and between agents within a level, with the method named."""
+    from befair_tui.cli import main
+
+    root, metadata, db = _tree(tmp_path / "be-fair"), _metadata(tmp_path / "ddi.csv"), tmp_path / "r.db"
+    assert _cli("import", "be-fair", root, "--metadata", metadata, "--db", db) == 0
+    capsys.readouterr()
+    assert main(["study", "report", "be-fair", "--db", str(db), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for run in report["sessions"]:
+        lo, hi = run["test_auc_ci"]
+        assert lo <= run["test_auc"] <= hi and run["test_auc_gap_ci"][0] <= run["test_auc_gap"]
+    pairs = {(c["within"], c["a"], c["b"], c["figure"]) for c in report["comparisons"]}
+    assert ("AIDE", "base", "fairness-hint", "test AUC") in pairs
+    assert ("base", "AIDE", "MLZero", "skin-tone AUC gap") in pairs
+    assert "permutation test" in report["comparison_method"]
+    by_pair = {(c["within"], c["a"], c["b"], c["figure"]): c for c in report["comparisons"]}
+    one_run = by_pair[("AIDE", "base", "fairness-hint", "test AUC")]   # fairness-hint has a single AIDE run
+    assert one_run["told_apart"] is None and "not enough runs" in one_run["sentence"]
+    assert main(["study", "report", "be-fair", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "between levels and agents" in text and "compared pairs told apart" in text
