@@ -141,19 +141,29 @@ def _interval(summary: dict[str, Any], figure: str) -> list[float] | None:
 
 
 def tally(scores: np.ndarray, labels: pd.DataFrame, truth: dict[str, float | None],
-          index_sets: Iterable[np.ndarray], tallies: dict[str, Tally]) -> None:
+          index_sets: Iterable[np.ndarray], tallies: dict[str, Tally]) -> list[dict[str, Any]]:
+    """Count each draw's intervals against the truth; returns, per figure, how the draws' estimates
+    spread around the truth beside the intervals' half-width (why a coverage is what it is)."""
     from engine.evaluation.metrics import compute_metrics
 
+    seen: dict[str, list[tuple[float, float]]] = {f: [] for f in FIGURES}
     for idx in index_sets:
         part = labels.iloc[idx]
         summary = compute_metrics(part["label"].to_numpy(), scores[idx], part["group"].to_numpy(),
                                   intervals=True).summary()
+        figures = _figures(summary)
         for figure in FIGURES:
-            if truth.get(figure) is None:
+            true, ci = truth.get(figure), _interval(summary, figure)
+            if true is None:
                 continue
-            tallies[figure].add(float(truth[figure]), _interval(summary, figure))  # type: ignore[arg-type]
-            if figure == "auc_gap" and float(truth[figure]) < 0.03:  # type: ignore[arg-type]
+            tallies[figure].add(float(true), ci)
+            if figure == "auc_gap" and float(true) < 0.03:
                 tallies[figure].tiny_truth += 1
+            if ci is not None and figures.get(figure) is not None:
+                seen[figure].append((float(figures[figure]), (ci[1] - ci[0]) / 2))  # type: ignore[arg-type]
+    return [{"figure": f, "truth": truth.get(f), "mean_estimate": statistics.fmean(e for e, _ in v),
+             "sd_estimate": statistics.stdev(e for e, _ in v) if len(v) > 1 else None,
+             "mean_half_width": statistics.fmean(h for _, h in v)} for f, v in seen.items() if v]
 
 
 def _default_compositions() -> dict[str, dict[tuple[str, int], int]]:
@@ -180,6 +190,7 @@ def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 40
     pools = {"test": test_format_pool, "validation": train_format_pool}
     rows: list[dict[str, Any]] = []
     per_node: list[dict[str, Any]] = []
+    diagnostics: list[dict[str, Any]] = []
     for split, pool in pools.items():
         sizes = {"default": default[split], "small": own[split]}
         truth_images, truth_labels = pool(root / f"{split}-truth", TRUTH_SEED, truth_n)
@@ -196,7 +207,8 @@ def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 40
             per_node.append({"split": split, "node": node.name, **truth})
             scores = predictions(node, draw_images, draw_labels)
             for name in sizes:
-                tally(scores, draw_labels, truth, index_sets[name], {f: tallies[(name, f)] for f in FIGURES})
+                spread = tally(scores, draw_labels, truth, index_sets[name], {f: tallies[(name, f)] for f in FIGURES})
+                diagnostics += [{"split": split, "size": name, "node": node.name, **d} for d in spread]
         for (name, f), t in tallies.items():
             cells = sizes[name]
             row = {**t.row(split, f), "size": name, "images": sum(cells.values()),
@@ -205,7 +217,7 @@ def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 40
                 row["tiny_true_gap_pairs"] = t.tiny_truth
             rows.append(row)
     return {"nodes": len(nodes), "draws_per_node": n_draws, "truth_images": truth_n, "rows": rows,
-            "truth": per_node}
+            "truth": per_node, "diagnostics": diagnostics}
 
 
 def _malignant(cells: dict[tuple[str, int], int], figure: str) -> int:

@@ -11,12 +11,17 @@ always give the same intervals. A resample's AUC is the trapezoidal ROC AUC of t
 (ties count one half), the same figure as sklearn's roc_curve + auc on the resampled images,
 computed for all resamples at once from cumulative weights: O(resamples × images).
 
-- AUC and each group's AUC: percentile intervals.
-- Worst-group AUC (a minimum) and the gap (a maximum minus a minimum) are biased: the max − min of
-  noisy group AUCs overstates the true gap, most when the true gap is small. Their intervals are
-  bias-corrected percentile intervals (Efron's BC): the percentiles are shifted by how far the
-  resamples' median sits from the estimate. A gap interval still cannot reach below 0 and so
-  misses a true gap of (nearly) zero; tests/unit/test_uncertainty_coverage.py measures coverage.
+- AUC and each group's AUC: a logit interval, logit⁻¹(logit(AUC) ± 1.96·SD), SD the resamples'
+  spread on the logit scale. An AUC near 1 has a lopsided sampling distribution, and the plain
+  percentile interval undercovers with few malignant cases: measured on binormal data with a
+  validation split's composition (29/18/5 malignant per group, AUC .92/.90/.85), the percentile
+  interval covered the truth 91/92/83 % of the time, the logit interval 93/96/97 %.
+- Worst-group AUC (a minimum) and the gap (a maximum minus a minimum): percentile intervals. The
+  max − min of noisy group AUCs overstates a small true gap: where the true gap is tiny (≲ .03)
+  the interval sits above it; where it is not (≈ .10) the percentile interval covered it 90–97 %
+  of the time in the same simulation, better than the bias-corrected (BC, 78–93 %) and the basic
+  bootstrap (75–89 %), which trade that case for the tiny one. tests/uncertainty_coverage.py
+  measures coverage against SynthDerm's ground truth.
 - Missed malignant cases (false-negative rate at the 0.5 threshold, MEDFAIR's fnr_at_thres) per
   group: a Wilson score interval (a proportion of the group's malignant cases; the bootstrap
   would give [0, 0] for a group with no miss).
@@ -39,8 +44,8 @@ import numpy as np
 CI_LEVEL = 0.95
 N_RESAMPLES = 2000
 SEED = 20_261_124
-METHOD = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} resamples, fixed seed; "
-          "percentile intervals (worst-group AUC and gap: bias-corrected percentile); "
+METHOD = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} resamples, fixed seed; AUCs: logit "
+          "interval from the resamples' spread; worst-group AUC and gap: percentile interval; "
           "missed malignant cases: Wilson score interval")
 MIN_CASES = 10  # fewer malignant (or benign) cases than this in a group: too few to judge its AUC
 FNR_THRESHOLD = 0.5
@@ -164,14 +169,15 @@ def percentile(values: np.ndarray, level: float = CI_LEVEL) -> Interval:
     return float(lo), float(hi)
 
 
-def bias_corrected(values: np.ndarray, estimate: float, level: float = CI_LEVEL) -> Interval:
-    """Efron's bias-corrected percentile interval: percentiles moved by z0 = Φ⁻¹(share below the estimate)."""
-    b = values.size
-    share = float(np.count_nonzero(values < estimate) + 0.5 * np.count_nonzero(values == estimate)) / b
-    share = min(max(share, 0.5 / b), 1.0 - 0.5 / b)
-    z0, z = _NORMAL.inv_cdf(share), _NORMAL.inv_cdf(1.0 - _alpha(level))
-    lo, hi = np.quantile(values, [_NORMAL.cdf(2 * z0 - z), _NORMAL.cdf(2 * z0 + z)])
-    return float(lo), float(hi)
+def logit_interval(values: np.ndarray, estimate: float, level: float = CI_LEVEL) -> Interval:
+    """logit⁻¹(logit(estimate) ± z·SD(logit(values))): an AUC's interval that keeps within [0, 1]
+    and widens on the side away from 1."""
+    eps = 1e-4
+    z = _NORMAL.inv_cdf(1.0 - _alpha(level))
+    clipped = np.clip(values[np.isfinite(values)], eps, 1.0 - eps)
+    spread = float(np.std(np.log(clipped / (1.0 - clipped)), ddof=1)) if clipped.size > 1 else 0.0
+    centre = math.log(min(max(estimate, eps), 1.0 - eps) / (1.0 - min(max(estimate, eps), 1.0 - eps)))
+    return 1.0 / (1.0 + math.exp(-(centre - z * spread))), 1.0 / (1.0 + math.exp(-(centre + z * spread)))
 
 
 def wilson(successes: int, trials: int, level: float = CI_LEVEL) -> Interval | None:
@@ -193,24 +199,23 @@ def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float] | None:
 def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point: Mapping[str, Any],
                     counts: np.ndarray | None = None) -> dict[str, Any]:
     """The summary fields an `evaluated` event gains: intervals, each group's n, malignant and
-    missed cases. `point`: the summary's point estimates (auc, worst_auc, auc_gap)."""
+    missed cases. `point`: the summary's point estimates (auc, group_auc, worst_auc, auc_gap)."""
     s = np.asarray(scores, dtype=float)
     rep = replicates(s, strata, shared_counts(strata) if counts is None else counts)
     y = strata.labels
-    names = list(rep.group_auc)
-    a = _alpha(CI_LEVEL)
-    bounds = np.quantile(np.vstack([rep.auc, *rep.group_auc.values()]), [a, 1.0 - a], axis=1).T
+    group_point = point.get("group_auc") or {}
     fields: dict[str, Any] = {
-        "auc_ci": _rounded(tuple(bounds[0])) if point.get("auc") is not None else None,
+        "auc_ci": _rounded(logit_interval(rep.auc, float(point["auc"]))) if point.get("auc") is not None else None,
         "worst_auc_ci": None, "auc_gap_ci": None,
-        "group_auc_ci": {g: _rounded(tuple(bounds[i + 1])) for i, g in enumerate(names)},
+        "group_auc_ci": {g: _rounded(logit_interval(v, float(group_point[g]))) for g, v in rep.group_auc.items()
+                         if group_point.get(g) is not None},
         "group_n": {}, "group_positives": {}, "group_missed": {}, "group_fnr": {}, "group_fnr_ci": {},
         "ci_level": CI_LEVEL, "ci_method": METHOD, "ci_resamples": int(rep.auc.size), "min_cases": MIN_CASES,
     }
     if rep.worst is not None and point.get("worst_auc") is not None:
-        fields["worst_auc_ci"] = _rounded(bias_corrected(rep.worst, float(point["worst_auc"])))
+        fields["worst_auc_ci"] = _rounded(percentile(rep.worst))
     if rep.gap is not None and point.get("auc_gap") is not None:
-        fields["auc_gap_ci"] = _rounded(bias_corrected(rep.gap, float(point["auc_gap"])))
+        fields["auc_gap_ci"] = _rounded(percentile(rep.gap))
     for name in strata.names:
         idx = strata.groups == name
         positives = int(y[idx].sum())

@@ -10,7 +10,7 @@ from sklearn.metrics import roc_auc_score
 
 from engine.evaluation.metrics import compute_metrics
 from engine.evaluation.uncertainty import (
-    MIN_CASES, N_RESAMPLES, Strata, difference, interval_fields, replicates, too_few, weighted_auc, wilson,
+    MIN_CASES, N_RESAMPLES, Strata, difference, logit_interval, percentile, replicates, too_few, weighted_auc, wilson,
 )
 
 GROUPS = ("group_0", "group_1", "group_2")
@@ -63,8 +63,9 @@ def test_intervals_contain_the_estimate_and_are_deterministic():
     assert summary["ci_resamples"] == N_RESAMPLES
 
 
-def test_percentile_intervals_agree_with_scipy_bootstrap():
-    """scipy.stats.bootstrap resamples each (group x label) cell as its own sample: the same design."""
+def test_the_resampling_agrees_with_scipy_bootstrap():
+    """scipy.stats.bootstrap resamples each (group x label) cell as its own sample: the same design,
+    so the percentiles of our resampled group AUCs match its percentile interval."""
     y, s, g = _data(4, sizes=((120, 30), (120, 30), (120, 30)))
     idx = np.flatnonzero(g == "group_2")
     pos, neg = s[idx][y[idx] == 1], s[idx][y[idx] == 0]
@@ -77,8 +78,22 @@ def test_percentile_intervals_agree_with_scipy_bootstrap():
 
     theirs = stats.bootstrap((pos, neg), auc, n_resamples=4000, method="percentile", vectorized=True,
                              random_state=np.random.default_rng(0)).confidence_interval
-    ours = interval_fields(s, Strata.of(y, g, GROUPS), {"auc": 0.5})["group_auc_ci"]["group_2"]
+    strata = Strata.of(y, g, GROUPS)
+    ours = percentile(replicates(s, strata, strata.counts()).group_auc["group_2"])
     assert ours[0] == pytest.approx(theirs.low, abs=0.02) and ours[1] == pytest.approx(theirs.high, abs=0.02)
+
+
+def test_auc_intervals_are_logit_intervals_of_the_resamples():
+    y, s, g = _data(8)
+    strata = Strata.of(y, g, GROUPS)
+    summary = compute_metrics(y, s, g, intervals=True).summary()
+    rep = replicates(s, strata, strata.counts())
+    spread = np.std(np.log(rep.auc / (1 - rep.auc)), ddof=1)
+    centre = np.log(summary["auc"] / (1 - summary["auc"]))
+    expected = 1 / (1 + np.exp(-(centre + np.array([-1, 1]) * 1.959964 * spread)))
+    assert summary["auc_ci"] == pytest.approx(expected.tolist(), abs=2e-6)
+    lo, hi = logit_interval(np.array([1.0, 1.0, 0.98]), 1.0)   # a perfect group stays within [0, 1]
+    assert 0 < lo < hi <= 1
 
 
 def test_a_group_with_one_class_has_no_interval_and_the_others_still_do():
