@@ -59,6 +59,13 @@ class BefairApp(App):
 
     # -- start-up -------------------------------------------------------------------------
     def on_mount(self) -> None:
+        # A file that is not a befair database is refused before anything is written beside it
+        # (no <db>.settings.json), with the command line's one line, not a crash on the first key.
+        try:
+            _ = self.store
+        except BefairError as exc:
+            self.exit(return_code=int(getattr(exc, "exit_code", 3)), message=f"befair: {exc}")
+            return
         try:
             if self.start == "console" and self.start_session_id:
                 if self.start_proc is not None:
@@ -197,13 +204,14 @@ class BefairApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
-        for key, active in screen.active_bindings.items():
+        for active in screen.active_bindings.values():
             binding = active.binding
             if not binding.id or binding.id in seen or not binding.description or not active.enabled:
                 continue
             seen.add(binding.id)
-            shown = binding.key_display or key
-            yield SystemCommand(binding.description, f"{binding.id} · key {shown}",
+            shown = binding.key_display or self.get_key_display(binding)
+            # a reader's words only: the key, never the binding's internal id
+            yield SystemCommand(binding.description, f"key {shown}",
                                 partial(self.call_later, self.run_action, binding.action, active.node))
 
 

@@ -44,3 +44,14 @@ class SessionsRead(Message):
         super().__init__()
         self.rows = rows
         self.error = error
+
+
+class BaselinesTraining(Message):
+    """The background baseline training's progress, read from its log (`done`: it ended; `error`:
+    why it failed)."""
+
+    def __init__(self, text: str, *, done: bool = False, error: str | None = None) -> None:
+        super().__init__()
+        self.text = text
+        self.done = done
+        self.error = error

@@ -10,11 +10,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from befair_tui import compare
 from befair_tui.format import BADGE_LEGEND, IMPORTED_UNMEASURED, RUNNER_STOPPED, STATUS_GLYPH, UNSANDBOXED
 from befair_tui.widgets.comparison_plot import LEGEND_WORDS
+from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.scatter import MARKERS
 
 # (keys, what they do) per screen; tests check every console binding is listed here
@@ -169,7 +170,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-box") as box:
             box.border_title = "Help"
             yield Static(help_content(), id="help-text")
-        yield Footer(compact=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#help-box").focus()

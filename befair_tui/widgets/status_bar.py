@@ -36,14 +36,18 @@ class StatusBar(Static):
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
             text.append("befair · ", style="bold")
-        text.append(f" {word} ", style=STATUS_STYLE.get(word, "bold reverse"))
+        if replay:  # a replay says first whether it plays; the session's state then is secondary
+            text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
+            was = {"new": "before the start", "running": "was running", "paused": "was paused"}.get(
+                state.status, f"{state.status}")
+            text.append(f" {was}", style="italic")
+        else:
+            text.append(f" {word} ", style=STATUS_STYLE.get(word, "bold reverse"))
         if state.unsandboxed:  # a trust marker: before anything a narrow terminal could clip
             text.append(" ")
             text.append_text(unsandboxed_badge(self._theme()))
         if dead:
             text.append(" (u: resume)", style="bold red")
-        if replay:
-            text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
         text.append(f" {state.level or '?'} · ")
         coder = ("simulated agent" if compact else coder_label(state.coder)) if state.simulated \
             else coder_label(state.coder)

@@ -361,6 +361,8 @@ def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
     word = STATUS_WORD.get(node.status, node.status)
     if not reason or reason.strip().lower() == word:  # "interrupted", not "interrupted: interrupted"
         return "problem", word
+    if node.status == "timeout" and node.exec_time is not None:  # "timeout: timed out after 600 s", shorter
+        return "problem", f"{word} · {node.exec_time:.0f} s"
     return "problem", f"{word}: {short(reason)}"
 
 
@@ -457,7 +459,7 @@ SPLITS = ("test", "validation")
 CRITERION_SHORT = {"claimed": "claim", "validation": "val", "minimax": "minimax"}
 SYNTH_NOTE = "generated data: not comparable to published DDI numbers"
 IMPORTED_NOTE = "imported run: not measured here"
-PUBLISHED_NOTE = "published rows are DDI test results: they are listed with the test figures"
+PUBLISHED_NOTE = "published rows are DDI test results: listed with the test figures"
 SOURCE_MEASURED = "measured here"
 SOURCE_TRAINED = "trained here"
 SOURCE_PUBLISHED = "published"
@@ -474,9 +476,9 @@ SPLIT_WORDS = {
     "test": "held-out DDI-format test set",
     "validation": "held-out validation split (training-data images the agent never saw)",
 }
-AXIS = {  # split -> (y axis, x axis)
-    "test": ("test AUC", "skin-tone AUC gap (test)"),
-    "validation": ("validation AUC", "skin-tone AUC gap (validation)"),
+AXIS = {  # split -> (y axis, x axis): the AUC along x, the gap up y, as in the study's Figure 2
+    "test": ("skin-tone AUC gap (test)", "test AUC"),
+    "validation": ("skin-tone AUC gap (validation)", "validation AUC"),
 }
 
 
