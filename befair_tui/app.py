@@ -50,6 +50,7 @@ class BefairApp(App):
         # start and resume that session from this console, kept in memory only
         self.session_env: dict[str, dict[str, str]] = {}
         self._store: SessionStore | None = None
+        self.refused: str | None = None  # why the database was refused at start (the app then exits)
 
     @property
     def store(self) -> SessionStore:
@@ -64,7 +65,8 @@ class BefairApp(App):
         try:
             _ = self.store
         except BefairError as exc:
-            self.exit(return_code=int(getattr(exc, "exit_code", 3)), message=f"befair: {exc}")
+            self.refused = f"befair: {exc}"
+            self.exit(return_code=int(getattr(exc, "exit_code", 3)), message=self.refused)
             return
         try:
             if self.start == "console" and self.start_session_id:

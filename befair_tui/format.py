@@ -167,18 +167,20 @@ def latest_output_line(node: NodeState) -> str:
 
 
 def running_line(state: SessionState, node: NodeState, now: float) -> Text:
-    """The node panel's line for a running node: its time against the step limit, its last output."""
+    """The node panel's lines for a running node: its time against the step limit, then the last
+    line it printed (a long line ends in … there; the Output tab has it whole)."""
     started = node.exec_started_ts or node.created_ts
     limit = state.config.get("step_timeout")
-    text = Text(no_wrap=True, overflow="ellipsis")
+    text = Text()
     text.append("⏱ running ", style="bold yellow")
     text.append(clock(max(0.0, now - started)) if started else "--:--", style="bold")
     if limit:
         text.append(f" of the {clock(float(limit))} step limit")
     last = latest_output_line(node)
-    text.append(" · latest output: " if last else " · no output yet", style="dim")
+    text.append("\nlatest output: " if last else "\nno output yet", style="dim")
     if last:
         text.append(last)
+    text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
 

@@ -19,7 +19,7 @@ from befair_tui.widgets.scatter import MARKERS, Mark, Scatter
 
 LEGEND_WORDS = {"node": "node", "best": "best", "baseline": "trained here", "published": "published"}
 ROOMY = 10      # rows inside the frame from which the axis titles have lines of their own
-NAMES_FROM = 20  # ... and the names of the numbered points (else the scoreboard beside names them)
+NAMES_FROM = 16  # ... and the names of the numbered points (else the scoreboard beside names them)
 
 
 def legend(split: str, kinds: set[str] | None = None) -> str:

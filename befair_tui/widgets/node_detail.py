@@ -36,7 +36,7 @@ class NodeDetail(Vertical):
     DEFAULT_CSS = """
     NodeDetail { border: round $primary-darken-1; }
     NodeDetail Log { height: 1fr; }
-    NodeDetail #node-running { height: 1; padding: 0 1; display: none; }
+    NodeDetail #node-running { height: 2; padding: 0 1; display: none; }
     NodeDetail.-narrow Tab { padding: 0 0; margin-right: 1; }
     """
     NARROW_BELOW = 56  # columns: the tabs lose their padding and "Conversation" reads "Chat", so all 7 show

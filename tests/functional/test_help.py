@@ -90,7 +90,7 @@ async def test_help_lists_every_key_badge_marker_and_term(db, tmp_path):
     for code, meaning in BADGE_LEGEND.items():
         assert f"[{code}]" in text and meaning.split()[0] in text
     assert set(BADGE_LEGEND) == {"ST", "PG", "RW", "UP", "FI", "PA", "!", "≠", "G", "?"}
-    for marker in ("●", "★", "■", "◆", "✎", "✂"):
+    for marker in ("●", "★", "A B", "1 2", "✎", "✂"):  # baselines lettered, published rows numbered
         assert marker in text
     for term in ("AUC", "skin-tone AUC gap", "validation", "test", "blinded", "best: the agent's claim",
                  "best: validation AUC", "best: minimax", "Pareto", "worst group", "(published)",
