@@ -101,9 +101,10 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
     head.append(f"{node.node_id} ", style="bold")
     head.append(summary.stage_text(with_parent=False) + " ")
     figure_style = "bold green" if best and summary.kind == "measured" else FIGURE_STYLE.get(summary.kind, "")
-    figures = summary.figures
+    figures = [summary.figures]
     if node.status == "running" and now is not None:
-        figures = f"running {running_clock(state, node, now)}"
+        ran = running_clock(state, node, now)
+        figures = [f"running {ran}", f"running {ran.split('/')[0]}", ran.split("/")[0]]
     codes = badge_codes(node)
     label = _fit(head, figures, figure_style, summary, codes, width)
     if summary.pruned:
@@ -111,19 +112,21 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
     return label
 
 
-def _fit(head: Text, figures: str, figure_style: str, summary, codes: list[str], width: int | None) -> Text:
-    """The first of ever shorter forms of a tree line that fits `width` (see node_label)."""
+def _fit(head: Text, figures: list[str], figure_style: str, summary, codes: list[str], width: int | None) -> Text:
+    """The first of ever shorter forms of a tree line that fits `width` (see node_label);
+    `figures`: what the line says about the node, then shorter ways to say it."""
     forms = [(True, True, len(codes)), (False, True, len(codes))]
     forms += [(False, True, n) for n in range(len(codes) - 1, -1, -1)] + [(False, False, 0)]
     for brackets, words, shown in forms:
-        text = _line(head, figures, figure_style, summary, codes, brackets, words, shown)
+        text = _line(head, figures[0], figure_style, summary, codes, brackets, words, shown)
         if width is None or text.cell_len <= width:
             return text
     if summary.kind == "measured":  # the AUC and the gap stay: closer together rather than cut
-        text = _line(head, figures.replace(" / ", "/"), figure_style, summary, codes, False, False, 0)
+        figures = [figures[0].replace(" / ", "/")]
+    for shorter in figures:
+        text = _line(head, shorter, figure_style, summary, codes, False, False, 0)
         if text.cell_len <= width:
             return text
-    text = _line(head, figures, figure_style, summary, codes, False, False, 0)
     if summary.kind == "problem" and text.cell_len > width:  # a long reason: cut its end, never the head
         text.truncate(max(width, head.cell_len + 1), overflow="ellipsis")
     return text

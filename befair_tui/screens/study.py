@@ -30,6 +30,7 @@ from befair_tui.widgets.study_summary import StudySummary
 REFRESH = 2.0
 Y_TITLE = "↑ skin-tone AUC gap (test) · lower is fairer"
 X_TITLE = "test AUC · higher is better →"
+Y_SHORT, X_SHORT = "↑ gap (test), lower is fairer", "test AUC →"
 
 
 def empty_text(db) -> str:
@@ -46,7 +47,7 @@ def empty_text(db) -> str:
         '    levels = ["base", "fairness-methods"]\n'
         "    repeats = 2\n"
         "    steps = 3\n"
-        "    [coder]\n"
+        "    \\[coder]\n"
         '    name = "offline"\n\n'
         f"and run it from a terminal:  [b]befair study run levels.toml --db {db}[/b]\n"
         "Its sessions appear here as they run (Esc: back to the sessions). The published study can be "
@@ -81,7 +82,14 @@ class StudyScreen(Screen):
     StudyScreen #study-grid { width: 3fr; height: 1fr; }
     StudyScreen #study-side { width: 2fr; height: 1fr; }
     StudyScreen #study-summary { height: auto; max-height: 14; padding: 0 1; }
+    StudyScreen #study-figure { height: 1fr; }
     StudyScreen .axis-title { height: 1; padding: 0 1; color: $text-muted; }
+    /* 80 columns: the grid above, the aggregate and the figure side by side below */
+    StudyScreen.-narrow #study-body { layout: vertical; }
+    StudyScreen.-narrow #study-grid { width: 1fr; height: auto; max-height: 8; }
+    StudyScreen.-narrow #study-side { width: 1fr; layout: horizontal; }
+    StudyScreen.-narrow #study-summary { width: 1fr; max-height: 100%; }
+    StudyScreen.-narrow #study-figure { width: 1fr; }
     StudyScreen #study-x-title { text-align: right; }
     StudyScreen #study-empty { padding: 1 2; height: 1fr; overflow-y: auto; }
     StudyScreen.-empty #study-body { display: none; }
@@ -113,11 +121,18 @@ class StudyScreen(Screen):
             with Vertical(id="study-side"):
                 yield StudySummary(id="study-summary")
                 # the console's axes: test AUC across, the skin-tone gap up (titles where one looks)
-                yield Static(Y_TITLE, id="study-y-title", classes="axis-title")
-                yield StudyPlot(id="study-plot")
-                yield Static(X_TITLE, id="study-x-title", classes="axis-title")
+                with Vertical(id="study-figure"):
+                    yield Static(Y_TITLE, id="study-y-title", classes="axis-title")
+                    yield StudyPlot(id="study-plot")
+                    yield Static(X_TITLE, id="study-x-title", classes="axis-title")
         yield Static(empty_text(self.store.path), id="study-empty")
         yield KeysFooter()
+
+    def on_resize(self, event) -> None:
+        narrow = event.size.width < 100
+        self.set_class(narrow, "-narrow")
+        self.query_one("#study-y-title", Static).update(Y_SHORT if narrow else Y_TITLE)
+        self.query_one("#study-x-title", Static).update(X_SHORT if narrow else X_TITLE)
 
     def on_mount(self) -> None:
         self.set_class(self.study is None, "-empty")  # no study: what one is and how to start one
@@ -194,6 +209,11 @@ class StudyScreen(Screen):
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "study-refresh")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in ("open", "replay", "next_study") and self.study is None:
+            return False  # no study: nothing to open (the footer offers only what can act)
+        return True
 
     # -- actions -----------------------------------------------------------------------------
     def _selected_session(self) -> str | None:

@@ -33,6 +33,10 @@ def fit_keys(keys: list[FooterKey], width: int, drop_first: tuple[str, ...] = ()
 
 
 class KeysFooter(Footer):
+    DEFAULT_CSS = """
+    KeysFooter FooterKey.-command-palette { border-left: none; }
+    """
+
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("compact", True)
         super().__init__(**kwargs)

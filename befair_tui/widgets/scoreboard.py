@@ -85,7 +85,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         subtitle = f"v: {other}" if self.compact else f"v: show {other}"
         hidden = len(self.lines) - self.scrollable_content_region.height - round(self.scroll_y)
         if self.size.height and hidden > 0:  # rows below the edge: say so, and how to reach them
-            subtitle = f"↓ {hidden} more (Tab, ↑↓) · " + subtitle
+            subtitle = (f"↓{hidden} more · Tab ↑↓ · " if self.compact else f"↓ {hidden} more (Tab, ↑↓) · ") + subtitle
         if self.border_title != title:
             self.border_title = title
         if self.border_subtitle != subtitle:
