@@ -242,8 +242,8 @@ def guidance_label(g, state: SessionState, width: int | None = None) -> Text:
              (f" · {where}", f" →{','.join(map(str, shown))}{more}" if shown else " ⏳")]
     text_len = len(" ".join(str(g.text).split()))
     tail = tails[0]
-    if width is not None and 4 + min(text_len, 30) + sum(map(len, tail)) > width:
-        tail = tails[1]
+    if width is not None and 4 + min(text_len, 20) + sum(map(len, tail)) > width:
+        tail = tails[1]  # the words stay longer than the way of saying where it applies
     room = 30 if width is None else max(8, min(30, width - 4 - sum(len(t) for t in tail)))
     text = Text()
     text.append("✎ ", style="bold magenta")

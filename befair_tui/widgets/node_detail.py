@@ -161,7 +161,8 @@ class NodeDetail(Vertical):
         if text:
             log.write(text)
         if node.failure_reason:
-            log.write_line(f"\n[{node.status}] {node.failure_reason}")
+            injected = views.simulated_failure(node)
+            log.write_line(f"\n[{node.status}] {node.failure_reason}" + (f" ({injected})" if injected else ""))
 
     def append_output(self, node_id: int, text: str) -> None:
         if node_id == self._output_node and text and "output" not in self._stale:
@@ -175,7 +176,11 @@ class NodeDetail(Vertical):
 
     def _plan(self, state: SessionState, node: NodeState) -> Group:
         # a long guidance is shown in full once, at the first node it shaped; later plans refer to it
-        parts: list = [Text(plan_without_repeats(state, node) or "(no plan)")]
+        parts: list = []
+        injected = views.simulated_failure(node)
+        if injected:  # a failure the simulated agent made on purpose, said first and as such
+            parts += [Text(f"{injected}.", style="bold magenta"), Text("")]
+        parts.append(Text(plan_without_repeats(state, node) or "(no plan)"))
         if node.guidance_ids:
             parts.append(Text(""))
             for gid in node.guidance_ids:
@@ -185,9 +190,6 @@ class NodeDetail(Vertical):
                 ref = guidance_reference(state, node, gid)
                 text = f"“{g.text}”" if ref is None or len(g.text) <= GUIDANCE_INLINE else f"“{g.text[:60]}…” ({ref})"
                 parts.append(Text(f"✎ guidance #{gid} in force: {text} ({g.scope})", style="magenta"))
-        injected = views.simulated_failure(node)
-        if injected:  # a failure the simulated agent made on purpose, said as such
-            parts.append(Text(f"\n{injected}.", style="bold magenta"))
         words = components_words(node)
         if words:
             parts.append(Text("\nWhat the pipeline does:", style="dim"))

@@ -25,6 +25,7 @@ class StatusBar(Static):
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
              replay: str | None = None, runner: str | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown)."""
+        self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner})
         word = {"new": "WAITING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
@@ -67,3 +68,11 @@ class StatusBar(Static):
             return self.app.theme_variables
         except Exception:  # noqa: BLE001 - not mounted
             return None
+
+    _last_args: tuple | None = None
+
+    def on_resize(self) -> None:
+        """Narrower or wider: the line is laid out again (shorter words below 110 columns)."""
+        if self._last_args is not None:
+            state, kwargs = self._last_args
+            self.sync(state, **kwargs)
