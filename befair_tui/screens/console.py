@@ -607,6 +607,7 @@ class ConsoleScreen(Screen):
     # -- expert baselines, trained in the background on the session's data -----------------
     baseline_plan = None  # a baseline_training.TrainingPlan (None: its defaults); tests train less
     _training = None      # the training's process while it runs
+    _trained_runs = 0     # its runs recorded so far (each one reloads the rows)
 
     def baseline_workspace(self) -> str | None:
         """The session's prepared workspace, when it is here to train baselines on."""
@@ -674,7 +675,7 @@ class ConsoleScreen(Screen):
                 error = None if code == 0 else (said or f"exit code {code}")
                 self.post_message(BaselinesTraining(progress.words(), done=True, error=error))
                 return
-            self.post_message(BaselinesTraining(progress.words()))
+            self.post_message(BaselinesTraining(progress.words(), finished=progress.finished))
             self._sleep(1.0, worker)
 
     @on(BaselinesTraining)
@@ -682,6 +683,10 @@ class ConsoleScreen(Screen):
         board = self.query_one(Scoreboard)
         if not message.done:
             board.set_training(message.text)
+            if message.finished != self._trained_runs:  # a run landed in the database: show it now
+                self._trained_runs = message.finished
+                self._load_references()
+                self.query_one(ComparisonPlot).sync(self.state, self.best)
             board.sync(self.state)
             return
         self._training = None

@@ -22,13 +22,15 @@ ROOMY = 10      # rows inside the frame from which the axis titles have lines of
 NAMES_FROM = 16  # ... and the names of the numbered points (else the scoreboard beside names them)
 
 
-def legend(split: str, kinds: set[str] | None = None) -> str:
+def legend(split: str, kinds: set[str] | None = None, compact: bool = False) -> str:
     """Console markup: every marker the plot draws in this split (`kinds`: those it has drawn;
-    None: all it can), in its colour. Baselines are lettered A, B, …; published rows numbered."""
+    None: all it can), in its colour. Baselines are lettered A, B, …; published rows numbered.
+    Compact, "★ best" goes to the title and "trained here" reads "trained"."""
     order = ["node", "best", "baseline"] + (["published"] if split == "test" else [])
     shown = {"baseline": "A", "published": "1"}
-    return " ".join(f"[{MARKERS[k][1]}]{shown.get(k, MARKERS[k][0])}[/] {LEGEND_WORDS[k]}" for k in order
-                    if kinds is None or k in kinds or k in ("node", "best"))
+    words = {**LEGEND_WORDS, "baseline": "trained"} if compact else LEGEND_WORDS
+    return " ".join(f"[{MARKERS[k][1]}]{shown.get(k, MARKERS[k][0])}[/] {words[k]}" for k in order
+                    if (kinds is None or k in kinds or k in ("node", "best")) and not (compact and k == "best"))
 
 
 COMPACT_NOTES = {compare.SYNTH_NOTE: "generated data: not comparable"}  # the scoreboard beside says it all
@@ -43,7 +45,7 @@ def axis_titles(split: str) -> tuple[str, str]:
 def title(split: str, compact: bool = False) -> str:
     y, x = compare.AXIS[split]
     if compact:
-        return f"{x} → · gap ↑"
+        return f"{x} → · gap ↑ · [{MARKERS['best'][1]}]★[/] best"
     return f"{x} → vs {y} ↑"
 
 
@@ -89,7 +91,7 @@ class ComparisonPlot(Vertical):
     def _set_titles(self) -> None:
         self.border_title = title(self.split, self.compact)
         drawn = {m.kind for m in self.query_one(Scatter).marks} if self.is_mounted else None
-        self.border_subtitle = legend(self.split, drawn)
+        self.border_subtitle = legend(self.split, drawn, self.compact)
 
     @property
     def scatter(self) -> Scatter:

@@ -202,6 +202,8 @@ class Scoreboard(VerticalScroll, can_focus=True):
                 tag = tags.get(next(references, ("", "")), "")
                 name.append(f"{tag} " if tag else "  ", style=f"bold {MARKERS[r.kind][1]}")
             name.append(r.name)
+            if r.kind == "baseline" and self.compact:  # no source column: say it in the name
+                name.append(" (trained here)")
             if r.kind == "baseline" and r.note:
                 name.append(" · other data", style="dim")
             if r.kind == "node" and r.auc is None and not r.hidden and r.note:

@@ -12,7 +12,7 @@ from befair_tui.format import RUNNER_STOPPED, clock, coder_label, elapsed, token
 
 STATUS_STYLE = {
     "RUNNING": "bold black on green", "PAUSED": "bold black on yellow", "FINISHED": "bold white on blue",
-    "STOPPED": "bold white on magenta", "FAILED": "bold white on red", "WAITING": "bold black on grey70",
+    "STOPPED": "bold white on magenta", "FAILED": "bold white on red", "STARTING": "bold black on grey70",
     "REPLAY": "bold white on dark_cyan", RUNNER_STOPPED: "bold white on red",
 }
 
@@ -26,7 +26,7 @@ class StatusBar(Static):
              replay: str | None = None, runner: str | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown)."""
         self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner})
-        word = {"new": "WAITING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
+        word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
             word = "STOPPING"
@@ -49,15 +49,26 @@ class StatusBar(Static):
             text.append_text(unsandboxed_badge(self._theme()))
         if dead:
             text.append(" (u: resume)", style="bold red")
-        text.append(f" {state.level or '?'} · ")
+        if state.status == "new" and not state.level and not replay:  # nothing recorded yet: say what happens
+            text.append(" the session's process is setting up (data, sandbox, agent)…", style="italic")
+            key = (text.plain, tuple(text.spans), compact)
+            if key != getattr(self, "_last_key", None):
+                self._last_key = key
+                self.update(text, layout=False)
+            return
         coder = ("simulated agent" if compact else coder_label(state.coder)) if state.simulated \
             else coder_label(state.coder)
-        text.append(coder, style="bold magenta" if state.simulated else "")
-        text.append(f" · step {state.agent_steps}/{state.budget}")
-        # a dead runner: the clock stops at its last event instead of ticking on
-        text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
         total = state.tokens_in + state.tokens_out
-        text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
+        # a dead runner: the clock stops at its last event instead of ticking on
+        parts = [(f" {state.level or '?'} · ", ""), (coder, "bold magenta" if state.simulated else ""),
+                 (f" · step {state.agent_steps}/{state.budget}", ""),
+                 (f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
+                 (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
+        room = (self.size.width - 2) if self.size.width else None
+        while room is not None and len(parts) > 3 and text.cell_len + sum(len(t) for t, _ in parts) > room:
+            parts.pop()  # narrow: tokens, then the clock give way; nothing is cut mid-word
+        for part, style in parts:
+            text.append(part, style=style)
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
             self._last_key = key

@@ -74,7 +74,7 @@ def export_session(store: SessionStore, session_id: str, out: Path, *, criterion
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
                   f"# why: {choice.reason}\n"
                   f"# coder: {state.coder.get('label') or state.coder.get('name')}"
-                  f"{' (simulated)' if state.simulated else ''}\n"
+                  f"{' (simulated)' if state.simulated and 'simulated' not in str(state.coder.get('label')) else ''}\n"
                   + (f"# {injected} (the simulation's doing, not a choice of this pipeline)\n" if injected else "")
                   + (f"# {views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}\n" if state.unsandboxed else ""))
         (out / "solution.py").write_text(header + without_injected_failure(best.code), encoding="utf-8")
