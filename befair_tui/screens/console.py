@@ -11,12 +11,11 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual import events
 from textual.widgets import Tree
 from textual.worker import get_current_worker
 
@@ -314,7 +313,9 @@ class ConsoleScreen(Screen):
                                        now=self.clock(), replay=self.replay_label(), runner=self.runner)
         self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
         # the footer is rebuilt only when what the keys can do changes (not on every clock tick)
-        key = (self.state.status, self.runner, self.read_only, self.state.stop_requested)
+        board = self.query_one(Scoreboard)
+        key = (self.state.status, self.runner, self.read_only, self.state.stop_requested, board.can_baselines,
+               board.no_baselines(), self._training is None)
         if key != self._bindings_key:
             self._bindings_key = key
             self.refresh_bindings()
@@ -431,7 +432,8 @@ class ConsoleScreen(Screen):
                 return "The baselines are training already: their progress is in the scoreboard."
             if self.read_only or self.baseline_workspace() is None:
                 return "This session's data is not here, so no baseline can be trained for it."
-            if not self.query_one(Scoreboard).no_baselines():
+            boards = self.query(Scoreboard)
+            if boards and not boards.first().no_baselines():
                 return "Baselines trained on this session's data are in the scoreboard already."
             return None
         if action == "resume_runner":
@@ -616,7 +618,7 @@ class ConsoleScreen(Screen):
         path = str((self.state.data or {}).get("path") or "")
         if compare.data_kind(self.state) not in ("synth", "real") or not path:
             return None
-        return path if Path(path, "manifest.json").is_file() or Path(path).is_dir() else None
+        return path if Path(path).is_dir() else None
 
     def action_train_baselines(self) -> None:
         from befair_tui.baseline_training import TrainingPlan
@@ -643,6 +645,8 @@ class ConsoleScreen(Screen):
 
         workspace = self.baseline_workspace()
         name = f"baselines-{self.session_id}"
+        log = launch.log_path(self.store.path, name)
+        start = log.stat().st_size if log.exists() else 0  # an earlier training's lines are not this one's
         try:
             self._training = launch.spawn(train_argv(plan, self.store.path, workspace or ""), self.store.path, name)
         except OSError as exc:
@@ -650,16 +654,17 @@ class ConsoleScreen(Screen):
             return
         self.query_one(Scoreboard).set_training(f"training baselines: starting ({plan.words()})")
         self.refresh_bindings()
-        self.follow_training(plan, launch.log_path(self.store.path, name))
+        self.follow_training(plan, log, start)
 
     @work(thread=True, exclusive=True, group="baselines", name="baseline-training")
-    def follow_training(self, plan, log) -> None:
-        """Read the training's log for progress until its process ends; never touches widgets."""
+    def follow_training(self, plan, log, offset: int = 0) -> None:
+        """Read the training's log (from `offset`) for progress until its process ends; never
+        touches widgets."""
         from befair_tui.baseline_training import TrainingProgress
 
         worker = get_current_worker()
         progress = TrainingProgress(plan.runs)
-        proc, offset, said = self._training, 0, ""
+        proc, said = self._training, ""
         while not worker.is_cancelled and proc is not None:
             try:
                 with open(log, encoding="utf-8", errors="replace") as fh:
