@@ -63,7 +63,8 @@ class BefairApp(App):
         # A file that is not a befair database is refused before anything is written beside it
         # (no <db>.settings.json), with the command line's one line, not a crash on the first key.
         try:
-            _ = self.store
+            if self.db_path.exists():  # a new database is created by what first needs it, as before
+                _ = self.store
         except BefairError as exc:
             self.refused = f"befair: {exc}"
             self.exit(return_code=int(getattr(exc, "exit_code", 3)), message=self.refused)

@@ -35,10 +35,12 @@ def _resolve(db: Path, ref: str) -> str:
 
 def check_database(db: Path) -> None:
     """Refuse, before the console starts and writes anything beside it (its settings file), a
-    file that is not a befair session database: the same one-line error as every command."""
+    file that is not a befair session database: the same one-line error as every command. A
+    database that does not exist yet is left to be created by what needs it."""
     from engine.session.store import SessionStore
 
-    SessionStore(db).close()
+    if Path(db).exists():
+        SessionStore(db).close()
 
 
 def _run(app) -> int:
