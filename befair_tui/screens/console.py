@@ -311,9 +311,12 @@ class ConsoleScreen(Screen):
         self._sync_guidance_input()
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
                                        now=self.clock(), replay=self.replay_label(), runner=self.runner)
-        self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
+        board = self._board or self.query_one(Scoreboard)
+        self._board = board
+        board.set_unsandboxed(self.state.unsandboxed)
         # the footer is rebuilt only when what the keys can do changes (not on every clock tick)
-        board = self.query_one(Scoreboard)
+        board = self._board or self.query_one(Scoreboard)
+        self._board = board
         key = (self.state.status, self.runner, self.read_only, self.state.stop_requested, board.can_baselines,
                board.no_baselines(), self._training is None)
         if key != self._bindings_key:
@@ -324,6 +327,7 @@ class ConsoleScreen(Screen):
         return None
 
     _guidance: GuidanceInput | None = None  # looked up on mount: a query walks the whole screen
+    _board: Scoreboard | None = None
 
     def _sync_guidance_input(self) -> None:
         """Guidance only reaches a session that can still take it: say so instead of failing later."""

@@ -89,13 +89,19 @@ class ComparisonPlot(Vertical):
         yield Static("", id="plot-names")
 
     def _set_titles(self) -> None:
-        self.border_title = title(self.split, self.compact)
-        drawn = {m.kind for m in self.query_one(Scatter).marks} if self.is_mounted else None
-        self.border_subtitle = legend(self.split, drawn, self.compact)
+        drawn = {m.kind for m in self.scatter.marks} if self.is_mounted else None
+        titles = (title(self.split, self.compact), legend(self.split, drawn, self.compact))
+        if titles != (self.border_title, self.border_subtitle):  # unchanged: no redraw of the frame
+            self.border_title, self.border_subtitle = titles
+
+    _scatter: Scatter | None = None
+    _names_shown: str | None = None
 
     @property
     def scatter(self) -> Scatter:
-        return self.query_one(Scatter)
+        if self._scatter is None:  # looked up once: a query walks the widget tree
+            self._scatter = self.query_one(Scatter)
+        return self._scatter
 
     def set_references(self, baselines: list[dict], published: list[dict]) -> None:
         self.scatter.set_references(baselines, published)
@@ -127,7 +133,10 @@ class ComparisonPlot(Vertical):
         scatter = self.scatter
         scatter.sync(state, best)
         self._set_titles()
-        self.query_one("#plot-names", Static).update(names(scatter.marks))
+        shown = names(scatter.marks)
+        if shown.plain != self._names_shown:  # an update lays the screen out again: only on a change
+            self._names_shown = shown.plain
+            self.query_one("#plot-names", Static).update(shown)
         notes = compare.notes(state, self.split, has_published=bool(scatter.published))
         if self.split == "validation":
             notes = [n for n in notes if n != compare.PUBLISHED_NOTE] + ["published rows: test only (v)"]

@@ -104,13 +104,22 @@ class NodeDetail(Vertical):
         """Show (or hide) the line that says how long the shown node has been running, against
         the step limit, and the last line it printed: a long step does not look stuck."""
         self._running_now = now
-        box = self.query_one("#node-running", Static)
         node = state.nodes.get(self.node_id) if self.node_id is not None else None
         running = node is not None and node.status == "running" and now is not None
+        if not running and not self._running_shown:
+            return
+        box = self.query_one("#node-running", Static)
         if running:
-            box.update(running_line(state, node, now))
+            line = running_line(state, node, now)
+            if line.plain != self._running_text:
+                self._running_text = line.plain
+                box.update(line)
         if box.display != running:
             box.display = running
+        self._running_shown = running
+
+    _running_shown = False
+    _running_text = ""
 
     @property
     def active_tab(self) -> str:
