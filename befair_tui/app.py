@@ -51,6 +51,7 @@ class BefairApp(App):
         # start and resume that session from this console, kept in memory only
         self.session_env: dict[str, dict[str, str]] = {}
         self._store: SessionStore | None = None
+        self.refused: str | None = None  # why the database was refused at start (the app then exits)
 
     @property
     def store(self) -> SessionStore:
@@ -60,6 +61,15 @@ class BefairApp(App):
 
     # -- start-up -------------------------------------------------------------------------
     def on_mount(self) -> None:
+        # A file that is not a befair database is refused before anything is written beside it
+        # (no <db>.settings.json), with the command line's one line, not a crash on the first key.
+        try:
+            if self.db_path.exists():  # a new database is created by what first needs it, as before
+                _ = self.store
+        except BefairError as exc:
+            self.refused = f"befair: {exc}"
+            self.exit(return_code=int(getattr(exc, "exit_code", 3)), message=self.refused)
+            return
         try:
             if self.start == "console" and self.start_session_id:
                 if self.start_proc is not None:
@@ -202,13 +212,14 @@ class BefairApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
-        for key, active in screen.active_bindings.items():
+        for active in screen.active_bindings.values():
             binding = active.binding
             if not binding.id or binding.id in seen or not binding.description or not active.enabled:
                 continue
             seen.add(binding.id)
-            shown = binding.key_display or key
-            yield SystemCommand(binding.description, f"{binding.id} · key {shown}",
+            shown = binding.key_display or self.get_key_display(binding)
+            # a reader's words only: the key, never the binding's internal id
+            yield SystemCommand(binding.description, f"key {shown}",
                                 partial(self.call_later, self.run_action, binding.action, active.node))
 
 

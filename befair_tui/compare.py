@@ -62,3 +62,22 @@ def reference_rows(store: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any
         except Exception:  # noqa: BLE001 - published rows are optional
             rows = []
     return baselines, rows
+
+
+BASELINE_TAGS = "ABCDEFGHIJ"
+PUBLISHED_TAGS = "123456789"
+
+
+def reference_tags(baselines: list[dict[str, Any]], published: list[dict[str, Any]],
+                   split: str) -> dict[tuple[str, str], str]:
+    """(kind, name) -> the letter (baselines trained here: A, B, …) or number (published rows:
+    1, 2, …) a plotted reference is drawn as; the scoreboard names its rows with the same tags,
+    so every point on the plot is named even where the plot has no room for a legend."""
+    tags: dict[tuple[str, str], str] = {}
+    counts = {"baseline": 0, "published": 0}
+    for name, _gap, _auc, kind in reference_points(baselines, published, split):
+        letters = BASELINE_TAGS if kind == "baseline" else PUBLISHED_TAGS
+        counts[kind] += 1
+        if counts[kind] <= len(letters):
+            tags[(kind, name)] = letters[counts[kind] - 1]
+    return tags

@@ -66,7 +66,7 @@ def badge_codes(node: NodeState) -> list[str]:
     return audit_badges(node)
 
 
-BADGE_STYLE = {"!": "bold red", "≠": "bold yellow", "G": "magenta"}
+BADGE_STYLE = {"!": "bold red", "≠": "bold yellow", "G": "magenta", "?": "bold red"}
 
 
 def badges(node: NodeState) -> Text:
@@ -79,31 +79,132 @@ def badges(node: NodeState) -> Text:
 FIGURE_STYLE = {"measured": "", "pending": "yellow", "problem": "red", "imported": "dim", "unmeasured": "yellow"}
 
 
-def node_label(state: SessionState, node: NodeState, *, best: bool = False, frame: int = 0) -> Text:
+def node_label(state: SessionState, node: NodeState, *, best: bool = False, frame: int = 0,
+               width: int | None = None, now: float | None = None) -> Text:
     """One line of the search tree: views.NodeSummary.compact(), styled (glyph, id, stage, val
-    AUC / gap or what went wrong, ★ best, badges, ⇢ next, ✂ pruned)."""
+    AUC / gap or what went wrong, ★ best, badges, ⇢ next, ✂ pruned).
+
+    `width`: the cells the line may take. What gives way first: the badges lose their brackets,
+    then badges go from the end (… says more are in the node panel's Audit tab), then the words
+    after ★ ⇢ ✂, and only then the end of a failure reason; the AUC and the gap are never cut.
+    `now`: the clock for the running node's elapsed time against the step limit."""
     summary = node_summary(state, node, best=node.node_id if best else None)
     glyph, style = STATUS_GLYPH.get(node.status, ("?", ""))
     if node.status == "running":
         glyph = SPINNER[frame % len(SPINNER)]
-    text = Text()
-    text.append(glyph + " ", style=style)
-    text.append(f"{node.node_id} ", style="bold")
-    text.append(summary.stage_text(with_parent=False) + " ")
+    head = Text()
+    head.append(glyph + " ", style=style)
+    head.append(f"{node.node_id} ", style="bold")
+    head.append(summary.stage_text(with_parent=False) + " ")
     figure_style = "bold green" if best and summary.kind == "measured" else FIGURE_STYLE.get(summary.kind, "")
-    text.append(summary.figures, style=figure_style)
-    if summary.best:  # before the badges, so a narrow tree does not clip it
-        text.append(" ★ best", style="bold yellow")
-    b = badges(node)
-    if b:
-        text.append(" ")
-        text.append_text(b)
-    if summary.next:
-        text.append(" ⇢ next", style="bold magenta")
+    figures = [summary.figures]
+    if node.status == "running" and now is not None:
+        ran = running_clock(state, node, now)
+        figures = [f"running {ran}", f"running {ran.split('/')[0]}", ran.split("/")[0]]
+    codes = badge_codes(node)
+    label = _fit(head, figures, figure_style, summary, codes, width)
     if summary.pruned:
-        text.append(" ✂ pruned", style="dim")
-        text.stylize("dim")
+        label.stylize("dim")
+    return label
+
+
+def _fit(head: Text, figures: list[str], figure_style: str, summary, codes: list[str], width: int | None) -> Text:
+    """The first of ever shorter forms of a tree line that fits `width` (see node_label);
+    `figures`: what the line says about the node, then shorter ways to say it."""
+    forms = [(True, True, len(codes)), (False, True, len(codes))]
+    forms += [(False, True, n) for n in range(len(codes) - 1, -1, -1)] + [(False, False, 0)]
+    for brackets, words, shown in forms:
+        text = _line(head, figures[0], figure_style, summary, codes, brackets, words, shown)
+        if width is None or text.cell_len <= width:
+            return text
+    if summary.kind == "measured":  # the AUC and the gap stay: closer together rather than cut
+        figures = [figures[0].replace(" / ", "/")]
+    for shorter in figures:
+        text = _line(head, shorter, figure_style, summary, codes, False, False, 0)
+        if text.cell_len <= width:
+            return text
+    if summary.kind == "problem" and text.cell_len > width:  # a long reason: cut its end, never the head
+        text.truncate(max(width, head.cell_len + 1), overflow="ellipsis")
     return text
+
+
+def _line(head: Text, figures: str, figure_style: str, summary, codes: list[str], brackets: bool, words: bool,
+          shown: int) -> Text:
+    text = head.copy()
+    text.append(figures, style=figure_style)
+    if summary.best:  # before the badges, so a narrow tree does not clip it
+        text.append(" ★ best" if words else " ★", style="bold yellow")
+    if codes:
+        text.append(" ")
+        for i, code in enumerate(codes[:shown]):
+            if not brackets and i:
+                text.append("·", style="dim")
+            text.append(f"[{code}]" if brackets else code, style=BADGE_STYLE.get(code, "cyan"))
+        if shown < len(codes):
+            text.append("…", style="dim")
+    if summary.next:
+        text.append(" ⇢ next" if words else " ⇢", style="bold magenta")
+    if summary.pruned:
+        text.append(" ✂ pruned" if words else " ✂", style="dim")
+    return text
+
+
+def running_clock(state: SessionState, node: NodeState, now: float) -> str:
+    """"01:32/10:00": how long the running node has run, against the session's step limit."""
+    started = node.exec_started_ts or node.created_ts
+    limit = state.config.get("step_timeout")
+    ran = clock(max(0.0, now - started)) if started else "--:--"
+    return f"{ran}/{clock(float(limit))}" if limit else ran
+
+
+def latest_output_line(node: NodeState) -> str:
+    """The last line the node's run printed (the live output), or ""."""
+    for line in reversed(node.live_tail.splitlines() or node.live_head.splitlines()):
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def running_line(state: SessionState, node: NodeState, now: float) -> Text:
+    """The node panel's lines for a running node: its time against the step limit, then the last
+    line it printed (a long line ends in … there; the Output tab has it whole)."""
+    started = node.exec_started_ts or node.created_ts
+    limit = state.config.get("step_timeout")
+    text = Text()
+    text.append("⏱ running ", style="bold yellow")
+    text.append(clock(max(0.0, now - started)) if started else "--:--", style="bold")
+    if limit:
+        text.append(f" of the {clock(float(limit))} step limit")
+    last = latest_output_line(node)
+    text.append("\nlatest output: " if last else "\nno output yet", style="dim")
+    if last:
+        text.append(last)
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
+
+
+def components_words(node: NodeState) -> list[str]:
+    """A node's recorded pipeline choice in words, for the Plan tab ([] when its plan already says
+    it). The offline coder's choices read as its plans do (engine.agent.grammar.describe); other
+    coders' are listed as "name: value" with no internal spelling (no None, True or {…})."""
+    from engine.agent import grammar
+
+    c = node.components or {}
+    if not c:
+        return []
+    if c.get("model") in grammar.MODELS and "fairness" in c:
+        lines = grammar.describe(grammar.normalise(c))
+        return [] if lines[0] in node.plan else lines
+    out = []
+    for key, value in c.items():
+        if value is None or value is False or key == "bug":
+            continue
+        if value is True:
+            value = "yes"
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        out.append(f"{str(key).replace('_', ' ')}: {value}")
+    return out
 
 
 def node_tooltip(state: SessionState, node: NodeState) -> str:
@@ -127,17 +228,24 @@ def node_tooltip(state: SessionState, node: NodeState) -> str:
     return "\n".join(lines)
 
 
-def guidance_label(g, state: SessionState) -> Text:
+def guidance_label(g, state: SessionState, width: int | None = None) -> Text:
+    """A guidance entry in the tree. At `width`, where it took effect shortens first
+    ("→ node 4, 7" to "→ 4,7", "· pending" to "⏳"), then its quoted text (to 8 characters at least)."""
+    where = "global" if g.scope == "global" else f"node {g.node_id}"
+    shown = g.used_by[:4]
+    more = "…" if len(g.used_by) > 4 else ""
+    tails = [(f" · {where}", f" → node {', '.join(map(str, shown))}{more}" if shown else " · pending"),
+             (f" · {where}", f" →{','.join(map(str, shown))}{more}" if shown else " ⏳")]
+    text_len = len(" ".join(str(g.text).split()))
+    tail = tails[0]
+    if width is not None and 4 + min(text_len, 20) + sum(map(len, tail)) > width:
+        tail = tails[1]  # the words stay longer than the way of saying where it applies
+    room = 30 if width is None else max(8, min(30, width - 4 - sum(len(t) for t in tail)))
     text = Text()
     text.append("✎ ", style="bold magenta")
-    text.append(f"“{_short(g.text, 30)}”", style="italic magenta")
-    where = "global" if g.scope == "global" else f"node {g.node_id}"
-    text.append(f" · {where}", style="magenta")
-    if g.used_by:
-        more = "…" if len(g.used_by) > 4 else ""
-        text.append(f" → node {', '.join(str(n) for n in g.used_by[:4])}{more}", style="dim")
-    else:
-        text.append(" · pending", style="dim")
+    text.append(f"“{_short(g.text, room)}”", style="italic magenta")
+    text.append(tail[0], style="magenta")
+    text.append(tail[1], style="dim")
     return text
 
 

@@ -44,3 +44,15 @@ class SessionsRead(Message):
         super().__init__()
         self.rows = rows
         self.error = error
+
+
+class BaselinesTraining(Message):
+    """The background baseline training's progress, read from its log (`done`: it ended; `error`:
+    why it failed)."""
+
+    def __init__(self, text: str, *, finished: int = 0, done: bool = False, error: str | None = None) -> None:
+        super().__init__()
+        self.text = text
+        self.finished = finished  # runs recorded in the database so far
+        self.done = done
+        self.error = error

@@ -1,5 +1,5 @@
 """Regenerate the README screenshots from the app itself: `python -m befair_tui.screenshots [OUT]`
-(console.svg, replay.svg, test-vs-test.svg, help.svg).
+(console.svg, replay.svg, test-vs-test.svg, console-80x24.svg, help.svg).
 
 Uses the deterministic recorded demo session (engine.session.fixtures) in a temporary database,
 a frozen clock, and App.save_screenshot in a headless Pilot run.
@@ -63,6 +63,13 @@ async def main(out: Path) -> list[Path]:
         last_done = store.last_seq(done)
         path = out / "test-vs-test.svg"
         await _shoot(app, path, (140, 42), lambda a: getattr(a.screen, "state", None) is not None
+                     and a.screen.state.last_seq == last_done)
+        written.append(path)
+
+        # the same finished session at the smallest supported terminal
+        app = create_app(db, start="console", session_id=done, clock=frozen_clock(TS0 + 7600), poll_interval=0.02)
+        path = out / "console-80x24.svg"
+        await _shoot(app, path, (80, 24), lambda a: getattr(a.screen, "state", None) is not None
                      and a.screen.state.last_seq == last_done)
         written.append(path)
 

@@ -33,6 +33,16 @@ def _resolve(db: Path, ref: str) -> str:
         store.close()
 
 
+def check_database(db: Path) -> None:
+    """Refuse, before the console starts and writes anything beside it (its settings file), a
+    file that is not a befair session database: the same one-line error as every command. A
+    database that does not exist yet is left to be created by what needs it."""
+    from engine.session.store import SessionStore
+
+    if Path(db).exists():
+        SessionStore(db).close()
+
+
 def _run(app) -> int:
     app.run()
     if app.return_code:
@@ -58,7 +68,9 @@ def cmd_replay(args) -> int:
 def open_setup(args) -> int:
     from befair_tui.app import create_app
 
-    return _run(create_app(db_from_args(args)))
+    db = db_from_args(args)
+    check_database(db)
+    return _run(create_app(db))
 
 
 def open_console_from_args(args) -> int:
@@ -73,6 +85,7 @@ def open_console_from_args(args) -> int:
     from befair_tui.cli.run import write_run_request
 
     db = db_from_args(args)
+    check_database(db)
     session_id = getattr(args, "session_id", None) or new_session_id()
     request = runs_dir(db) / f"{session_id}.request.json"
     write_run_request(request, args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +50,31 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    """Exit 0 when the code was audited; 3 (bad input) when it could not be read, every flag then
+    "not audited" (unknown, never "no") and the reason said."""
+    from engine.errors import EXIT_DATA
     from engine.evaluation.audit import audit_code
 
     path = Path(args.code)
     if not path.is_file():
         raise DataError(f"no such file: {path}")
     result = audit_code(path.read_text(encoding="utf-8", errors="replace"))
+    audited = not result.note
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-        return 0
+        out = result.to_dict()
+        out["audited"] = audited
+        if not audited:
+            out["flags"] = {flag: None for flag in result.flags}  # unknown, not false
+            out.update(error=f"{path}: {result.note}", exit_code=EXIT_DATA)
+        print(json.dumps(out, indent=2))
+        return 0 if audited else EXIT_DATA
     for flag, on in result.flags.items():
-        line = f"{flag:<18} {'yes' if on else 'no'}"
+        word = ("yes" if on else "no") if audited else "not audited"
+        line = f"{flag:<18} {word}"
         if on:
             line += f"   {result.evidence.get(flag, '')}"
         print(line)
-    if result.note:
-        print(result.note)
+    if not audited:
+        print(f"befair: {path}: {result.note}", file=sys.stderr)
+        return EXIT_DATA
     return 0

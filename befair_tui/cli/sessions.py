@@ -202,7 +202,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for split in views.SPLITS:
         print()
         print("\n".join(comparisons[split].lines()))
-    if any(n.audit_flags or n.claim or n.guidance_ids for n in state.nodes.values()):
+    if any(n.audit_flags or n.audit_note or n.claim or n.guidance_ids for n in state.nodes.values()):
         print("badges: " + ", ".join(f"[{b}] {h}" for b, h in views.BADGE_HELP.items()))
     return 0
 

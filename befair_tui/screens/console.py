@@ -11,12 +11,12 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Tree
+from textual.widgets import Tree
 from textual.worker import get_current_worker
 
 from engine.session import events as ev
@@ -24,17 +24,21 @@ from engine.session import views
 from engine.session.state import SessionState, apply, memoised, new_state
 from engine.session.store import SessionStore
 
+from befair_tui import compare
 from befair_tui.compare import baseline_points, published_points, reference_rows
 from befair_tui.launch import log_tail, runner_state
-from befair_tui.messages import EventsArrived, FollowProblem
+from befair_tui.messages import BaselinesTraining, EventsArrived, FollowProblem
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
+from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.node_detail import NodeDetail
 from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
 
 STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
+STEERING_VERB = {"pause": "pause it", "resume": "resume it", "stop": "stop it", "guide": "guide the agent",
+                 "expand": "expand a node", "prune": "prune a node", "add_steps": "add steps"}
 NEEDS_RUNNER = {"pause", "resume", "stop"}  # steering that only a live runner can carry out
 RUNNER_CHECK = 0.9  # seconds between two reads of the session row's heartbeat (every other tick)
 # Polling the event log: every poll_interval while events arrive, then slower and slower while
@@ -51,6 +55,8 @@ _SCORE_KINDS = {ev.EVALUATED, ev.EXEC_FINISHED, ev.REVIEW, ev.PRUNED, ev.FINAL_C
 
 
 class ConsoleScreen(Screen):
+    # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
+    FOOTER_DROP = ("app.quit", "sessions", "train_baselines", "add_steps", "prune", "expand")
     BINDINGS = [
         Binding("p", "pause", "Pause", id="pause"),
         Binding("p", "resume", "Resume", id="resume"),
@@ -61,6 +67,7 @@ class ConsoleScreen(Screen):
         Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
         Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
         Binding("u", "resume_runner", "Resume run", id="resume-runner"),
+        Binding("b", "train_baselines", "Train baselines", id="train-baselines"),
         Binding("l", "sessions", "Sessions", id="sessions"),
         Binding("q", "app.quit", "Quit", id="quit"),
         *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
@@ -102,7 +109,7 @@ class ConsoleScreen(Screen):
             yield Scoreboard(id="scoreboard")
             yield ComparisonPlot(id="scatter")
         yield from self.compose_bottom()
-        yield Footer(compact=True)
+        yield KeysFooter()
 
     def compose_bottom(self) -> ComposeResult:
         yield GuidanceInput(id="guidance")
@@ -130,7 +137,9 @@ class ConsoleScreen(Screen):
         except Exception as exc:  # noqa: BLE001
             self.notify(f"could not read baselines: {exc}", severity="warning")
         self._baselines, self._published = baselines, published
-        self.query_one(Scoreboard).set_references(baselines, published)
+        board = self.query_one(Scoreboard)
+        board.set_references(baselines, published)
+        board.can_baselines = not self.read_only and self.baseline_workspace() is not None
         self.query_one(ComparisonPlot).set_references(baselines, published)
 
     def _level_hint(self) -> str:
@@ -261,7 +270,7 @@ class ConsoleScreen(Screen):
         state = self.state
         self.best = views.best_id(state)  # the ★: the same choice as the final one (views.best_choice)
         tree = self.query_one(SearchTree)
-        tree.sync(state, dirty, guidance, self.best, self._frame)
+        tree.sync(state, dirty, guidance, self.best, self._frame, now=self.now())
         for nid in subtree:
             tree.refresh_subtree(state, nid, self.best)
         detail = self.query_one(NodeDetail)
@@ -276,6 +285,11 @@ class ConsoleScreen(Screen):
             detail.show(state, self._selected)
         if self._selected in output and self._selected not in dirty:
             detail.append_output(self._selected, "".join(output[self._selected]))
+        if state.running_node is not None or detail._running_now is not None:
+            now = self.now()
+            if not self.follow_enabled and state.running_node in state.nodes:  # a replay: no clock ticks
+                tree.spin(state, self._frame, now)
+            detail.sync_running(state, now)
         if scores or dirty:
             self.query_one(Scoreboard).sync(state)
             self.query_one(ComparisonPlot).sync(state, self.best)
@@ -297,9 +311,14 @@ class ConsoleScreen(Screen):
         self._sync_guidance_input()
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
                                        now=self.clock(), replay=self.replay_label(), runner=self.runner)
-        self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
+        board = self._board or self.query_one(Scoreboard)
+        self._board = board
+        board.set_unsandboxed(self.state.unsandboxed)
         # the footer is rebuilt only when what the keys can do changes (not on every clock tick)
-        key = (self.state.status, self.runner, self.read_only, self.state.stop_requested)
+        board = self._board or self.query_one(Scoreboard)
+        self._board = board
+        key = (self.state.status, self.runner, self.read_only, self.state.stop_requested, board.can_baselines,
+               board.no_baselines(), self._training is None)
         if key != self._bindings_key:
             self._bindings_key = key
             self.refresh_bindings()
@@ -308,6 +327,7 @@ class ConsoleScreen(Screen):
         return None
 
     _guidance: GuidanceInput | None = None  # looked up on mount: a query walks the whole screen
+    _board: Scoreboard | None = None
 
     def _sync_guidance_input(self) -> None:
         """Guidance only reaches a session that can still take it: say so instead of failing later."""
@@ -317,15 +337,25 @@ class ConsoleScreen(Screen):
         closed = self.state.status in ("finished", "stopped", "failed")
         if closed != box.disabled:
             box.disabled = closed
-            box.placeholder = (f"session {self.state.status}: guidance is closed (resume it from Sessions, l)"
+            resumable = "" if self.state.status == "finished" else " (resume it from Sessions, l)"
+            box.placeholder = (f"session {self.state.status}: guidance is closed{resumable}"
                                if closed else GuidanceInput.PLACEHOLDER)
+
+    def now(self) -> float | None:
+        """The clock a running node's time is measured by: the wall clock while something runs
+        the session, else the time of its last event (a replay, a dead runner)."""
+        if self.read_only or not self.follow_enabled or self.runner == "stopped":
+            return self.state.last_ts
+        return self.clock()
 
     def _tick(self) -> None:
         self._frame = int(self.clock() * 2)
         if self.state.status in ("running", "paused"):
             self.check_runner()
         if self.state.running_node is not None and self.runner != "stopped":
-            self.query_one(SearchTree).spin(self.state, self._frame)
+            now = self.now()
+            self.query_one(SearchTree).spin(self.state, self._frame, now)
+            self.query_one(NodeDetail).sync_running(self.state, now)
         if self.state.status in ("running", "paused"):
             self._sync_status()
 
@@ -398,24 +428,60 @@ class ConsoleScreen(Screen):
         return self._selected
 
     # -- steering -------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
-        if action == "resume_runner":  # offered only when the session's process is gone
-            return (not self.read_only and self.runner == "stopped"
-                    and self.state.status in ("running", "paused"))
-        if action in NEEDS_RUNNER and self.runner == "stopped" and not self.read_only \
-                and self.state.status in ("running", "paused"):
-            return None if action != "resume" else False  # nothing would carry them out: dimmed
-        if action in STEERING:
+    def why_not(self, action: str) -> str | None:
+        """Why a steering key cannot act in this state (None: it can). The footer and the palette
+        offer only the keys that can; pressing another one says this."""
+        if action == "train_baselines":
+            if self._training is not None:
+                return "The baselines are training already: their progress is in the scoreboard."
+            if self.read_only or self.baseline_workspace() is None:
+                return "This session's data is not here, so no baseline can be trained for it."
+            boards = self.query(Scoreboard)
+            if boards and not boards.first().no_baselines():
+                return "Baselines trained on this session's data are in the scoreboard already."
+            return None
+        if action == "resume_runner":
             if self.read_only:
-                return False
-            if self.state.status in ("finished", "stopped", "failed"):
-                return None if action != "resume" else False  # shown, dimmed
+                return "This is a replay: it shows what happened and cannot be resumed from here."
+            if self.runner == "stopped" and self.state.status in ("running", "paused"):
+                return None
+            return f"The session is {self.state.status} and its runner is not stopped: nothing to resume (u)."
+        if action not in STEERING:
+            return None
+        what = STEERING_VERB[action]
+        if self.read_only:
+            return (f"This is a replay of what happened: it cannot {what}. Open the session from Sessions (l) "
+                    "to steer it.")
+        status = self.state.status
+        if status == "finished":
+            return f"The session has finished: nothing runs any more, so there is no way to {what}."
+        if status in ("stopped", "failed"):
+            return (f"The session {status}: nothing runs any more. To {what}, resume it first "
+                    "(Sessions, l, then u).")
+        if action in NEEDS_RUNNER and self.runner == "stopped" and status in ("running", "paused"):
+            return f"Nothing runs this session now (its runner stopped): press u to resume it, then {what}."
+        return None
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "resume_runner" or action == "train_baselines" or action in STEERING:
+            if self.why_not(action) is not None:
+                return False  # not offered: the footer and the palette show only what can act
             # one key, p: "Pause" while running, "Resume" while paused
             if action == "pause" and self.state.status == "paused":
                 return False
             if action == "resume" and self.state.status != "paused":
                 return False
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A steering key that cannot act now says why instead of doing nothing."""
+        actions = KEY_ACTIONS.get(event.key)
+        if not actions or any(self.check_action(a, ()) for a in actions):
+            return
+        reason = next((r for r in map(self.why_not, actions) if r), None)
+        if reason:
+            event.stop()
+            self.notify(reason, title="Not now", severity="warning", timeout=6)
 
     @property
     def live(self) -> bool:
@@ -544,6 +610,107 @@ class ConsoleScreen(Screen):
             return
         self.app.resume_session(self.session_id)
 
+    # -- expert baselines, trained in the background on the session's data -----------------
+    baseline_plan = None  # a baseline_training.TrainingPlan (None: its defaults); tests train less
+    _training = None      # the training's process while it runs
+    _trained_runs = 0     # its runs recorded so far (each one reloads the rows)
+
+    def baseline_workspace(self) -> str | None:
+        """The session's prepared workspace, when it is here to train baselines on."""
+        from pathlib import Path
+
+        path = str((self.state.data or {}).get("path") or "")
+        if compare.data_kind(self.state) not in ("synth", "real") or not path:
+            return None
+        return path if Path(path).is_dir() else None
+
+    def action_train_baselines(self) -> None:
+        from befair_tui.baseline_training import TrainingPlan
+        from befair_tui.screens.confirm import ConfirmModal
+
+        reason = self.why_not("train_baselines")
+        if reason:
+            self.notify(reason, title="Not now", severity="warning")
+            return
+        plan = self.baseline_plan or TrainingPlan()
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self._start_training(plan)
+
+        self.app.push_screen(ConfirmModal(
+            f"Train {plan.words()} on this session's data, in the background? On a CPU that takes a few "
+            "minutes per run; the console stays usable, the results land in this database and appear in "
+            "the scoreboard and the plot.", yes="Train baselines", no="Not now"), done)
+
+    def _start_training(self, plan) -> None:
+        from befair_tui import launch
+        from befair_tui.baseline_training import train_argv
+
+        workspace = self.baseline_workspace()
+        name = f"baselines-{self.session_id}"
+        log = launch.log_path(self.store.path, name)
+        start = log.stat().st_size if log.exists() else 0  # an earlier training's lines are not this one's
+        try:
+            self._training = launch.spawn(train_argv(plan, self.store.path, workspace or ""), self.store.path, name)
+        except OSError as exc:
+            self.notify(f"could not start the training: {exc}", severity="error", title="Baselines")
+            return
+        self.query_one(Scoreboard).set_training(f"training baselines: starting ({plan.words()})")
+        self.refresh_bindings()
+        self.follow_training(plan, log, start)
+
+    @work(thread=True, exclusive=True, group="baselines", name="baseline-training")
+    def follow_training(self, plan, log, offset: int = 0) -> None:
+        """Read the training's log (from `offset`) for progress until its process ends; never
+        touches widgets."""
+        from befair_tui.baseline_training import TrainingProgress
+
+        worker = get_current_worker()
+        progress = TrainingProgress(plan.runs)
+        proc, said = self._training, ""
+        while not worker.is_cancelled and proc is not None:
+            try:
+                with open(log, encoding="utf-8", errors="replace") as fh:
+                    fh.seek(offset)
+                    for line in fh.read().splitlines():
+                        progress.read(line)
+                        said = line.strip() or said
+                    offset = fh.tell()
+            except OSError:
+                pass
+            code = proc.poll()
+            if code is not None:
+                error = None if code == 0 else (said or f"exit code {code}")
+                self.post_message(BaselinesTraining(progress.words(), done=True, error=error))
+                return
+            self.post_message(BaselinesTraining(progress.words(), finished=progress.finished))
+            self._sleep(1.0, worker)
+
+    @on(BaselinesTraining)
+    def _on_training(self, message: BaselinesTraining) -> None:
+        board = self.query_one(Scoreboard)
+        if not message.done:
+            board.set_training(message.text)
+            if message.finished != self._trained_runs:  # a run landed in the database: show it now
+                self._trained_runs = message.finished
+                self._load_references()
+                self.query_one(ComparisonPlot).sync(self.state, self.best)
+            board.sync(self.state)
+            return
+        self._training = None
+        board.set_training(None)
+        self._load_references()  # the new rows, from the database
+        board.sync(self.state)
+        self.query_one(ComparisonPlot).sync(self.state, self.best)
+        self.refresh_bindings()
+        if message.error:
+            self.notify(f"The baseline training failed: {message.error}", title="Baselines", severity="error",
+                        timeout=15)
+        else:
+            self.notify("Expert baselines trained: their rows are in the scoreboard and the plot.",
+                        title="Baselines", timeout=8)
+
     def action_sessions(self) -> None:
         self.app.action_open_sessions()
 
@@ -551,10 +718,17 @@ class ConsoleScreen(Screen):
         self.query_one(NodeDetail).show_tab(tab)
 
     def on_resize(self, event) -> None:
-        narrow = event.size.width < 100
-        self.set_class(narrow, "-narrow")
-        for footer in self.query(Footer):  # 80 columns: room for "? Help" (the help names Ctrl+P)
-            footer.show_command_palette = not narrow
+        self.set_class(event.size.width < 100, "-narrow")
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "follow")
+        self.workers.cancel_group(self, "baselines")  # the training itself goes on, detached
+
+
+# key -> the steering actions it stands for (ConsoleScreen.on_key explains a key that cannot act)
+KEY_ACTIONS: dict[str, tuple[str, ...]] = {}
+for _binding in ConsoleScreen.BINDINGS:
+    if isinstance(_binding, Binding) and (_binding.action in STEERING or _binding.action in ("resume_runner",
+                                                                                              "train_baselines")):
+        for _key in _binding.key.split(","):
+            KEY_ACTIONS[_key.strip()] = (*KEY_ACTIONS.get(_key.strip(), ()), _binding.action)

@@ -10,11 +10,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from befair_tui import compare
 from befair_tui.format import BADGE_LEGEND, IMPORTED_UNMEASURED, RUNNER_STOPPED, STATUS_GLYPH, UNSANDBOXED
 from befair_tui.widgets.comparison_plot import LEGEND_WORDS
+from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.scatter import MARKERS
 
 # (keys, what they do) per screen; tests check every console binding is listed here
@@ -29,10 +30,17 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("s", "stop the session (asks first; the running step is interrupted, everything is kept)"),
         ("v", "switch the scoreboard and the plot between test and validation figures"),
         ("u", "resume a session whose runner process stopped (shown only then)"),
-        ("1–7", "node tabs: Plan, Code, Output, Groups (per skin tone), Audit, Diff, Conversation (the LLM calls)"),
+        ("b", "train the expert baselines on this session's data, in the background (shown only when none "
+              "were trained for it; progress in the scoreboard, results in the database)"),
+        ("1–7", "node tabs: Plan, Code, Output, Groups (per skin tone), Audit, Diff, Conversation (the LLM "
+                "calls; \u201cChat\u201d in a narrow terminal)"),
+        ("Tab", "move between the tree, the node panel and the scoreboard; ↑ ↓ scroll the scoreboard when "
+                "its subtitle says \u201c↓ N more\u201d"),
         ("↑ ↓ Enter", "move in the search tree; Enter keeps the chosen node in view"),
         ("l", "the sessions screen"),
         ("q", "quit; during a live session it asks whether to stop it or leave it running"),
+        ("", "The footer shows only the keys that can act now (after the end: no pause, expand, prune or "
+             "steps); another steering key says why it cannot act."),
     ]),
     ("Replay (a recorded session)", [
         ("space", "play / pause"),
@@ -93,8 +101,12 @@ SOURCES: list[tuple[str, str]] = [
     ("claimed", "what the agent printed about its own pipeline; never used as a measurement"),
     ("SynthDerm", "generated images in the Fitzpatrick17k and DDI formats (the built-in demo data). "
                   f"Its numbers carry the note \u201c{compare.SYNTH_NOTE}\u201d."),
-    ("simulated agent", "the offline coder: writes real, runnable pipelines from a grammar, without a "
-                        "language model"),
+    ("simulated agent", "the offline coder: writes real, runnable pipelines from building blocks, without a "
+                        "language model. Now and then it makes a node fail on purpose (a wrong column, a slow "
+                        "loop…) so that the repair path runs: that node's plan says \u201csimulated agent: this "
+                        "node was made to …\u201d"),
+    ("not audited", "the node's code could not be read (it does not parse): what it does about skin tone is "
+                    "unknown, shown as [?], never as \u201cno\u201d"),
     (UNSANDBOXED, "agent code ran on this machine without the sandbox (--sandbox none)"),
     (RUNNER_STOPPED, "the process running the session is gone (killed or crashed); u resumes it"),
     (IMPORTED_UNMEASURED, "a node of an imported AIDE run: it ran elsewhere; befair did not measure it"),
@@ -129,21 +141,29 @@ def help_content() -> Group:
     parts.append(_heading("Search tree"))
     tree = [(glyph, STATUS_MEANING[status]) for status, (glyph, _style) in STATUS_GLYPH.items()]
     tree += [(".712 / .094", "validation AUC / skin-tone AUC gap, measured here"),
+             ("running 01:32/10:00", "the running node: how long it has run, against the time limit per step "
+                                     "(the node panel shows its latest output line)"),
              ("★ best", "the best node by the session's criterion"),
              ("✎", "guidance a person gave, placed where it took effect"),
-             ("⇢ next", "will be expanded next (key e)"), ("✂ pruned", "pruned (key x)")]
+             ("⇢ next", "will be expanded next (key e)"), ("✂ pruned", "pruned (key x)"),
+             ("ST·PG…", "in a narrow tree the badges lose their brackets, then give way from the end (…): "
+                        "the node's Audit tab (key 5) lists them all; the figures are never cut")]
     parts.append(_pairs(tree))
     parts.append(_heading("Badges (what the code of a node does, read from its code)"))
     parts.append(_pairs([(f"[{code}]", meaning) for code, meaning in BADGE_LEGEND.items()], "bold cyan"))
     parts.append(_heading("Plot markers"))
     meaning = {"node": "a node measured here", "best": "the best node (★ in the tree)",
-               "baseline": "an expert baseline trained here (mean over seeds)",
-               "published": "a published figure of the Be Fair! study (real DDI images)"}
-    plot = [(Text(MARKERS[k][0], style=f"bold {MARKERS[k][1]}"), f"{LEGEND_WORDS[k]}: {meaning[k]}")
+               "baseline": "an expert baseline trained here (mean over seeds), drawn as its letter A, B, …",
+               "published": "a published figure of the Be Fair! study (real DDI images), drawn as its number "
+                            "1, 2, …"}
+    shown = {"node": "●", "best": "★", "baseline": "A B", "published": "1 2"}
+    plot = [(Text(shown[k], style=f"bold {MARKERS[k][1]}"), f"{LEGEND_WORDS[k]}: {meaning[k]}")
             for k in ("node", "best", "baseline", "published")]
     parts.append(_pairs(plot))
-    parts.append(Text("Up is better (higher AUC), left is fairer (smaller gap). The plot shows test figures "
-                      "(key v: validation); published rows exist for test only."))
+    parts.append(Text("Across: the AUC (right is better); up: the skin-tone AUC gap (down is fairer): the best "
+                      "pipelines sit bottom right. The Study screen's figure uses the same axes. The scoreboard "
+                      "names each numbered or lettered point (its rows carry the same number or letter). The "
+                      "plot shows test figures (key v: validation); published rows exist for test only."))
     parts.append(_heading("Words on screen"))
     parts.append(_pairs(TERMS))
     parts.append(_heading("Where a number comes from"))
@@ -169,7 +189,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-box") as box:
             box.border_title = "Help"
             yield Static(help_content(), id="help-text")
-        yield Footer(compact=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#help-box").focus()

@@ -61,7 +61,8 @@ class ReplayScreen(ConsoleScreen):
         self._sync_timeline()
 
     def replay_label(self) -> str | None:
-        return "REPLAY"
+        """The header's first word: whether the replay plays, and how fast."""
+        return f"▶ REPLAY {self.speed}" if self.playing else "⏸ REPLAY PAUSED"
 
     # -- moving -----------------------------------------------------------------------------
     def _move_to(self, position: int) -> None:
@@ -122,6 +123,7 @@ class ReplayScreen(ConsoleScreen):
             label = event.kind + (f" · node {nid}" if nid is not None else "")
         self.query_one(TimelineBar).sync(playing=self.playing, speed=self.speed, position=tl.position,
                                          total=len(tl), seconds=tl.elapsed(), event=label)
+        self._sync_status()  # the header: playing or paused
 
     # -- actions ----------------------------------------------------------------------------
     def action_play(self) -> None:

@@ -13,20 +13,22 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Input, Static
+from textual.widgets import Button, DataTable, Input, Static
 
 from engine.session.store import SessionStore
 
 from befair_tui.format import UNSANDBOXED, date, num, row_unsandboxed, warning_style
 from befair_tui.launch import runner_state
 from befair_tui.messages import SessionsRead
+from befair_tui.widgets.keys_footer import KeysFooter
 
 REFRESH = 2.0  # seconds between two reads of the sessions table
 
+# status and figures first: at 80 columns they are what shows; the rest lies beyond (← →)
 COLUMNS = [
-    ("date", "created_at"), ("session", "id"), ("level", "level"), ("coder", "coder"),
-    ("participant", "participant_id"), ("status", "status"), ("steps", "steps"),
-    ("val AUC", "best_auc"), ("val gap", "best_gap"),
+    ("status", "status"), ("val AUC", "best_auc"), ("val gap", "best_gap"), ("steps", "steps"),
+    ("level", "level"), ("coder", "coder"), ("date", "created_at"), ("session", "id"),
+    ("participant", "participant_id"),
 ]
 RUNNER_STOPPED = "runner stopped"  # the status cell of a running/paused session whose process is gone
 
@@ -52,10 +54,13 @@ def _coder(row: dict) -> str:
 
 
 def row_cells(row: dict) -> tuple[str, ...]:
+    """The cells of a row, in COLUMNS' order."""
     steps = f"{row.get('steps') or 0}/{row.get('budget') or 0}"
-    return (date(row.get("created_at")), row["id"], row.get("level") or "?", _coder(row),
-            row.get("participant_id") or "", _status(row), steps,
-            num(row.get("best_auc")), num(row.get("best_gap")))
+    cells = {"status": _status(row), "best_auc": num(row.get("best_auc")), "best_gap": num(row.get("best_gap")),
+             "steps": steps, "level": row.get("level") or "?", "coder": _coder(row),
+             "created_at": date(row.get("created_at")), "id": row["id"],
+             "participant_id": row.get("participant_id") or ""}
+    return tuple(cells[key] for _, key in COLUMNS)
 
 
 def _status(row: dict) -> str:
@@ -102,6 +107,7 @@ class ExportModal(ModalScreen[Path | None]):
 
 
 class SessionsScreen(Screen):
+    FOOTER_DROP = ("app.quit", "back", "sort", "filter", "study", "delete")  # widgets/keys_footer.py
     BINDINGS = [
         Binding("enter,o", "open", "Open", id="sessions-open"),
         Binding("r", "replay", "Replay", id="sessions-replay"),
@@ -130,7 +136,7 @@ class SessionsScreen(Screen):
         yield Static(f"Sessions in {self.store.path.name}", id="sessions-title")
         yield Input(placeholder="filter (any column)…", id="sessions-filter")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
-        yield Footer(compact=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import (Button, Checkbox, Footer, Input, Label, RadioButton, RadioSet, Select,
+from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
                              Static, TextArea)
 
 from engine.config import BEST_CRITERIA
@@ -22,12 +22,30 @@ from engine.task import CUSTOM, LEVELS, METRIC_LINE
 
 from befair_tui.format import CRITERION_LABEL
 from befair_tui.settings import LIMITS, SetupChoices, load_choices, parse_whole, save_choices
+from befair_tui.widgets.keys_footer import KeysFooter
+from befair_tui.widgets.toggles import PlainCheckbox, PlainRadioButton
 
 LEVEL_NAMES = [*LEVELS, CUSTOM]
 NUMBER_FIELDS = {  # input id -> SetupChoices field
     "synth-n-train": "synth_n_train", "synth-n-test": "synth_n_test", "synth-size": "synth_size",
     "steps": "steps", "step-timeout": "step_timeout", "seed": "seed",
 }
+
+
+# one line under each choice: what it does, in words
+WORKSPACE_HINT = ("A folder made once from your own images (Fitzpatrick17k and DDI format) by "
+                  "`befair data prepare`: the agent's copy of the data and the held-out images it never sees.")
+STEPS_HINT = ("Each step writes and runs one pipeline; a step that runs past the time limit is stopped. "
+              "The seed fixes the random choices (data split, the simulated agent's picks): the same seed "
+              "repeats a session, another seed varies it.")
+BEST_HINT = ("Which node is marked ★ and exported at the end (the help, ?, explains each). Blinding hides "
+             "the test figures until the session ends, so choices rest on validation figures only.")
+PARTICIPANT_HINT = "For user studies: recorded with the session (never remembered for the next one)."
+OFFLINE_NOTE = ("A simulated agent, no language model: it writes real, runnable pipelines from a set of "
+                "building blocks (models, image preparation, fairness methods), led by the instruction level "
+                "and your guidance. Labelled as simulated everywhere.")
+LLM_NOTE = ("A language model on any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) writes "
+            "the pipelines.")
 
 
 def _range(field: str) -> str:
@@ -81,7 +99,7 @@ class SetupScreen(Screen):
                     yield Label("Instruction level")
                     with RadioSet(id="level"):
                         for name in LEVEL_NAMES:
-                            yield RadioButton(name, value=name == c.level, id=f"level-{name}")
+                            yield PlainRadioButton(name, value=name == c.level, id=f"level-{name}")
                 with Vertical(classes="col-wide"):
                     yield Static("", id="level-text")
                     yield TextArea(c.custom_text, id="custom-text", classes="hidden")
@@ -89,8 +107,9 @@ class SetupScreen(Screen):
                 with Vertical(classes="col-narrow"):
                     yield Label("Data")
                     with RadioSet(id="data"):
-                        yield RadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth")
-                        yield RadioButton("prepared workspace", value=c.data == "workspace", id="data-workspace")
+                        yield PlainRadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth")
+                        yield PlainRadioButton("prepared workspace", value=c.data == "workspace",
+                                               id="data-workspace")
                 with Vertical(classes="col-wide"):
                     with Vertical(id="synth-sizes"):
                         with Horizontal(classes="inline"):
@@ -103,14 +122,17 @@ class SetupScreen(Screen):
                         yield Static(f"[dim]train {_range('synth_n_train')} · test {_range('synth_n_test')} · "
                                      f"px {_range('synth_size')}. Generated images: their numbers are not "
                                      "comparable to the published DDI figures.[/dim]", classes="hint")
-                    yield Input(c.workspace, placeholder="path to a prepared workspace folder",
-                                id="workspace", classes="hidden")
+                    with Vertical(id="workspace-box", classes="hidden"):
+                        yield Input(c.workspace, placeholder="path to a prepared workspace folder", id="workspace")
+                        yield Static(f"[dim]{WORKSPACE_HINT}[/dim]", classes="hint")
             with Horizontal(classes="row stack"):
                 with Vertical(classes="col-narrow"):
                     yield Label("Coder")
                     with RadioSet(id="coder"):
-                        yield RadioButton("offline (simulated agent)", value=c.coder == "offline", id="coder-offline")
-                        yield RadioButton("OpenAI-compatible model", value=c.coder == "openai", id="coder-openai")
+                        yield PlainRadioButton("offline (simulated agent)", value=c.coder == "offline",
+                                               id="coder-offline")
+                        yield PlainRadioButton("OpenAI-compatible model", value=c.coder == "openai",
+                                               id="coder-openai")
                 with Vertical(classes="col-wide"):
                     yield Static("", id="coder-note")
                     with Vertical(id="llm-fields", classes="hidden"):
@@ -121,24 +143,30 @@ class SetupScreen(Screen):
                                     id="api-key", password=True)
                         yield Static("[dim]The key is given to this session's process only, through its "
                                      "environment; it is never saved.[/dim]", classes="hint")
-            with Horizontal(classes="row inline stack"):
-                yield Label(f"Steps ({_range('steps')})")
-                yield Input(str(c.steps), id="steps", type="integer")
-                yield Label(f"Time limit per step, s (≥ {LIMITS['step_timeout'][0]})")
-                yield Input(f"{c.step_timeout:.0f}", id="step-timeout", type="integer")
-                yield Label("Seed")
-                yield Input(str(c.seed), id="seed", type="integer")
-            with Horizontal(classes="row inline stack"):
-                yield Label('"Best" means')
-                yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
-                             allow_blank=False, id="best")
-                yield Checkbox("Blind test metrics until the end", c.blind_test, id="blind")
+            with Vertical(classes="row"):
+                with Horizontal(classes="inline stack"):
+                    yield Label(f"Steps ({_range('steps')})")
+                    yield Input(str(c.steps), id="steps", type="integer")
+                    yield Label(f"Time limit per step, s (≥ {LIMITS['step_timeout'][0]})")
+                    yield Input(f"{c.step_timeout:.0f}", id="step-timeout", type="integer")
+                    yield Label("Seed")
+                    yield Input(str(c.seed), id="seed", type="integer")
+                yield Static(f"[dim]{STEPS_HINT}[/dim]", classes="hint")
+            with Vertical(classes="row"):
+                with Horizontal(classes="inline stack"):
+                    yield Label('"Best" means')
+                    yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
+                                 allow_blank=False, id="best")
+                    yield PlainCheckbox("Blind test metrics until the end", c.blind_test, id="blind")
+                yield Static(f"[dim]{BEST_HINT}[/dim]", classes="hint")
             yield Static("", id="setup-problems")
-            with Horizontal(classes="row inline"):
-                yield Label("Participant id")
-                yield Input("", placeholder="not remembered", id="participant")
-                yield Button("Start session", id="start", variant="primary")
-        yield Footer()
+            with Vertical(classes="row"):
+                with Horizontal(classes="inline"):
+                    yield Label("Participant id")
+                    yield Input("", placeholder="not remembered", id="participant")
+                    yield Button("Start session", id="start", variant="primary")
+                yield Static(f"[dim]{PARTICIPANT_HINT}[/dim]", classes="hint")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self._update_level()
@@ -172,7 +200,7 @@ class SetupScreen(Screen):
     def _update_data(self) -> None:
         workspace = self._pressed_id("data") == "data-workspace"
         self.query_one("#synth-sizes").set_class(workspace, "hidden")
-        self.query_one("#workspace").set_class(not workspace, "hidden")
+        self.query_one("#workspace-box").set_class(not workspace, "hidden")
         self._show_problems(live=True)
 
     @on(RadioSet.Changed, "#coder")
@@ -181,14 +209,13 @@ class SetupScreen(Screen):
         note = self.query_one("#coder-note", Static)
         self.query_one("#llm-fields").set_class(not llm, "hidden")
         if not llm:
-            note.update("Writes real, runnable pipelines from a component grammar; "
-                        "labelled as a simulated agent everywhere.")
+            note.update(OFFLINE_NOTE)
             return
         problem = llm_problem(self._llm_overrides())
         if problem:
             note.update(f"[red]Not configured.[/red] {problem} Or fill in the server address and/or key below.")
         else:
-            note.update("Any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp).")
+            note.update(LLM_NOTE)
 
     def _llm_overrides(self) -> dict:
         return {"base_url": self.query_one("#base-url", Input).value.strip(),

@@ -15,18 +15,44 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from engine.session.store import SessionStore
 from engine.study import grid
 from engine.study.figure import Point, reference_points, study_points
 from engine.study.report import StudyReport, build_report
 
+from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.study_grid import StudyGrid
 from befair_tui.widgets.study_plot import StudyPlot
 from befair_tui.widgets.study_summary import StudySummary
 
 REFRESH = 2.0
+Y_TITLE = "↑ skin-tone AUC gap (test) · lower is fairer"
+X_TITLE = "test AUC · higher is better →"
+Y_SHORT, X_SHORT = "↑ gap (test), lower is fairer", "test AUC →"
+
+
+def empty_text(db) -> str:
+    """What the Study screen says when the database holds no study: what one is, how to start one."""
+    return (
+        "[b]No study in this database yet.[/b]\n\n"
+        "A study runs the same task many times and compares the results, as the Be Fair! study did: under "
+        "several instruction levels (base, fairness-hint, fairness-metric, fairness-methods), each repeated "
+        "with other seeds, and optionally with several participants. This screen then shows every session "
+        "of the grid as it runs, the average test AUC and skin-tone AUC gap per agent and level, and the "
+        "study's figure (test AUC across, skin-tone gap up).\n\n"
+        "To start one, describe it in a small text file, say [b]levels.toml[/b]:\n\n"
+        '    name = "levels-demo"\n'
+        '    levels = ["base", "fairness-methods"]\n'
+        "    repeats = 2\n"
+        "    steps = 3\n"
+        "    \\[coder]\n"
+        '    name = "offline"\n\n'
+        f"and run it from a terminal:  [b]befair study run levels.toml --db {db}[/b]\n"
+        "Its sessions appear here as they run (Esc: back to the sessions). The published study can be "
+        "brought in too: befair import be-fair CHECKOUT --metadata ddi_metadata.csv (see docs/study.md)."
+    )
 
 
 class StudyRead(Message):
@@ -56,7 +82,21 @@ class StudyScreen(Screen):
     StudyScreen #study-grid { width: 3fr; height: 1fr; }
     StudyScreen #study-side { width: 2fr; height: 1fr; }
     StudyScreen #study-summary { height: auto; max-height: 14; padding: 0 1; }
+    StudyScreen #study-figure { height: 1fr; }
+    StudyScreen .axis-title { height: 1; padding: 0 1; color: $text-muted; }
+    /* 80 columns: the grid above, the aggregate and the figure side by side below */
+    StudyScreen.-narrow #study-body { layout: vertical; }
+    StudyScreen.-narrow #study-grid { width: 1fr; height: auto; max-height: 8; }
+    StudyScreen.-narrow #study-side { width: 1fr; layout: horizontal; }
+    StudyScreen.-narrow #study-summary { width: 1fr; max-height: 100%; }
+    StudyScreen.-narrow #study-figure { width: 1fr; }
+    StudyScreen #study-x-title { text-align: right; }
+    StudyScreen #study-empty { padding: 1 2; height: 1fr; overflow-y: auto; }
+    StudyScreen.-empty #study-body { display: none; }
+    StudyScreen #study-empty { display: none; }
+    StudyScreen.-empty #study-empty { display: block; }
     """
+    FOOTER_DROP = ("app.quit", "next_study")
     BINDINGS = [
         Binding("enter,o", "open", "Open session", id="study-open"),
         Binding("r", "replay", "Replay", id="study-replay"),
@@ -80,17 +120,29 @@ class StudyScreen(Screen):
             yield StudyGrid(id="study-grid")
             with Vertical(id="study-side"):
                 yield StudySummary(id="study-summary")
-                yield StudyPlot(id="study-plot")
-        yield Footer(compact=True)
+                # the console's axes: test AUC across, the skin-tone gap up (titles where one looks)
+                with Vertical(id="study-figure"):
+                    yield Static(Y_TITLE, id="study-y-title", classes="axis-title")
+                    yield StudyPlot(id="study-plot")
+                    yield Static(X_TITLE, id="study-x-title", classes="axis-title")
+        yield Static(empty_text(self.store.path), id="study-empty")
+        yield KeysFooter()
+
+    def on_resize(self, event) -> None:
+        narrow = event.size.width < 100
+        self.set_class(narrow, "-narrow")
+        self.query_one("#study-y-title", Static).update(Y_SHORT if narrow else Y_TITLE)
+        self.query_one("#study-x-title", Static).update(X_SHORT if narrow else X_TITLE)
 
     def on_mount(self) -> None:
+        self.set_class(self.study is None, "-empty")  # no study: what one is and how to start one
         self.query_one(StudyGrid).focus()
         self._read_now()
         self.refresher()
 
     def _title(self) -> str:
         if self.study is None:
-            return f"Studies in {self.store.path.name} · none yet: befair study run SPEC --db {self.store.path}"
+            return f"Studies in {self.store.path.name} · none yet"
         return f"Study {self.study} in {self.store.path.name} · {len(self.rows)} sessions"
 
     def _read(self, store: SessionStore, seen: tuple | None, report: StudyReport | None
@@ -157,6 +209,11 @@ class StudyScreen(Screen):
 
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "study-refresh")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in ("open", "replay", "next_study") and self.study is None:
+            return False  # no study: nothing to open (the footer offers only what can act)
+        return True
 
     # -- actions -----------------------------------------------------------------------------
     def _selected_session(self) -> str | None:

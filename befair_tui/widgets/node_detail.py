@@ -11,14 +11,14 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Log, TabbedContent, TabPane
+from textual.widgets import Log, Static, TabbedContent, TabPane
 
 from engine.session import views
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUP_LABELS, GROUPS
 
-from befair_tui.format import BADGES, STATUS_WORD, num
+from befair_tui.format import BADGES, STATUS_WORD, components_words, num, running_line
 from befair_tui.widgets.conversation import ConversationView
 from befair_tui.widgets.text_pane import TextPane
 
@@ -36,7 +36,10 @@ class NodeDetail(Vertical):
     DEFAULT_CSS = """
     NodeDetail { border: round $primary-darken-1; }
     NodeDetail Log { height: 1fr; }
+    NodeDetail #node-running { height: 2; padding: 0 1; display: none; }
+    NodeDetail.-narrow Tab { padding: 0 0; margin-right: 1; }
     """
+    NARROW_BELOW = 56  # columns: the tabs lose their padding and "Conversation" reads "Chat", so all 7 show
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -47,11 +50,20 @@ class NodeDetail(Vertical):
         self.border_title = "Node"
         self.border_subtitle = "keys 1–7: tabs"
 
+    def on_resize(self) -> None:
+        narrow = self.size.width < self.NARROW_BELOW
+        if narrow != self.has_class("-narrow"):
+            self.set_class(narrow, "-narrow")
+            tab = self.query_one("#node-tabs", TabbedContent).get_tab("tab-conversation")
+            tab.label = "Chat" if narrow else "Conversation"
+
     def show_tab(self, tab: str) -> None:
         self.query_one("#node-tabs", TabbedContent).active = f"tab-{tab}"
         self._render_tab(tab)
 
     def compose(self) -> ComposeResult:
+        # the running node's time against the step limit and its latest output line
+        yield Static("", id="node-running")
         with TabbedContent(id="node-tabs"):
             with TabPane("Plan", id="tab-plan"):
                 yield TextPane(id="plan")
@@ -84,6 +96,30 @@ class NodeDetail(Vertical):
                 status += " · pruned"
             self.border_title = f"Node {node.node_id} · {node.stage}{parent} · {status}"
         self._render_tab(self.active_tab)
+        self.sync_running(state, self._running_now)
+
+    _running_now: float | None = None
+
+    def sync_running(self, state: SessionState, now: float | None) -> None:
+        """Show (or hide) the line that says how long the shown node has been running, against
+        the step limit, and the last line it printed: a long step does not look stuck."""
+        self._running_now = now
+        node = state.nodes.get(self.node_id) if self.node_id is not None else None
+        running = node is not None and node.status == "running" and now is not None
+        if not running and not self._running_shown:
+            return
+        box = self.query_one("#node-running", Static)
+        if running:
+            line = running_line(state, node, now)
+            if line.plain != self._running_text:
+                self._running_text = line.plain
+                box.update(line)
+        if box.display != running:
+            box.display = running
+        self._running_shown = running
+
+    _running_shown = False
+    _running_text = ""
 
     @property
     def active_tab(self) -> str:
@@ -134,7 +170,8 @@ class NodeDetail(Vertical):
         if text:
             log.write(text)
         if node.failure_reason:
-            log.write_line(f"\n[{node.status}] {node.failure_reason}")
+            injected = views.simulated_failure(node)
+            log.write_line(f"\n[{node.status}] {node.failure_reason}" + (f" ({injected})" if injected else ""))
 
     def append_output(self, node_id: int, text: str) -> None:
         if node_id == self._output_node and text and "output" not in self._stale:
@@ -148,7 +185,11 @@ class NodeDetail(Vertical):
 
     def _plan(self, state: SessionState, node: NodeState) -> Group:
         # a long guidance is shown in full once, at the first node it shaped; later plans refer to it
-        parts: list = [Text(plan_without_repeats(state, node) or "(no plan)")]
+        parts: list = []
+        injected = views.simulated_failure(node)
+        if injected:  # a failure the simulated agent made on purpose, said first and as such
+            parts += [Text(f"{injected}.", style="bold magenta"), Text("")]
+        parts.append(Text(plan_without_repeats(state, node) or "(no plan)"))
         if node.guidance_ids:
             parts.append(Text(""))
             for gid in node.guidance_ids:
@@ -158,9 +199,10 @@ class NodeDetail(Vertical):
                 ref = guidance_reference(state, node, gid)
                 text = f"“{g.text}”" if ref is None or len(g.text) <= GUIDANCE_INLINE else f"“{g.text[:60]}…” ({ref})"
                 parts.append(Text(f"✎ guidance #{gid} in force: {text} ({g.scope})", style="magenta"))
-        if node.components:
-            comp = ", ".join(f"{k}={v}" for k, v in node.components.items())
-            parts.append(Text(f"\ncomponents: {comp}", style="dim"))
+        words = components_words(node)
+        if words:
+            parts.append(Text("\nWhat the pipeline does:", style="dim"))
+            parts.extend(Text(f"- {line}", style="dim") for line in words)
         if node.review_summary:
             parts.append(Text(f"\nreview: {node.review_summary}", style="italic"))
         if node.failure_reason:
@@ -208,18 +250,26 @@ class NodeDetail(Vertical):
         return Group(*parts)
 
     def _audit(self, node: NodeState) -> Group:
-        if not node.audit_flags and node.claim is None:
+        if not node.audit_flags and node.claim is None and not node.audit_note:
             return Group(Text("Not audited yet.", style="dim"))
+        parts: list = []
         table = Table(box=None, pad_edge=False)
         table.add_column("")
         table.add_column("check")
         table.add_column("evidence", overflow="fold")
-        for flag, (badge, meaning) in BADGES.items():
-            on = bool(node.audit_flags.get(flag))
-            table.add_row(Text(f"[{badge}]", style="cyan" if on else "dim"),
-                          Text(("✓ " if on else "· ") + meaning, style="" if on else "dim"),
-                          node.audit_evidence.get(flag, "") if on else "")
-        parts: list = [table]
+        if node.audit_note:  # unknown, not "no": every check says so
+            parts += [Text(f"⚠ {node.audit_note[0].upper() + node.audit_note[1:]}.", style="bold red"),
+                      Text("What this code does about skin tone is unknown: none of these checks could be "
+                           "made.", style="dim")]
+            for badge, meaning in BADGES.values():
+                table.add_row(Text(f"[{badge}]", style="dim"), Text(f"? {meaning}", style="dim"), "not audited")
+        else:
+            for flag, (badge, meaning) in BADGES.items():
+                on = bool(node.audit_flags.get(flag))
+                table.add_row(Text(f"[{badge}]", style="cyan" if on else "dim"),
+                              Text(("✓ " if on else "· ") + meaning, style="" if on else "dim"),
+                              node.audit_evidence.get(flag, "") if on else "")
+        parts.append(table)
         claim = node.claim or {}
         if claim:
             line = Text("\nclaimed vs measured: ")

@@ -1,7 +1,14 @@
-"""The AUC-against-gap plot itself, one split at a time (test or validation): the nodes measured
-here, the best one, the baselines trained here and, on test only, the study's published rows.
-Its frame, legend and notes are ComparisonPlot's (widgets/comparison_plot.py)."""
+"""The test AUC (x) against skin-tone AUC gap (y) plot itself, one split at a time (test or
+validation): the nodes measured here, the best one, the baselines trained here (lettered A, B, …)
+and, on test only, the study's published rows (numbered 1, 2, …: the legend and the scoreboard
+name them). The same axes as the Study screen's Figure 2. Its frame, axis titles, legend and
+notes are ComparisonPlot's (widgets/comparison_plot.py).
+
+Every mark goes through `draw_point`, so that a point's spread (an interval) can be drawn with it."""
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
 
@@ -17,9 +24,49 @@ MARKERS = {  # kind -> (marker, colour as #rrggbb); the legend and the help use 
 }
 
 
+@dataclass(frozen=True)
+class Mark:
+    """One drawn point: x = AUC, y = gap, the character drawn and its colour, and the name a
+    legend gives it (published rows and baselines carry a tag: 1, 2, … or A, B, …)."""
+
+    auc: float
+    gap: float
+    marker: str
+    colour: str
+    kind: str
+    name: str = ""
+    tag: str = ""
+
+
 def _rgb(colour: str) -> tuple[int, int, int]:
     """plotext takes (r, g, b); its colour names are not the terminal's, so names would not match."""
     return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+
+
+def draw_point(plt, mark: Mark) -> None:
+    """Draw one mark (a spread, an interval, would be drawn here with it)."""
+    plt.scatter([mark.auc], [mark.gap], marker=mark.marker, color=_rgb(mark.colour))
+
+
+def draw_marks(plt, marks: Sequence[Mark]) -> None:
+    """Draw every mark in order; the nodes (hundreds in a long session) as one series, each
+    other mark through draw_point."""
+    nodes = [m for m in marks if m.kind == "node"]
+    if nodes:
+        marker, colour = MARKERS["node"]
+        plt.scatter([m.auc for m in nodes], [m.gap for m in nodes], marker=marker, color=_rgb(colour))
+    for mark in marks:
+        if mark.kind != "node":
+            draw_point(plt, mark)
+
+
+def tagged(references: Sequence[tuple[str, float, float, str]], tags: dict[tuple[str, str], str]) -> list[Mark]:
+    """The baselines and published rows as marks, each drawn as its tag (compare.reference_tags)."""
+    out = []
+    for name, gap, auc, kind in references:
+        tag = tags.get((kind, name), "")
+        out.append(Mark(auc, gap, tag or MARKERS[kind][0], MARKERS[kind][1], kind, name, tag))
+    return out
 
 
 class Scatter(PlotextPlot):
@@ -34,6 +81,7 @@ class Scatter(PlotextPlot):
         self.published: list[dict] = []
         self.points: list[tuple[int, float, float]] = []       # (node id, gap, AUC) drawn
         self.references: list[tuple[str, float, float, str]] = []  # (name, gap, AUC, kind) drawn
+        self.marks: list[Mark] = []
         self._last_key: tuple | None = None
 
     def set_references(self, baselines: list[dict], published: list[dict]) -> None:
@@ -52,22 +100,16 @@ class Scatter(PlotextPlot):
             return
         self._last_key = key
         self.points, self.references = points, refs
+        marks = tagged(refs, compare.reference_tags(self.baselines, self.published, self.split))
+        for node_id, gap, auc in points:
+            kind = "best" if node_id == best else "node"
+            marks.append(Mark(auc, gap, MARKERS[kind][0], MARKERS[kind][1], kind, f"node {node_id}"))
+        marks.sort(key=lambda m: m.kind == "best")  # the best node is drawn last, on top
+        self.marks = marks
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        y_title, x_title = compare.AXIS[self.split]
-        plt.xlabel(x_title)
-        plt.ylabel(y_title)
-        for kind in ("published", "baseline"):
-            chosen = [r for r in refs if r[3] == kind]
-            if chosen:
-                marker, colour = MARKERS[kind]
-                plt.scatter([r[1] for r in chosen], [r[2] for r in chosen], marker=marker, color=_rgb(colour))
-        if points:
-            marker, colour = MARKERS["node"]
-            plt.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, color=_rgb(colour))
-        best_points = [p for p in points if p[0] == best]
-        if best_points:
-            marker, colour = MARKERS["best"]
-            plt.scatter([best_points[0][1]], [best_points[0][2]], marker=marker, color=_rgb(colour))
+        # the axis titles are the frame's (widgets/comparison_plot.py): plotext puts the y title
+        # at the bottom left, beside the x title, where nobody looks for it
+        draw_marks(plt, marks)
         self.refresh()

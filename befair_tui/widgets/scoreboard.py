@@ -1,15 +1,26 @@
 """Scoreboard: like with like. The test view puts the best nodes' held-out DDI-format test
 metrics next to the baselines' test rows and the study's published DDI rows; the validation
 view (key v) shows the validation split apart. Every row says where its numbers come from, and a
-tooltip (mouse over a row) explains it. Which rows: engine.session.views (the presentation model)."""
+tooltip (mouse over a row) explains it. Which rows: engine.session.views (the presentation model).
+
+The baselines and published rows carry the letter or number they are drawn as on the plot
+(compare.reference_tags), so the plot's points are named here too. When no baseline was trained
+on the session's data it says so, and `b` (the console's key) trains them in the background.
+
+Narrow (80×24), nothing is cut: the source column gives way (a published row says "published" in
+its name), a long name wraps onto a second line, and the rows below the edge are reached with Tab
+and the arrows (the subtitle says how many there are)."""
 from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from engine.session.state import SessionState
@@ -17,32 +28,53 @@ from engine.session.state import SessionState
 from befair_tui import compare
 from befair_tui.compare import Row
 from befair_tui.format import UNSANDBOXED, num
+from befair_tui.widgets.scatter import MARKERS
 
 TITLE = "Scoreboard"
 SOURCE_STYLE = {compare.SOURCE_MEASURED: "bold green", compare.SOURCE_TRAINED: "cyan",
                 compare.SOURCE_PUBLISHED: "dim"}
 NOTE_STYLE = "bold yellow"
+NO_BASELINES = "no expert baseline trained on this session's data"
+COMPACT_BELOW = 60  # columns: the source column gives way (a published row says so in its name)
+AUC_WIDTH, GAP_WIDTH = 9, 6
 # kept for callers that imported them from here
 baseline_points = compare.baseline_points
 published_points = compare.published_points
 
 
-class Scoreboard(Static):
+class Scoreboard(VerticalScroll, can_focus=True):
+    """Focusable (Tab) and scrolled with the arrows when its rows do not all fit."""
+
     DEFAULT_CSS = """
-    Scoreboard { border: round $primary-darken-1; padding: 0 1; height: 1fr; overflow-y: auto; }
+    Scoreboard { border: round $primary-darken-1; padding: 0 1; height: 1fr; scrollbar-size-vertical: 1; }
+    Scoreboard:focus { border: round $accent; }
+    Scoreboard #scoreboard-body { width: 1fr; height: auto; }
     """
+    BINDINGS = [
+        Binding("down,j", "scroll_down", "Down", id="scoreboard-down", show=False),
+        Binding("up,k", "scroll_up", "Up", id="scoreboard-up", show=False),
+        Binding("pagedown", "page_down", "Page down", id="scoreboard-page-down", show=False),
+        Binding("pageup", "page_up", "Page up", id="scoreboard-page-up", show=False),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.split = "test"
         self.unsandboxed = False
+        self.can_baselines = False        # the session's data is here: baselines can be trained for it
+        self.training: str | None = None  # what the background baseline training says now
         self.baselines: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
         self.rows: list[Row] = []
         self.notes: list[str] = []
-        self._line_help: list[str] = []  # tooltip text per content line
+        self.lines: list[Text] = []       # what the body shows, one entry per screen line
+        self._line_help: list[str] = []   # tooltip text per content line
         self._last_key: tuple | None = None
+        self._state: SessionState | None = None
         self._set_titles()
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="scoreboard-body")
 
     # -- titles ---------------------------------------------------------------------------
     def _set_titles(self) -> None:
@@ -50,7 +82,10 @@ class Scoreboard(Static):
         if self.unsandboxed:  # the trust marker: the figures below come from code run without the sandbox
             title += f" · [bold black on $warning] {UNSANDBOXED} [/]"
         other = "validation" if self.split == "test" else "test"
-        subtitle = f"v: show {other}"
+        subtitle = f"v: {other}" if self.compact else f"v: show {other}"
+        hidden = len(self.lines) - self.scrollable_content_region.height - round(self.scroll_y)
+        if self.size.height and hidden > 0:  # rows below the edge: say so, and how to reach them
+            subtitle = (f"↓{hidden} more · Tab ↑↓ · " if self.compact else f"↓ {hidden} more (Tab, ↑↓) · ") + subtitle
         if self.border_title != title:
             self.border_title = title
         if self.border_subtitle != subtitle:
@@ -72,55 +107,121 @@ class Scoreboard(Static):
         self.baselines, self.published = baselines, published
         self._last_key = None
 
+    def set_training(self, text: str | None) -> None:
+        """The background baseline training's progress line (None: nothing is training)."""
+        if text != self.training:
+            self.training = text
+            self._last_key = None
+
+    def no_baselines(self) -> bool:
+        """No baseline trained on this session's data (other data's do not count)."""
+        return not any(b.get("same_data") is not False for b in self.baselines)
+
+    @property
+    def compact(self) -> bool:
+        return 0 < self.size.width < COMPACT_BELOW
+
     # -- content --------------------------------------------------------------------------
     def sync(self, state: SessionState) -> None:
+        self._state = state
         rows = compare.comparison_rows(state, self.baselines, self.published, self.split)
         notes = compare.notes(state, self.split, has_published=bool(self.published))
-        key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen) for r in rows), tuple(notes))
+        width = self._text_width()
+        key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen, r.hidden) for r in rows), tuple(notes),
+               self.training, self.can_baselines, width)
         if key == self._last_key:
             return
         self._last_key = key
         self.rows, self.notes = rows, notes
-        self.update(self._render_rows(state))
+        self.lines, self._line_help = self._render_lines(width)
+        self.query_one("#scoreboard-body", Static).update(Group(*self.lines))
+        self._set_titles()
+        self.call_after_refresh(self._set_titles)  # the "↓ N more" once the new lines are laid out
 
-    def _render_rows(self, state: SessionState) -> Group:
-        parts: list = []
+    def _text_width(self) -> int:
+        # one column kept for the scrollbar, which comes when the lines do not fit: a line
+        # wrapped here is never wrapped again (the tooltips follow the lines)
+        width = self.content_region.width
+        return width - self.styles.scrollbar_size_vertical if width else 60
+
+    def on_resize(self) -> None:
+        if self._state is not None:
+            self.sync(self._state)
+        self._set_titles()
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._set_titles()
+
+    def _render_lines(self, width: int) -> tuple[list[Text], list[str]]:
+        """Every line of the board with its tooltip: notes, the header, one row per node,
+        baseline and published row (wrapped, never cut), and what to do about baselines."""
+        lines: list[Text] = []
         help_lines: list[str] = []
+
+        def add(text: Text, help_text: str) -> None:
+            for line in text.wrap(self.app.console, max(width, 8)):
+                line.rstrip()
+                lines.append(line)
+                help_lines.append(help_text)
+
         for note in self.notes:
             info = note == compare.PUBLISHED_NOTE  # information, not a warning
-            parts.append(Text(f"{'note:' if info else '⚠'} {note}", style="dim" if info else NOTE_STYLE,
-                              no_wrap=True, overflow="ellipsis"))
-            help_lines.append(_note_help(note))
+            shown = f"{note} (key v)" if info else note  # the console's key, said only in the console
+            add(Text(f"{'note:' if info else '⚠'} {shown}", style="dim" if info else NOTE_STYLE), _note_help(note))
         label = "test AUC" if self.split == "test" else "val AUC"
-        table = Table(box=None, pad_edge=False, expand=True, show_edge=False)
-        table.add_column("", ratio=1, no_wrap=True, overflow="ellipsis", min_width=20)
-        table.add_column(label, justify="right", no_wrap=True)
-        table.add_column("gap", justify="right", no_wrap=True)
-        table.add_column("source", no_wrap=True, overflow="ellipsis")
-        help_lines.append(f"{label}: area under the ROC curve on the {compare.SPLIT_WORDS[self.split]}; "
-                          "gap: best minus worst skin-tone group AUC on the same images (lower is fairer).")
-        nodes = [r for r in self.rows if r.kind == "node"]
-        if not nodes:
-            table.add_row(Text("no measured node yet", style="dim"), "", "", "")
-            help_lines.append("No node has been measured yet.")
-        for row in self.rows:
-            name = Text(("★ " if row.chosen else "") + row.name)
-            source = Text(row.source, style=SOURCE_STYLE.get(row.source, ""))
-            if row.kind == "baseline" and row.note:
+        sources = [] if self.compact else [r.source for r in self.rows]
+        source_width = max(map(cell_len, sources), default=0)
+        name_width = max(8, width - AUC_WIDTH - GAP_WIDTH - (source_width + 2 if source_width else 0))
+
+        def row(name: Text, auc: str, gap: str, source: Text | None, help_text: str) -> None:
+            cells = Text(f"{auc:>{AUC_WIDTH}}{gap:>{GAP_WIDTH}}")
+            if source_width:
+                cells.append("  ")
+                cells.append_text(source if source is not None else Text(""))
+            chunks = name.wrap(self.app.console, name_width) if name.plain else [Text("")]
+            for i, chunk in enumerate(chunks):
+                chunk.rstrip()
+                chunk.pad_right(name_width - chunk.cell_len)
+                if i == 0:
+                    chunk.append_text(cells)
+                lines.append(chunk)
+                help_lines.append(help_text)
+
+        row(Text(""), label, "gap", Text("source") if source_width else None,
+            f"{label}: area under the ROC curve on the {compare.SPLIT_WORDS[self.split]}; "
+            "gap: best minus worst skin-tone group AUC on the same images (lower is fairer).")
+        if not [r for r in self.rows if r.kind == "node"]:
+            row(Text("no measured node yet", style="dim"), "", "", None, "No node has been measured yet.")
+        tags = compare.reference_tags(self.baselines, self.published, self.split)
+        references = iter([("baseline", b["name"]) for b in self.baselines]
+                          + [("published", p["name"]) for p in self.published])
+        for r in self.rows:
+            name = Text("★ " if r.chosen else "")
+            if r.kind != "node":  # the letter or number it is drawn as on the plot
+                tag = tags.get(next(references, ("", "")), "")
+                name.append(f"{tag} " if tag else "  ", style=f"bold {MARKERS[r.kind][1]}")
+            name.append(r.name)
+            if r.kind == "baseline" and self.compact:  # no source column: say it in the name
+                name.append(" (trained here)")
+            if r.kind == "baseline" and r.note:
                 name.append(" · other data", style="dim")
-            hidden = row.hidden
-            auc = "hidden" if hidden else num(row.auc)
-            gap = "hidden" if hidden else num(row.gap)
-            if row.kind == "node" and row.auc is None and not hidden and row.note:
-                name.append(f" · {row.note}", style="dim")
-            table.add_row(name, auc, gap, source)
-            help_lines.append(row.explain)
-        if not self.baselines and not self.published:
-            table.add_row(Text("baselines: none in this database", style="dim"), "", "", "")
-            help_lines.append("Train expert baselines with `befair baselines train` to compare against them.")
-        parts.append(table)
-        self._line_help = help_lines
-        return Group(*parts)
+            if r.kind == "node" and r.auc is None and not r.hidden and r.note:
+                name.append(f" · {r.note}", style="dim")
+            auc, gap = ("hidden", "hidden") if r.hidden else (num(r.auc), num(r.gap))
+            row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), r.explain)
+        if self.training:
+            add(Text(f"⏳ {self.training}", style="bold cyan"),
+                "Expert baselines are training in the background; their rows appear here when they finish.")
+        elif self.no_baselines() and self.can_baselines:
+            add(Text(f"{NO_BASELINES} · b: train them", style=NOTE_STYLE),
+                "Press b to train the three MEDFAIR baselines (ResNet-18) on this session's data in the "
+                "background; their test AUC and gap land in this database and here.")
+        elif self.no_baselines():
+            add(Text(NO_BASELINES, style="dim"),
+                "This session's data is not here, so no baseline can be trained for it from the console "
+                "(befair baselines train).")
+        return lines, help_lines
 
     # -- tooltips -------------------------------------------------------------------------
     def help_for_line(self, line: int) -> str | None:
@@ -129,8 +230,10 @@ class Scoreboard(Static):
         return None
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        offset = event.get_content_offset(self)
-        text = self.help_for_line(offset.y + int(self.scroll_y)) if offset is not None else None
+        # from screen coordinates: the event may come from the body, whose offsets are its own
+        region = self.content_region
+        inside = region.contains(event.screen_x, event.screen_y)
+        text = self.help_for_line(event.screen_y - region.y + round(self.scroll_y)) if inside else None
         if text != self.tooltip:
             self.tooltip = text
 
@@ -143,5 +246,5 @@ def _note_help(note: str) -> str:
         return ("The session blinds test metrics (a study setting) so that choices are made on validation "
                 "figures only. They appear when the session ends, unless a study keeps them blind.")
     if note == compare.PUBLISHED_NOTE:
-        return "The study published test results only; press v for the test view to compare with them."
+        return "The study published test results only; press v for the test figures to compare with them."
     return note

@@ -47,7 +47,9 @@ class SearchTree(Tree):
         self._guidance_items: dict[int, TreeNode] = {}
         self._best: int | None = None
         self._frame = 0
+        self._now: float | None = None
         self._state: SessionState | None = None
+        self._fit_width: int | None = None  # the width the labels were fitted to
 
     # -- caches ---------------------------------------------------------------------------
     caching = True  # False: Textual's Tree as it is (the benchmark's reference)
@@ -305,10 +307,61 @@ class SearchTree(Tree):
         _ = self._tree_lines  # lay out the lines first so a node just added has its line number
         self.move_cursor(item)
 
+    # -- labels fitted to the width -------------------------------------------------------
+    def _content_cells(self) -> int | None:
+        width = self.scrollable_content_region.width
+        return width if width > 0 else None
+
+    def _label(self, state: SessionState, node_id: int) -> Text:
+        """A node's line, fitted to what is left of the tree's width beside its guides and its
+        ▼ (format.node_label: badges shorten before anything is cut)."""
+        node = state.nodes[node_id]
+        width = self._fit_width
+        if width is not None:
+            depth, parent = 0, node.parent_id
+            while parent is not None and parent in state.nodes and depth < 10_000:
+                depth += 1
+                parent = state.nodes[parent].parent_id
+            width -= self.guide_depth * depth + (2 if node.children else 0)
+        return node_label(state, node, best=node_id == self._best, frame=self._frame, width=width, now=self._now)
+
+    def _guidance_label(self, state: SessionState, g) -> Text:
+        width = self._fit_width
+        if width is not None:
+            first = state.nodes.get(g.used_by[0]) if g.used_by else None
+            anchor = first.parent_id if first is not None else (g.node_id if g.scope == "node" else None)
+            depth = 0
+            while anchor is not None and anchor in state.nodes and depth < 10_000:
+                depth += 1
+                anchor = state.nodes[anchor].parent_id
+            width -= self.guide_depth * depth
+        return guidance_label(g, state, width)
+
+    def _refit(self) -> None:
+        """The width changed (a resize, a scrollbar came or went): every line is fitted again."""
+        width = self._content_cells()
+        if width == self._fit_width:
+            return
+        self._fit_width = width
+        state = self._state
+        if state is None:
+            return
+        for node_id, item in self._items.items():
+            if node_id in state.nodes:
+                item.set_label(self._label(state, node_id))
+        for gid, item in self._guidance_items.items():
+            if gid in state.guidance:
+                item.set_label(self._guidance_label(state, state.guidance[gid]))
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._refit)
+
     def sync(self, state: SessionState, dirty: set[int], new_guidance: set[int], best: int | None,
-             frame: int = 0) -> None:
+             frame: int = 0, now: float | None = None) -> None:
         self._frame = frame
+        self._now = now
         self._state = state
+        self._refit()
         dirty = set(dirty)
         if best != self._best:
             dirty.update(x for x in (best, self._best) if x is not None)
@@ -318,13 +371,14 @@ class SearchTree(Tree):
             node = state.nodes.get(node_id)
             if node is None:
                 continue
-            label = node_label(state, node, best=node_id == best, frame=frame)
+            label = self._label(state, node_id)
             item = self._items.get(node_id)
             if item is None:
                 parent = self._items.get(node.parent_id) if node.parent_id is not None else None
                 if parent is not None and not parent.allow_expand:
                     parent.allow_expand = True
                     parent.expand()
+                    parent.set_label(self._label(state, node.parent_id))  # its ▼ takes two cells
                 item = (parent or self.root).add(label, data=("node", node_id), expand=True,
                                                  allow_expand=False)
                 self._items[node_id] = item
@@ -341,7 +395,7 @@ class SearchTree(Tree):
         g = state.guidance.get(gid)
         if g is None:
             return
-        label = guidance_label(g, state)
+        label = self._guidance_label(state, g)
         item = self._guidance_items.get(gid)
         first = self._items.get(g.used_by[0]) if g.used_by else None
         placed_at = getattr(item, "_befair_anchor", None) if item is not None else None
@@ -371,12 +425,13 @@ class SearchTree(Tree):
             item = self._items.get(nid)
             if node is None or item is None:
                 continue
-            item.set_label(node_label(state, node, best=nid == best, frame=self._frame))
+            item.set_label(self._label(state, nid))
             stack.extend(node.children)
 
-    def spin(self, state: SessionState, frame: int) -> None:
-        """Advance the spinner of the running node (live sessions only)."""
+    def spin(self, state: SessionState, frame: int, now: float | None = None) -> None:
+        """Advance the spinner and the clock of the running node (live sessions only)."""
         self._frame = frame
+        self._now = now
         nid = state.running_node
         if nid is not None and nid in self._items and nid in state.nodes:
-            self._items[nid].set_label(node_label(state, state.nodes[nid], best=nid == self._best, frame=frame))
+            self._items[nid].set_label(self._label(state, nid))

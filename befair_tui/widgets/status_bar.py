@@ -12,7 +12,7 @@ from befair_tui.format import RUNNER_STOPPED, clock, coder_label, elapsed, token
 
 STATUS_STYLE = {
     "RUNNING": "bold black on green", "PAUSED": "bold black on yellow", "FINISHED": "bold white on blue",
-    "STOPPED": "bold white on magenta", "FAILED": "bold white on red", "WAITING": "bold black on grey70",
+    "STOPPED": "bold white on magenta", "FAILED": "bold white on red", "STARTING": "bold black on grey70",
     "REPLAY": "bold white on dark_cyan", RUNNER_STOPPED: "bold white on red",
 }
 
@@ -25,7 +25,8 @@ class StatusBar(Static):
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
              replay: str | None = None, runner: str | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown)."""
-        word = {"new": "WAITING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
+        self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner})
+        word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
             word = "STOPPING"
@@ -36,23 +37,38 @@ class StatusBar(Static):
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
             text.append("befair · ", style="bold")
-        text.append(f" {word} ", style=STATUS_STYLE.get(word, "bold reverse"))
+        if replay:  # a replay says first whether it plays; the session's state then is secondary
+            text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
+            was = {"new": "before the start", "running": "was running", "paused": "was paused"}.get(
+                state.status, f"{state.status}")
+            text.append(f" {was}", style="italic")
+        else:
+            text.append(f" {word} ", style=STATUS_STYLE.get(word, "bold reverse"))
         if state.unsandboxed:  # a trust marker: before anything a narrow terminal could clip
             text.append(" ")
             text.append_text(unsandboxed_badge(self._theme()))
         if dead:
             text.append(" (u: resume)", style="bold red")
-        if replay:
-            text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
-        text.append(f" {state.level or '?'} · ")
+        if state.status == "new" and not state.level and not replay:  # nothing recorded yet: say what happens
+            text.append(" the session's process is setting up (data, sandbox, agent)…", style="italic")
+            key = (text.plain, tuple(text.spans), compact)
+            if key != getattr(self, "_last_key", None):
+                self._last_key = key
+                self.update(text, layout=False)
+            return
         coder = ("simulated agent" if compact else coder_label(state.coder)) if state.simulated \
             else coder_label(state.coder)
-        text.append(coder, style="bold magenta" if state.simulated else "")
-        text.append(f" · step {state.agent_steps}/{state.budget}")
-        # a dead runner: the clock stops at its last event instead of ticking on
-        text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
         total = state.tokens_in + state.tokens_out
-        text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
+        # a dead runner: the clock stops at its last event instead of ticking on
+        parts = [(f" {state.level or '?'} · ", ""), (coder, "bold magenta" if state.simulated else ""),
+                 (f" · step {state.agent_steps}/{state.budget}", ""),
+                 (f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
+                 (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
+        room = (self.size.width - 2) if self.size.width else None
+        while room is not None and len(parts) > 3 and text.cell_len + sum(len(t) for t, _ in parts) > room:
+            parts.pop()  # narrow: tokens, then the clock give way; nothing is cut mid-word
+        for part, style in parts:
+            text.append(part, style=style)
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
             self._last_key = key
@@ -63,3 +79,11 @@ class StatusBar(Static):
             return self.app.theme_variables
         except Exception:  # noqa: BLE001 - not mounted
             return None
+
+    _last_args: tuple | None = None
+
+    def on_resize(self) -> None:
+        """Narrower or wider: the line is laid out again (shorter words below 110 columns)."""
+        if self._last_args is not None:
+            state, kwargs = self._last_args
+            self.sync(state, **kwargs)

@@ -1,4 +1,4 @@
-"""Figure 2 in the terminal: mean test AUC (x) against the skin-tone AUC gap (y) per agent ×
+"""Figure 2 in the terminal: mean test AUC (x) against the skin-tone AUC gap (y), as the console's plot, per agent ×
 level, ± one std as bars, beside the expert baselines and the published rows (engine.study.figure
 draws the same points to a file)."""
 from __future__ import annotations
@@ -35,8 +35,7 @@ class StudyPlot(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.xlabel("overall test AUC →")
-        plt.ylabel("← skin-tone AUC gap")
+        # the axis titles are the screen's (plotext puts the y title at the bottom left)
         agents = list(dict.fromkeys(p.group for p in points))
         levels = list(dict.fromkeys(p.level for p in points))
         for p in points:

@@ -185,32 +185,94 @@ def components_from_code(code: str | None) -> dict[str, Any] | None:
     return None
 
 
-def describe(c: dict[str, Any]) -> list[str]:
-    """Human-readable component lines (for plans and the code's header)."""
-    pre = [f"resize to {c['image_size']} px"]
-    if c["colour"] == "grey_world":
-        pre.append("grey-world colour constancy")
-    if c["standardise"]:
-        pre.append("per-image standardisation")
-    data = ["binarise malignant vs rest"]
-    if c["filter_non_neoplastic"]:
-        data.append("drop non-neoplastic lesions")
+HP_WORDS: dict[str, str] = {  # hyperparameter -> how a plan says it ({} is the value)
+    "C": "regularisation strength C={}",
+    "max_iter": "{} boosting rounds",
+    "learning_rate": "learning rate {}",
+    "epochs": "{} epochs (passes over the data)",
+    "lr": "learning rate {}",
+    "batch_size": "batches of {} images",
+}
+# What an injected failure makes a node do, in words: a simulated failure, never a property of a
+# pipeline (it is kept out of the code's header; see render).
+INJECTED_FAILURES = {
+    "key_error": "read a column that does not exist (a KeyError)",
+    "shape": "misalign its labels by one row (a shape error)",
+    "missing_import": "leave out an import (a NameError)",
+    "slow": "run slowly (far too many epochs, or a slow loop)",
+}
+
+
+def _hp_words(hp: dict[str, Any]) -> str:
+    return ", ".join(HP_WORDS.get(k, f"{k} = {{}}").format(v) for k, v in hp.items())
+
+
+def _fairness_words(c: dict[str, Any]) -> list[str]:
+    """What the pipeline does about skin tone, without contradicting itself: choosing the model by
+    its worst skin-tone group is itself a fairness step, even when training is left alone."""
+    out = []
+    if c["fairness"] != "none":
+        out.append(FAIRNESS_NAMES[c["fairness"]])
+    elif c["selection"] == "minimax" or c["monitor_groups"]:
+        out.append("training treats every skin tone alike")
+    if c["selection"] == "minimax":
+        out.append("the model kept is the one whose worst skin-tone group scores best on its own "
+                   "validation split (minimax)")
+    elif c["monitor_groups"]:
+        out.append("it prints the AUC of each skin-tone group on its own validation split")
     if c["drop_unknown_tone"]:
-        data.append("drop unknown skin tone")
-    hp = ", ".join(f"{k}={v}" for k, v in c["hp"].items())
+        out.append("rows whose skin tone is unknown are left out")
+    return out
+
+
+def without_injected_failure(code: str) -> str:
+    """The code with its header's record of an injected failure removed (code written before the
+    header left it out): what an export hands on is the pipeline, not the simulation's doing."""
+    lines = code.splitlines(keepends=True)
+    for i, line in enumerate(lines[:40]):
+        if line.startswith(HEADER_TAG):
+            try:
+                choice = json.loads(line[len(HEADER_TAG):])
+            except ValueError:
+                return code
+            if isinstance(choice, dict) and "bug" in choice:
+                choice.pop("bug")
+                end = "\n" if line.endswith("\n") else ""
+                lines[i] = HEADER_TAG + json.dumps(choice, sort_keys=True) + end
+            return "".join(lines)
+    return code
+
+
+def describe(c: dict[str, Any]) -> list[str]:
+    """What the pipeline does, in words (for plans and the code's header)."""
+    pre = [f"resized to {c['image_size']} px"]
+    if c["colour"] == "grey_world":
+        pre.append("colours balanced (grey-world colour constancy)")
+    if c["standardise"]:
+        pre.append("pixel values standardised per image")
+    data = ["malignant lesions against all others"]
+    if c["filter_non_neoplastic"]:
+        data.append("non-neoplastic lesions left out")
+    hp = _hp_words(c["hp"])
     lines = [
-        f"model: {MODEL_NAMES[c['model']]} ({hp})",
-        f"preprocessing: {', '.join(pre)}",
-        f"data: {', '.join(data)}",
+        f"model: {MODEL_NAMES[c['model']]}" + (f"; {hp}" if hp else ""),
+        f"images: {', '.join(pre)}",
+        f"training data: {', '.join(data)}",
     ]
     if uses_skin_tone(c):
-        fair = [FAIRNESS_NAMES[c["fairness"]]]
-        if c["selection"] == "minimax":
-            fair.append("minimax (worst-group AUC) model selection")
-        if c["monitor_groups"]:
-            fair.append("per-group validation AUC monitored")
-        lines.append(f"fairness: {', '.join(fair)}")
+        lines.append(f"skin tone: {'; '.join(_fairness_words(c))}")
+    else:
+        lines.append("skin tone: not used")
     return lines
+
+
+def injected_failure(c: dict[str, Any] | None) -> str | None:
+    """"simulated agent: this node was made to …" for a node the offline coder made fail on
+    purpose (so the debug path runs), else None."""
+    bug = (c or {}).get("bug")
+    if bug not in INJECTED_FAILURES:
+        return None
+    return f"simulated agent: this node was made to {INJECTED_FAILURES[bug]}"
 
 
 # --------------------------------------------------------------------------- guidance
@@ -516,7 +578,9 @@ def render(c: dict[str, Any], plan: str) -> str:
     groups = uses_skin_tone(c)
     bug = c["bug"]
     parts: list[str] = []
-    comp_json = json.dumps(c, sort_keys=True)
+    # the header records the pipeline's choices; an injected failure is the simulated agent's
+    # doing, not a property of the code, so it stays in the node's record only
+    comp_json = json.dumps({k: v for k, v in c.items() if k != "bug"}, sort_keys=True)
     header = ["# Pipeline written by the befair offline coder (a simulated agent).", "#"]
     header += [f"#   {line}" for line in describe(c)]
     header.append(HEADER_TAG + comp_json)

@@ -577,8 +577,10 @@ class Runner:
         node = self.state.nodes[node_id]
         measured = node.val_auc
         claim = check_claim(review.claimed_metric, measured, ran_ok=result.status == "ok", output=result.output)
-        self.emit(ev.AUDITED, {"node_id": node_id, "flags": dict(audit.flags), "evidence": dict(audit.evidence),
-                               "claim": claim})
+        payload = {"node_id": node_id, "flags": dict(audit.flags), "evidence": dict(audit.evidence), "claim": claim}
+        if audit.note:  # "not audited: …": its flags are unknown, not "no"
+            payload["note"] = audit.note
+        self.emit(ev.AUDITED, payload)
 
     # -- the end --------------------------------------------------------------------------
     def final_choice(self) -> dict[str, Any]:

@@ -143,5 +143,8 @@ def audit_payload(code: str, output: str, omitted: bool, claimed: float | None, 
         reason = ("the run crashed" if status != "ok" else "the run printed nothing") if unsupported else None
         claim = {"claimed": claimed, "measured": None, "difference": None, "unsupported": unsupported, "reason": reason}
     claim.update(printed=printed, source=source)
-    return {"flags": {k: bool(v) for k, v in result.flags.items()},
-            "evidence": {k: str(v) for k, v in result.evidence.items()}, "claim": claim}
+    out = {"flags": {k: bool(v) for k, v in result.flags.items()},
+           "evidence": {k: str(v) for k, v in result.evidence.items()}, "claim": claim}
+    if result.note:  # "not audited: …": its flags are unknown, not "no"
+        out["note"] = result.note
+    return out

@@ -38,7 +38,8 @@ evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" 
                   scored here"), predictions: str, predictions_sha256: str
 audited           node_id, flags: {reads_skin_tone, per_group_metric, reweighting, upsampling,
                   filtering, pareto_selection: bool}, evidence: {flag: str}, claim: {claimed?,
-                  measured?, difference?, unsupported: bool, reason?}
+                  measured?, difference?, unsupported: bool, reason?}, note: str? ("not audited:
+                  <why>" when the code could not be read: its flags are unknown, not false)
 policy_decision   action: draft|improve|debug|expand|idle|finish, node_id: int? (parent to expand),
                   reason: str, forced: bool (true when a human command chose it)
 guidance          guidance_id: int, text: str, scope: global|node, node_id: int?, by: str,

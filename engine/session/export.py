@@ -30,6 +30,7 @@ NODE_CSV_COLUMNS = [
     "node_id", "summary", "best", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
     "claimed_metric", *_split_columns("val"), *_split_columns("test"), "test_blinded",
     "reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "filtering", "pareto_selection",
+    "audit_note",  # "not audited: …": the six flags before it are then empty (unknown), never 0
     "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
     "sandbox", "unsandboxed",  # the session's: how its agent code ran (bwrap | none | imported)
 ]
@@ -64,9 +65,10 @@ def _csv_row(d: dict[str, Any], trust: dict[str, Any]) -> dict[str, Any]:
     row.update(_split_row("test", d.get("test") or {}))
     row["val_verdict"] = d.get("validation_verdict")
     row["test_verdict"] = d.get("test_verdict")
-    flags = d["audit"]["flags"]
+    flags, note = d["audit"]["flags"], d["audit"].get("note")
     for flag in views.AUDIT_BADGES:
-        row[flag] = None if flag not in flags else int(bool(flags[flag]))
+        row[flag] = None if note or flag not in flags else int(bool(flags[flag]))
+    row["audit_note"] = note
     claim = d["audit"]["claim"] or {}
     row["claim_unsupported"] = int(bool(claim.get("unsupported")))
     row["claim_difference"] = claim.get("difference")
@@ -93,12 +95,16 @@ def export_session(store: SessionStore, session_id: str, out: Path, *, criterion
     best = state.nodes.get(choice.node_id) if choice.node_id is not None else None
     written = []
     if best is not None and best.code:
+        from engine.agent.grammar import without_injected_failure
+
+        injected = views.simulated_failure(best)
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"
                   f"# why: {choice.reason}\n"
                   f"# coder: {state.coder.get('label') or state.coder.get('name')}"
-                  f"{' (simulated)' if state.simulated else ''}\n"
+                  f"{' (simulated)' if state.simulated and 'simulated' not in str(state.coder.get('label')) else ''}\n"
+                  + (f"# {injected} (the simulation's doing, not a choice of this pipeline)\n" if injected else "")
                   + (f"# {views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}\n" if state.unsandboxed else ""))
-        (out / "solution.py").write_text(header + best.code, encoding="utf-8")
+        (out / "solution.py").write_text(header + without_injected_failure(best.code), encoding="utf-8")
         written.append("solution.py")
     published = store.reference_rows() if reference is None else reference
     comparisons = {split: views.comparison(state, store.baselines(), published, split, unblind=unblind)

@@ -58,12 +58,14 @@ class NodeState:
     test_blinded: bool = False
     audit_flags: dict[str, bool] = field(default_factory=dict)
     audit_evidence: dict[str, str] = field(default_factory=dict)
+    audit_note: str | None = None       # "not audited: …": the code could not be read (flags unknown)
     claim: dict[str, Any] | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
     pruned: bool = False
     interrupted_reason: str | None = None
+    exec_started_ts: float | None = None  # when its run started (the running node's timer)
 
     @property
     def live_output(self) -> str:
@@ -309,6 +311,7 @@ def _exec_started(s: SessionState, p: Payload, e: ev.Event) -> None:
     node = _node_of(s, p)
     if node is not None:
         node.status = "running"
+        node.exec_started_ts = e.ts
         node.workdir = p.get("workdir")
         node.live_head, node.live_tail, node.live_dropped = "", "", 0
         s.running_node = node.node_id
@@ -379,6 +382,7 @@ def _audited(s: SessionState, p: Payload, e: ev.Event) -> None:
     if node is not None:
         node.audit_flags = dict(p.get("flags") or {})
         node.audit_evidence = dict(p.get("evidence") or {})
+        node.audit_note = p.get("note") or None
         node.claim = p.get("claim")
 
 

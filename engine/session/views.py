@@ -80,7 +80,9 @@ BADGE_HELP: dict[str, str] = {
     "!": "reports a metric that no run supports (an unsupported claim)",
     "≠": "its reported metric differs from the measured one by .05 or more",
     "G": "a person's guidance was in force when the agent wrote this node",
+    "?": "not audited: its code could not be read, so what it does about skin tone is unknown",
 }
+NOT_AUDITED = "?"
 CLAIM_DIFFERENCE_FLAG = 0.05
 
 
@@ -95,6 +97,8 @@ def badges(node: NodeState) -> list[Badge]:
     """The node's badges in BADGE_HELP's order, each with its evidence."""
     out = [Badge(code, BADGE_HELP[code], node.audit_evidence.get(flag, ""))
            for flag, code in AUDIT_BADGES.items() if node.audit_flags.get(flag)]
+    if node.audit_note:  # its flags are unknown, not "no": say so before anything else
+        out.insert(0, Badge(NOT_AUDITED, BADGE_HELP[NOT_AUDITED], node.audit_note))
     claim = node.claim or {}
     if claim.get("unsupported"):
         out.append(Badge("!", BADGE_HELP["!"], str(claim.get("reason") or
@@ -109,6 +113,14 @@ def badges(node: NodeState) -> list[Badge]:
 
 def audit_badges(node: NodeState) -> list[str]:
     return [b.code for b in badges(node)]
+
+
+def simulated_failure(node: NodeState) -> str | None:
+    """"simulated agent: this node was made to …" when the offline coder (a simulated agent) made
+    this node fail on purpose, so that the debug path runs; None otherwise."""
+    from engine.agent.grammar import injected_failure
+
+    return injected_failure(node.components) if node.components else None
 
 
 # -- who sees test metrics, and when ----------------------------------------------------------
@@ -317,7 +329,7 @@ class NodeSummary:
         figures = self.figures
         if self.kind == "measured":
             figures = f"val {figures}"
-        elif self.kind == "problem" and self.reason:
+        elif self.kind == "problem" and self.reason and self.reason.strip().lower() != self.figures:
             figures = f"{STATUS_WORD.get(self.status, self.status)}: {self.reason}"
         parts = [self.head(with_parent=True), figures] + ([self.test] if self.test else []) + self.tail()
         return "  ".join(parts)
@@ -348,7 +360,12 @@ def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
         if "validation" in node.eval_verdicts:
             return "unmeasured", "ok · no AUC"
         return ("unmeasured", "ran ok · not measured") if ended(state) else ("pending", "ran ok · measuring…")
-    return "problem", f"{STATUS_WORD.get(node.status, node.status)}: {short(reason or '')}"
+    word = STATUS_WORD.get(node.status, node.status)
+    if not reason or reason.strip().lower() == word:  # "interrupted", not "interrupted: interrupted"
+        return "problem", word
+    if node.status == "timeout" and node.exec_time is not None:  # "timeout: timed out after 600 s", shorter
+        return "problem", f"{word} · {node.exec_time:.0f} s"
+    return "problem", f"{word}: {short(reason)}"
 
 
 def _test_part(state: SessionState, node: NodeState, unblind: bool) -> str:
@@ -444,7 +461,7 @@ SPLITS = ("test", "validation")
 CRITERION_SHORT = selection.CRITERION_SHORT
 SYNTH_NOTE = "generated data: not comparable to published DDI numbers"
 IMPORTED_NOTE = "imported run: not measured here"
-PUBLISHED_NOTE = "published rows are DDI test results: see the test view (v)"
+PUBLISHED_NOTE = "published rows are DDI test results: listed with the test figures"
 SOURCE_MEASURED = "measured here"
 SOURCE_TRAINED = "trained here"
 SOURCE_PUBLISHED = "published"
@@ -461,9 +478,9 @@ SPLIT_WORDS = {
     "test": "held-out DDI-format test set",
     "validation": "held-out validation split (training-data images the agent never saw)",
 }
-AXIS = {  # split -> (y axis, x axis)
-    "test": ("test AUC", "skin-tone AUC gap (test)"),
-    "validation": ("validation AUC", "skin-tone AUC gap (validation)"),
+AXIS = {  # split -> (y axis, x axis): the AUC along x, the gap up y, as in the study's Figure 2
+    "test": ("skin-tone AUC gap (test)", "test AUC"),
+    "validation": ("skin-tone AUC gap (validation)", "validation AUC"),
 }
 
 
@@ -767,7 +784,10 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False, be
         "test": figures.public(node.test) if show_test else None,
         "test_verdict": node.eval_verdicts.get("test"),
         "test_blinded": test_withheld(state, node, unblind) or not test_visible(state, node, unblind),
+        "simulated_failure": simulated_failure(node),
         "audit": {
+            "audited": not node.audit_note,
+            "note": node.audit_note,
             "flags": dict(node.audit_flags),
             "claim": node.claim,
             "badges": [b.code for b in badges(node)],

@@ -68,9 +68,9 @@ async def test_test_view_compares_test_with_test_and_v_shows_validation_apart(db
         assert "Scoreboard · test (DDI format)" in text and "test AUC" in text
         shown = region_text(app, board)
         assert "MEDFAIR (published)" in shown and ".660" in shown and ".800" not in shown
-        assert "test AUC ↑ vs skin-tone AUC gap (test) →" in text  # the plot's axes, named
-        assert "skin-tone AUC gap (test)" in text
-        assert "● node ★ best ■ trained here ◆ published" in text  # a legend for every marker
+        assert "test AUC → vs skin-tone AUC gap (test) ↑" in text  # the plot's axes, named: AUC across, gap up
+        assert "↑ skin-tone AUC gap (test) · lower is fairer" in text and "test AUC · higher is better →" in text
+        assert "● node ★ best 1 published" in text  # a legend for every marker drawn (published: numbered)
         assert compare.SYNTH_NOTE in text  # generated data: said where the numbers are
         assert text.count(compare.SYNTH_NOTE) == 2  # scoreboard and plot
         assert "v: show validation" in text
@@ -84,9 +84,9 @@ async def test_test_view_compares_test_with_test_and_v_shows_validation_apart(db
         assert not [r for r in plot.references if r[3] == "published"]
         text = screen_text(app)
         assert "Scoreboard · validation" in text and "val AUC" in text and ".800" in region_text(app, board)
-        assert "validation AUC ↑ vs skin-tone AUC gap (validation) →" in text
+        assert "validation AUC → vs skin-tone AUC gap (validation) ↑" in text
         assert compare.SYNTH_NOTE not in text
-        assert compare.PUBLISHED_NOTE in text
+        assert compare.PUBLISHED_NOTE + " (key v)" in " ".join(line.plain.strip() for line in board.lines)
         await pilot.press("v")
         await pilot.pause(0.1)
         assert screen.split == "test" and board.split == "test" and plot.split == "test"
@@ -138,9 +138,12 @@ async def test_at_80_columns_the_scoreboard_says_test_and_generated_data(db, sto
     app = create_app(db, start="console", session_id="s-80", poll_interval=0.05)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await _open(app, pilot, 1)
+        await pilot.pause(0.2)
         text = screen_text(app)
-        assert not screen.query_one(ComparisonPlot).display or "-narrow" in screen.classes
-        assert "test (DDI format)" in text and compare.SYNTH_NOTE in text
+        plot = screen.query_one(ComparisonPlot)
+        assert plot.display and plot.compact and "-narrow" in screen.classes  # a compact plot, not none
+        board = screen.query_one(Scoreboard)
+        assert "test (DDI format)" in text and compare.SYNTH_NOTE in " ".join(line.plain for line in board.lines)
         assert "★ node 1" in text and ".660" in text and "? Help" in text, text
 
 

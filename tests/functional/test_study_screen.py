@@ -75,7 +75,10 @@ async def test_study_screen_without_studies_and_a_queued_cell(db, store):
         await pilot.press("s")
         await pilot.pause()
         assert isinstance(app.screen, StudyScreen)
-        assert "none yet: befair study run SPEC" in screen_text(app)
+        text = screen_text(app)  # what a study is and how to start one, not a chart of published points only
+        assert "none yet" in text and "No study in this database yet." in text and "befair study run" in text
+        assert "several instruction levels" in " ".join(text.split()) and "-empty" in app.screen.classes
+        assert not app.screen.query_one(StudyPlot).region.height  # no plot drawn without a study
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, StudyScreen)

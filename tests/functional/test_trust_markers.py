@@ -107,7 +107,8 @@ async def test_stale_heartbeat_and_dead_pid_read_runner_stopped_without_a_tickin
         assert "u: resume" in first and "UNSANDBOXED" in first
         assert "Resume run" in _palette_titles(app)
         assert console.check_action("resume_runner", ()) is True
-        assert console.check_action("pause", ()) is None  # shown dimmed: nothing would carry it out
+        assert console.check_action("pause", ()) is False  # not offered: nothing would carry it out
+        assert "press u to resume it" in console.why_not("pause")  # the key says why instead
 
 
 def _cli_ready() -> bool:

@@ -43,12 +43,19 @@ async def _settle(pilot, predicate, rounds: int = 200):
     await pilot.pause(0.1)
 
 
-def test_setup_screen(snap_compare, tmp_path):
+# The console, the sessions screen, setup and help at the smallest supported terminal (80x24) and
+# at 120x40.
+def test_setup_at_80x24(snap_compare, tmp_path):
     app = create_app(tmp_path / "befair.db", settings_file=tmp_path / "none.json")
-    assert snap_compare(app, terminal_size=(100, 40))
+    assert snap_compare(app, terminal_size=(80, 24))
 
 
-def test_console_mid_session(snap_compare, tmp_path):
+def test_setup_at_120x40(snap_compare, tmp_path):
+    app = create_app(tmp_path / "befair.db", settings_file=tmp_path / "none.json")
+    assert snap_compare(app, terminal_size=(120, 40))
+
+
+def test_console_mid_session_at_120x40(snap_compare, tmp_path):
     db, store, sid = _store(tmp_path, finished=False)
     last = store.last_seq(sid)
     app = create_app(db, start="console", session_id=sid, clock=frozen_clock(NOW), poll_interval=0.02)
@@ -56,7 +63,7 @@ def test_console_mid_session(snap_compare, tmp_path):
     async def run_before(pilot):
         await _settle(pilot, lambda: app.screen.state.last_seq == last)
 
-    assert snap_compare(app, terminal_size=(130, 40), run_before=run_before)
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
 def test_console_at_80x24(snap_compare, tmp_path):
@@ -70,11 +77,18 @@ def test_console_at_80x24(snap_compare, tmp_path):
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_sessions_screen(snap_compare, tmp_path):
+def _sessions_app(tmp_path):
     db, store, _ = _store(tmp_path)
     write_demo_session(store, n_nodes=5, seed=3, ts0=TS0 + 3600, finished=False)
-    app = create_app(db, start="sessions")
-    assert snap_compare(app, terminal_size=(120, 20))
+    return create_app(db, start="sessions")
+
+
+def test_sessions_at_80x24(snap_compare, tmp_path):
+    assert snap_compare(_sessions_app(tmp_path), terminal_size=(80, 24))
+
+
+def test_sessions_at_120x40(snap_compare, tmp_path):
+    assert snap_compare(_sessions_app(tmp_path), terminal_size=(120, 40))
 
 
 def test_replay_screen(snap_compare, tmp_path):
@@ -128,6 +142,16 @@ def test_help_at_80x24(snap_compare, tmp_path):
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_help_at_120x40(snap_compare, tmp_path):
+    app = create_app(tmp_path / "befair.db", settings_file=tmp_path / "none.json")
+
+    async def run_before(pilot):
+        await pilot.press("f1")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
 def test_help_badges_and_words_at_80x24(snap_compare, tmp_path):

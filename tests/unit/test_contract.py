@@ -54,3 +54,24 @@ def test_contract_breach_fails_at_once_without_review(tmp_path, workspace, code,
     assert good.status == "ok" and good.val_auc is not None
     assert coder.reviews == 1, "the contract breach cost a review call"
     store.close()
+
+
+def test_code_that_cannot_be_audited_says_so_in_its_audited_event(tmp_path, workspace):
+    """The runner keeps the audit's note: a node whose code does not parse is "not audited" (badge
+    ?, flags unknown), never shown like a clean node."""
+    from engine.session import events as ev
+    from engine.session import views
+
+    store = SessionStore(tmp_path / "db" / "befair.db")
+    coder = CountingCoder(["def predict(:\n    pass\n"])
+    writer = start_session(store, SessionConfig(steps=1, num_drafts=1, step_timeout=60, data=str(workspace.root)),
+                           workspace=workspace, coder=coder)
+    state = run(store, writer.session_id, coder=coder, workspace=workspace, writer=writer)
+    audited = [e.payload for e in store.events(writer.session_id) if e.kind == ev.AUDITED]
+    assert audited and audited[0]["note"].startswith("not audited: syntax error at line 1")
+    node = state.nodes[1]
+    assert node.audit_note == audited[0]["note"]
+    assert views.audit_badges(node)[0] == views.NOT_AUDITED
+    assert views.node_json(state, node)["audit"]["audited"] is False
+    assert "[?]" in views.node_line(state, node)
+    store.close()

@@ -135,3 +135,20 @@ def test_audit_cli(tmp_path, capsys):
     assert out["evidence"]["reweighting"] == "line 4: model.fit(X, y, sample_weight=w)"
     with pytest.raises(BefairError):
         _main(["audit", str(tmp_path / "missing.py")])
+
+
+@pytest.mark.parametrize("content", [b"def f(:\n    pass\n", b"\x00\x01\x89PNG binary\xff\xfe"])
+def test_audit_cli_on_code_that_does_not_parse_says_not_audited_and_exits_3(tmp_path, capsys, content):
+    """Unknown must not read as "no": every flag says "not audited", the reason is given, exit 3."""
+    code = tmp_path / "solution.py"
+    code.write_bytes(content)
+    assert _main(["audit", str(code)]) == 3
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert len(lines) == 6 and all(line.split()[1:] == ["not", "audited"] for line in lines)
+    assert not any(line.endswith(" no") or " no " in line for line in lines)
+    assert captured.err.startswith(f"befair: {code}: not audited: ") and captured.err.count("\n") == 1
+    assert _main(["audit", str(code), "--json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    assert out["audited"] is False and set(out["flags"].values()) == {None}
+    assert out["note"].startswith("not audited: ") and out["exit_code"] == 3

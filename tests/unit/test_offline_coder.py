@@ -48,7 +48,32 @@ def test_every_pipeline_parses_and_follows_the_contract():
             assert {"predict", "main"} <= names
             assert 'if __name__ == "__main__":' in reply.code
             assert "Validation AUROC" in reply.code and "WORKING_DIR" in reply.code
-            assert g.components_from_code(reply.code) == reply.components
+            # the header records the pipeline's choices; an injected failure stays out of it
+            assert g.components_from_code(reply.code) == {**reply.components, "bug": None}
+            assert '"bug"' not in reply.code
+
+
+def test_an_injected_failure_is_said_in_words_and_never_a_property_of_the_code():
+    replies = [r for level in LEVELS for r in drafts(level, 25, failure_rate=0.5) if r.components.get("bug")]
+    assert replies
+    for reply in replies:
+        assert g.injected_failure(reply.components).startswith("simulated agent: this node was made to ")
+        assert "bug" not in reply.plan and '"bug"' not in reply.code
+    slow = g.normalise({**g.default_components("cnn"), "bug": "slow"})
+    assert g.injected_failure(slow) == ("simulated agent: this node was made to run slowly (far too many "
+                                        "epochs, or a slow loop)")
+    assert g.injected_failure(g.default_components()) is None
+    old = g.render(slow, "plan").replace('{"colour"', '{"bug": "slow", "colour"')
+    assert '"bug"' in old and '"bug"' not in g.without_injected_failure(old)
+
+
+def test_a_plan_says_what_the_pipeline_does_without_contradicting_itself():
+    c = g.normalise({**g.default_components("cnn"), "selection": "minimax"})
+    text = "\n".join(g.describe(c))
+    assert "no fairness intervention" not in text and "hp=" not in text and "=None" not in text
+    assert "worst skin-tone group" in text and "training treats every skin tone alike" in text
+    assert "epochs (passes over the data)" in text
+    assert g.describe(g.default_components())[-1] == "skin tone: not used"
 
 
 def test_base_never_touches_skin_tone():

@@ -1,0 +1,19 @@
+"""Radio buttons and check boxes whose state shows without colour: a selected radio button reads
+"▐●▌", another "▐ ▌"; a ticked box "▐✓▌", an empty one "▐ ▌" (Textual's draw the same mark for
+both and tell them apart by colour only: unreadable for a colour-blind reader or in a monochrome
+terminal)."""
+from __future__ import annotations
+
+from textual.widgets import Checkbox, RadioButton
+
+
+class PlainRadioButton(RadioButton):
+    @property
+    def BUTTON_INNER(self) -> str:  # noqa: N802 - Textual's name for the mark
+        return "●" if self.value else " "
+
+
+class PlainCheckbox(Checkbox):
+    @property
+    def BUTTON_INNER(self) -> str:  # noqa: N802 - Textual's name for the mark
+        return "✓" if self.value else " "
