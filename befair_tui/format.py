@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from rich.text import Text
 
 from engine.session.state import NodeState, SessionState
+from engine.session import figures as figures_module
 from engine.session import selection, views
 from engine.session.views import (  # noqa: F401 - IMPORTED_UNMEASURED, STATUS_WORD: re-exported for the screens
     AUDIT_BADGES, BADGE_HELP, IMPORTED_UNMEASURED, STATUS_WORD, audit_badges, node_summary,
@@ -98,6 +99,10 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
     head.append(summary.stage_text(with_parent=False) + " ")
     figure_style = "bold green" if best and summary.kind == "measured" else FIGURE_STYLE.get(summary.kind, "")
     figures = [summary.figures]
+    if summary.kind == "measured" and node.validation and figures_module.has_intervals(node.validation):
+        # narrower: the intervals go first (the node panel's Groups tab has them), then the badges
+        auc, gap = node.validation.get("auc"), node.validation.get("auc_gap")
+        figures += [f"{num(auc, 2)} · gap {num(gap, 2)}", f"{num(auc)} / {num(gap)}"]
     if node.status == "running" and now is not None:
         ran = running_clock(state, node, now)
         figures = [f"running {ran}", f"running {ran.split('/')[0]}", ran.split("/")[0]]
@@ -110,15 +115,20 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
 
 def _fit(head: Text, figures: list[str], figure_style: str, summary, codes: list[str], width: int | None) -> Text:
     """The first of ever shorter forms of a tree line that fits `width` (see node_label);
-    `figures`: what the line says about the node, then shorter ways to say it."""
-    forms = [(True, True, len(codes)), (False, True, len(codes))]
-    forms += [(False, True, n) for n in range(len(codes) - 1, -1, -1)] + [(False, False, 0)]
-    for brackets, words, shown in forms:
-        text = _line(head, figures[0], figure_style, summary, codes, brackets, words, shown)
+    `figures`: what the line says about the node, then shorter ways to say it. The badges lose
+    their brackets first, then the figures their intervals, then badges go from the end."""
+    n = len(codes)
+    forms = [(0, True, True, n), (0, False, True, n)]
+    if len(figures) > 1:
+        forms += [(1, False, True, n)]
+    last = 1 if len(figures) > 1 else 0
+    forms += [(last, False, True, k) for k in range(n - 1, -1, -1)] + [(last, False, False, 0)]
+    for i, brackets, words, shown in forms:
+        text = _line(head, figures[i], figure_style, summary, codes, brackets, words, shown)
         if width is None or text.cell_len <= width:
             return text
     if summary.kind == "measured":  # the AUC and the gap stay: closer together rather than cut
-        figures = [figures[0].replace(" / ", "/")]
+        figures = [figures[-1].replace(" / ", "/")]
     for shorter in figures:
         text = _line(head, shorter, figure_style, summary, codes, False, False, 0)
         if text.cell_len <= width:

@@ -20,7 +20,7 @@ from textual.widgets import Tree
 from textual.worker import get_current_worker
 
 from engine.session import events as ev
-from engine.session import views
+from engine.session import selection, views
 from engine.session.state import SessionState, apply, memoised, new_state
 from engine.session.store import SessionStore
 
@@ -49,14 +49,14 @@ ENDED_POLL = 2.0
 FREEZE_AFTER = 500  # events in one batch (a session opened, a replay seek): freeze what they built
 DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversation")
 BATCH = 5_000
-# Event kinds that can change the scoreboard or the scatter plot.
-_SCORE_KINDS = {ev.EVALUATED, ev.EXEC_FINISHED, ev.REVIEW, ev.PRUNED, ev.FINAL_CHOICE,
-                ev.SESSION_STARTED, ev.SESSION_FINISHED, ev.NODE_INTERRUPTED}
+# Event kinds that can change the scoreboard or the scatter plot: those that may change a best node
+# (engine.session.selection) and the end of the session.
+_SCORE_KINDS = selection.MAY_CHANGE_BEST | {ev.SESSION_FINISHED}
 
 
 class ConsoleScreen(Screen):
     # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
-    FOOTER_DROP = ("app.quit", "sessions", "train_baselines", "add_steps", "prune", "expand")
+    FOOTER_DROP = ("app.quit", "sessions", "choose_criterion", "train_baselines", "add_steps", "prune", "expand")
     BINDINGS = [
         Binding("p", "pause", "Pause", id="pause"),
         Binding("p", "resume", "Resume", id="resume"),
@@ -66,6 +66,8 @@ class ConsoleScreen(Screen):
         Binding("x", "prune", "Prune", id="prune"),
         Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
         Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
+        Binding("c", "choose_criterion", "Best means", id="choose-criterion"),
+        Binding("r", "summary", "Summary", id="summary"),
         Binding("u", "resume_runner", "Resume run", id="resume-runner"),
         Binding("b", "train_baselines", "Train baselines", id="train-baselines"),
         Binding("l", "sessions", "Sessions", id="sessions"),
@@ -87,6 +89,8 @@ class ConsoleScreen(Screen):
         self.follow_enabled = follow and not read_only
         self.state: SessionState = new_state(session_id)
         self.best: int | None = None
+        self.view_criterion: str | None = None  # a reader's own choice of what ★ follows (replay, ended)
+        self._was_live = False  # followed while running: its end is announced once
         self._frame = 0
         self._selected: int | None = None
         self._auto_select = True
@@ -118,7 +122,7 @@ class ConsoleScreen(Screen):
         inputs = self.query(GuidanceInput)
         self._guidance = inputs.first() if inputs else None
         tree = self.query_one(SearchTree)
-        tree.border_title = "Search tree · val AUC / gap"
+        tree.border_title = "Search tree · val AUC · gap"
         self._load_references()
         tree.focus()
         if self.follow_enabled:
@@ -268,7 +272,8 @@ class ConsoleScreen(Screen):
                 output: dict[int, list[str]], scores: bool) -> None:
         self.renders += 1
         state = self.state
-        self.best = views.best_id(state)  # the ★: the same choice as the final one (views.best_choice)
+        # the ★: the same choice as the final one (engine.session.selection), by the criterion in force
+        self.best = views.best_id(state, self.view_criterion)
         tree = self.query_one(SearchTree)
         tree.sync(state, dirty, guidance, self.best, self._frame, now=self.now())
         for nid in subtree:
@@ -293,7 +298,12 @@ class ConsoleScreen(Screen):
         if scores or dirty:
             self.query_one(Scoreboard).sync(state)
             self.query_one(ComparisonPlot).sync(state, self.best)
-        self._poll_max = ENDED_POLL if state.status in ("finished", "stopped", "failed") else IDLE_POLL
+        ended = state.status in ("finished", "stopped", "failed")
+        self._poll_max = ENDED_POLL if ended else IDLE_POLL
+        if ended and self._was_live and self.follow_enabled:
+            self.notify("The session has ended: r shows its summary (the final choice with its intervals, what "
+                        "each guidance changed).", title="Session summary", timeout=12)
+        self._was_live = not ended and state.status != "new"
         self._sync_status()
 
     def sync_all(self) -> None:
@@ -310,7 +320,8 @@ class ConsoleScreen(Screen):
     def _sync_status(self) -> None:
         self._sync_guidance_input()
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
-                                       now=self.clock(), replay=self.replay_label(), runner=self.runner)
+                                       now=self.clock(), replay=self.replay_label(), runner=self.runner,
+                                       criterion=self.view_criterion)
         board = self._board or self.query_one(Scoreboard)
         self._board = board
         board.set_unsandboxed(self.state.unsandboxed)
@@ -463,6 +474,8 @@ class ConsoleScreen(Screen):
         return None
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "summary":
+            return self.state.status in ("finished", "stopped", "failed")
         if action == "resume_runner" or action == "train_baselines" or action in STEERING:
             if self.why_not(action) is not None:
                 return False  # not offered: the footer and the palette show only what can act
@@ -602,6 +615,36 @@ class ConsoleScreen(Screen):
         self.query_one(ComparisonPlot).sync(self.state, self.best)
         self.notify(f"Scoreboard and plot: {'validation' if self.split == 'validation' else 'test'} figures "
                     "(v switches back).", timeout=3)
+
+    def action_choose_criterion(self) -> None:
+        """What ★ follows. Live: a steering command (recorded; the next improve follows it).
+        A replay or an ended session: this reader's view only."""
+        from befair_tui.screens.criterion import CriterionModal
+
+        live = self.live and self.runner != "stopped"
+        current = self.view_criterion or views.session_criterion(self.state)
+
+        def done(criterion: str | None) -> None:
+            if criterion is None or criterion == current:
+                return
+            words = selection.CRITERION_LABEL[criterion]
+            if live:
+                self._command("set_criterion", {"criterion": criterion},
+                              note=f"★ will follow {words}; the search improves the best node by it from the next "
+                                   "step.")
+                return
+            self.view_criterion = None if criterion == views.session_criterion(self.state) else criterion
+            self.query_one(Scoreboard).criterion = self.view_criterion
+            self.sync_all()
+            self.notify(f"★ shows the best by {words} here (view only: the session's record is unchanged).",
+                        timeout=5)
+
+        self.app.push_screen(CriterionModal(current, live=live), done)
+
+    def action_summary(self) -> None:
+        from befair_tui.screens.summary import SummaryModal
+
+        self.app.push_screen(SummaryModal(self.store, self.state))
 
     def action_resume_runner(self) -> None:
         """Start `befair resume SESSION --headless` detached (launch.resume_argv) and follow it."""

@@ -1,5 +1,5 @@
 """Help (`?` or F1 anywhere): the keys, every marker and badge, and the words on screen in plain
-language (AUC, skin-tone AUC gap, validation and test, blinded, the three meanings of "best",
+language (AUC, skin-tone AUC gap, intervals, validation and test, blinded, the four meanings of "best",
 where each number comes from). Scrolls at 80x24; Esc, q, ? or F1 closes it."""
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from engine.session import figures, selection
 
 from befair_tui import compare
 from befair_tui.format import BADGE_LEGEND, IMPORTED_UNMEASURED, RUNNER_STOPPED, STATUS_GLYPH, UNSANDBOXED
@@ -29,6 +31,9 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("+", "add steps to the budget (asks how many)"),
         ("s", "stop the session (asks first; the running step is interrupted, everything is kept)"),
         ("v", "switch the scoreboard and the plot between test and validation figures"),
+        ("c", "choose what “★ best” means (below). Live, the search improves the best node by it from "
+              "the next step and the switch is recorded; in a replay or a finished session it changes only "
+              "what you see here"),
         ("u", "resume a session whose runner process stopped (shown only then)"),
         ("b", "train the expert baselines on this session's data, in the background (shown only when none "
               "were trained for it; progress in the scoreboard, results in the database)"),
@@ -85,13 +90,31 @@ TERMS: list[tuple[str, str]] = [
     ("blinded", "A study can hide test metrics while the session runs, so that nobody steers by them: "
                 f"the scoreboard and plot then say \u201c{compare.BLINDED_NOTE}\u201d. They appear when the "
                 "session ends, unless the study keeps them blind."),
-    ("best: the agent's claim", "The node whose own printed metric is highest, as the AIDE agent "
-                                "chooses. It is the agent's report, not a measurement (see badges ! and ≠)."),
-    ("best: validation AUC", "The node with the highest AUC measured here on the validation images."),
-    ("best: minimax", "Among the Pareto-optimal nodes (no other node is better on every skin-tone group), "
-                      "the one whose worst group has the highest validation AUC: the best worst case."),
-    ("★", "The best node by the criterion chosen for this session (setup: \u201cBest\u201d means). The "
-          "scoreboard lists the best node by each of the three criteria."),
+    ("± and 95 % interval", figures.INTERVAL_HELP + " A figure reads .81 ±.05: the AUC is likely between "
+                            ".76 and .86 (± is half the interval; the node's Groups tab gives the interval "
+                            "itself). With few malignant images in a skin-tone group the gap's interval is "
+                            "often as wide as the difference between two pipelines."),
+    ("too few to judge", figures.TOO_FEW_HELP + " The setup screen warns when the data hold so few, and "
+                         "an AUC there is shown with that warning instead of as a plain number."),
+    ("cannot be told apart", "The scoreboard says when the best node cannot be told apart from others: the "
+                             "95 % interval of their difference, on the same validation images resampled "
+                             "the same way, contains 0. Any of them could be the better one."),
+    ("missed malignant", "In the Groups tab: how many of a skin-tone group's malignant images the pipeline "
+                         "scored below 0.5 (it would have missed them), with an interval."),
+    ("best: " + selection.CRITERION_LABEL["claimed"], "The node whose own printed metric is highest, as the "
+                                                      "AIDE agent chooses. It is the agent's report, not a "
+                                                      "measurement (see badges ! and ≠); it has no interval."),
+    ("best: " + selection.CRITERION_LABEL["validation"], "The node with the highest AUC measured here on the "
+                                                         "validation images."),
+    ("best: " + selection.CRITERION_LABEL["minimax"], "Among the nodes no other node beats on every skin-tone "
+                                                      "group, the one whose worst group has the highest "
+                                                      "validation AUC: the best worst case."),
+    ("best: " + selection.CRITERION_LABEL["robust"], "The node whose worst skin-tone group is good with "
+                                                     "confidence: the highest low end of the worst group's "
+                                                     "95 % interval. A node cannot win by a lucky draw of a few "
+                                                     "dark-skin images. The default for new sessions."),
+    ("★", "The best node by the criterion the header names (“★ …”); key c changes it. The "
+          "scoreboard lists the best node by each of the four criteria."),
 ]
 
 SOURCES: list[tuple[str, str]] = [

@@ -33,7 +33,7 @@ from befair_tui.widgets.participant_bar import ParticipantBar
 from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.status_bar import StatusBar
 
-ALLOWED = {"pause", "resume", "guide", "expand", "prune", "toggle_split", "detail_tab"}
+ALLOWED = {"pause", "resume", "guide", "expand", "prune", "toggle_split", "detail_tab", "choose_criterion"}
 RESPAWN_AFTER = 8.0  # seconds between two attempts to resume an interrupted session
 MAX_ATTEMPTS = 5
 
@@ -46,6 +46,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         Binding("e", "expand", "Expand", id="expand"),
         Binding("x", "prune", "Prune", id="prune"),
         Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
+        Binding("c", "choose_criterion", "Best means", id="choose-criterion"),
         *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
           for i, tab in enumerate(DETAIL_TABS, start=1)],
     ]

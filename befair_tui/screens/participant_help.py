@@ -16,6 +16,7 @@ PARTICIPANT_KEYS: list[tuple[str, str]] = [
     ("e", "expand the selected node next (improve it, or debug it if it failed)"),
     ("x", "prune the selected node: the search never expands it or its subtree (asks first)"),
     ("v", "switch the scoreboard and the plot between test and validation figures"),
+    ("c", "choose what “★ best” means; the search improves the best node by it from the next step"),
     ("1–7", "node tabs: Plan, Code, Output, Groups (per skin tone), Audit, Diff, Conversation"),
     ("↑ ↓ Enter", "move in the search tree; Enter keeps the chosen node in view"),
     ("? F1", "this help"),

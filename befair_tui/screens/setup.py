@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -53,6 +54,20 @@ def _range(field: str) -> str:
     return f"{low:,}–{high:,}"
 
 
+def adequacy_warnings(choices: SetupChoices) -> list[str]:
+    """engine.data.adequacy's warnings for the data these choices name ([] when they cannot be read)."""
+    from engine.data.adequacy import synth_counts, warnings, workspace_counts
+
+    try:
+        if choices.data == "synth":
+            return warnings(synth_counts(int(choices.synth_n_train), int(choices.synth_n_test)))
+        from engine.data.protocol import open_workspace
+
+        return warnings(workspace_counts(open_workspace(Path(choices.workspace).expanduser())))
+    except Exception:  # noqa: BLE001 - an unreadable workspace is the form's own problem, said above
+        return []
+
+
 def llm_problem(overrides: dict | None = None) -> str | None:
     """Why the OpenAI-compatible coder cannot reach a model with these settings (None: it can)."""
     try:
@@ -88,6 +103,7 @@ class SetupScreen(Screen):
         self.choices = choices or load_choices(settings_file)
         self.llm_problem = llm_problem()
         self.problems: list[str] = []
+        self.adequacy: list[str] = []  # skin-tone groups too few to judge in the data chosen
 
     def compose(self) -> ComposeResult:
         c = self.choices
@@ -160,6 +176,7 @@ class SetupScreen(Screen):
                     yield PlainCheckbox("Blind test metrics until the end", c.blind_test, id="blind")
                 yield Static(f"[dim]{BEST_HINT}[/dim]", classes="hint")
             yield Static("", id="setup-problems")
+            yield Static("", id="setup-adequacy")
             with Vertical(classes="row"):
                 with Horizontal(classes="inline"):
                     yield Label("Participant id")
@@ -283,7 +300,16 @@ class SetupScreen(Screen):
         box = self.query_one("#setup-problems", Static)
         box.update("\n".join(f"[red]✗[/red] {p}" for p in problems))
         box.display = bool(problems)
+        self._show_adequacy(_choices)
         return problems
+
+    def _show_adequacy(self, choices: SetupChoices) -> None:
+        """Warn where the held-out data hold too few malignant cases in a skin-tone group to judge
+        fairness there (engine.data.adequacy): SynthDerm's from its sizes, a workspace's from its files."""
+        self.adequacy = adequacy_warnings(choices)
+        box = self.query_one("#setup-adequacy", Static)
+        box.update(Text("\n".join(f"⚠ {w}" for w in self.adequacy), style="yellow"))
+        box.display = bool(self.adequacy)
 
     @on(Button.Pressed, "#start")
     def action_start(self) -> None:

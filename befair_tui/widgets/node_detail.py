@@ -13,10 +13,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
-from engine.session import views
+from engine.session import figures, views
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
-from engine.task import GROUP_LABELS, GROUPS
 
 from befair_tui.format import BADGES, STATUS_WORD, components_words, num, running_line
 from befair_tui.widgets.conversation import ConversationView
@@ -212,39 +211,17 @@ class NodeDetail(Vertical):
         return Group(*parts)
 
     def _groups(self, state: SessionState, node: NodeState) -> Group:
-        table = Table(expand=False, box=None, pad_edge=False)
-        table.add_column("skin tone")
-        table.add_column("validation", justify="right")
-        table.add_column("test", justify="right")
-        val = node.validation or {}
-        test = node.test or {}
+        """Each skin-tone group's AUC with its 95 % interval, its malignant cases and how many of
+        them the pipeline missed, on validation and (when visible) on test; a group with too few
+        malignant cases says so instead of a bare number."""
+        parts: list = []
         blinded = views.test_withheld(state, node)
-        hidden = "hidden" if blinded else None
-
-        def cell(summary: dict, key: str, group: str | None = None, split: str = "validation") -> str:
-            if split == "test" and hidden:
-                return hidden
-            if group is None:
-                return num(summary.get(key))
-            value = (summary.get("group_auc") or {}).get(group)
-            if value is None:
-                reason = (summary.get("group_auc_reason") or {}).get(group)
-                return f"– ({reason})" if reason else "–"
-            return num(value)
-
-        for group in GROUPS:
-            table.add_row(f"AUC {GROUP_LABELS[group]}", cell(val, "", group), cell(test, "", group, "test"))
-        table.add_row("AUC overall", cell(val, "auc"), cell(test, "auc", split="test"))
-        table.add_row("worst group", cell(val, "worst_auc"), cell(test, "worst_auc", split="test"))
-        table.add_row("gap (best − worst)", cell(val, "auc_gap"), cell(test, "auc_gap", split="test"))
-        table.add_row("images", str(val.get("n", "–")), hidden or str(test.get("n", "–")))
-        parts: list = [table]
-        for split in ("validation", "test"):
-            verdict = node.eval_verdicts.get(split)
-            if verdict and verdict != "ok":
-                parts.append(Text(f"{split}: {verdict} — {node.eval_reasons.get(split) or ''}", style="red"))
-        if blinded:
-            parts.append(Text(f"{views.blinded_note(state).capitalize()}.", style="dim italic"))
+        for split, summary in (("validation", node.validation), ("test", None if blinded else node.test)):
+            if split == "test" and blinded:
+                parts.append(Text(f"\ntest: {views.blinded_note(state)}", style="dim italic"))
+                continue
+            parts.append(_split_groups(split, summary, node.eval_verdicts.get(split), node.eval_reasons.get(split)))
+        parts.append(Text(f"\n{figures.INTERVAL_HELP} {figures.TOO_FEW_HELP}", style="dim"))
         parts.append(Text("validation: held-out split of the training data · test: DDI-format test set; "
                           "both measured here", style="dim"))
         return Group(*parts)
@@ -290,3 +267,27 @@ class NodeDetail(Vertical):
             parent.code.splitlines(keepends=True), node.code.splitlines(keepends=True),
             fromfile=f"node {parent.node_id}", tofile=f"node {node.node_id}", n=2))
         return _syntax(diff or "(no change)", "diff")
+
+
+def _split_groups(split: str, summary: dict | None, verdict: str | None, reason: str | None) -> Group:
+    if not summary:
+        why = f"{verdict}: {reason}" if verdict and verdict != "ok" else "not measured"
+        return Group(Text(f"\n{split}: {why}", style="red" if verdict and verdict != "ok" else "dim"))
+    n, malignant = summary.get("n"), sum((summary.get("group_positives") or {}).values())
+    head = Text(f"\n{split}", style="bold")
+    head.append(f" · {n} images" + (f", {malignant} malignant" if malignant else ""), style="dim")
+    if not figures.has_intervals(summary):
+        head.append(f" · {figures.NO_INTERVAL}", style="yellow")
+    table = Table(expand=False, box=None, pad_edge=False)
+    for column, justify in (("skin tone", "left"), ("AUC (95 % interval)", "left"), ("malignant", "right"),
+                            ("missed malignant (at 0.5)", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for g in figures.groups(summary):
+        auc = Text(g.auc_text(), style="yellow" if g.too_few else "")
+        cases = f"{g.malignant} of {g.n}" if g.malignant is not None else "–"
+        table.add_row(g.words, auc, cases, g.missed_text() if g.malignant is not None else "–")
+    for label, key in (("overall", "auc"), ("worst group", "worst_auc"), ("gap (best − worst)", "auc_gap")):
+        ci_key = {"auc": "auc_ci", "worst_auc": "worst_auc_ci", "auc_gap": "auc_gap_ci"}[key]
+        table.add_row(label, figures.with_interval(summary.get(key), summary.get(ci_key)), "", "")
+    return Group(head, table)
+

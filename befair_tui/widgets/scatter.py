@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
 
+from engine.session import views
 from engine.session.state import SessionState
 
 from befair_tui import compare
@@ -36,6 +37,8 @@ class Mark:
     kind: str
     name: str = ""
     tag: str = ""
+    auc_ci: tuple[float, float] | None = None   # 95 % intervals: drawn as error bars on both axes
+    gap_ci: tuple[float, float] | None = None
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
@@ -44,19 +47,24 @@ def _rgb(colour: str) -> tuple[int, int, int]:
 
 
 def draw_point(plt, mark: Mark) -> None:
-    """Draw one mark (a spread, an interval, would be drawn here with it)."""
+    """Draw one mark, with its 95 % intervals as error bars when it has them (dimmer, under it)."""
+    dim = tuple(c // 2 for c in _rgb(mark.colour))
+    if mark.auc_ci is not None:
+        plt.plot(list(mark.auc_ci), [mark.gap, mark.gap], marker="─", color=dim)
+    if mark.gap_ci is not None:
+        plt.plot([mark.auc, mark.auc], list(mark.gap_ci), marker="│", color=dim)
     plt.scatter([mark.auc], [mark.gap], marker=mark.marker, color=_rgb(mark.colour))
 
 
 def draw_marks(plt, marks: Sequence[Mark]) -> None:
     """Draw every mark in order; the nodes (hundreds in a long session) as one series, each
     other mark through draw_point."""
-    nodes = [m for m in marks if m.kind == "node"]
+    nodes = [m for m in marks if m.kind == "node" and m.auc_ci is None]  # with bars: drawn one by one
     if nodes:
         marker, colour = MARKERS["node"]
         plt.scatter([m.auc for m in nodes], [m.gap for m in nodes], marker=marker, color=_rgb(colour))
     for mark in marks:
-        if mark.kind != "node":
+        if mark.kind != "node" or mark.auc_ci is not None:
             draw_point(plt, mark)
 
 
@@ -67,6 +75,16 @@ def tagged(references: Sequence[tuple[str, float, float, str]], tags: dict[tuple
         tag = tags.get((kind, name), "")
         out.append(Mark(auc, gap, tag or MARKERS[kind][0], MARKERS[kind][1], kind, name, tag))
     return out
+
+
+def _intervals(state: SessionState, node_id: int, split: str) -> tuple[tuple[float, float] | None, ...]:
+    node = state.nodes[node_id]
+    summary = (node.validation if split == "validation" else views.visible_test(state, node)) or {}
+    return tuple(_pair(summary.get(k)) for k in ("auc_ci", "auc_gap_ci"))
+
+
+def _pair(ci: object) -> tuple[float, float] | None:
+    return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None
 
 
 class Scatter(PlotextPlot):
@@ -95,7 +113,8 @@ class Scatter(PlotextPlot):
     def sync(self, state: SessionState, best: int | None) -> None:
         points = compare.plot_points(state, self.split)
         refs = compare.reference_points(self.baselines, self.published, self.split)
-        key = (self.split, tuple(points), best, tuple(refs))
+        chosen = set(views.best_nodes(state))  # the best by each criterion: drawn with their intervals
+        key = (self.split, tuple(points), best, tuple(refs), tuple(sorted(chosen)))
         if key == self._last_key:
             return
         self._last_key = key
@@ -103,7 +122,9 @@ class Scatter(PlotextPlot):
         marks = tagged(refs, compare.reference_tags(self.baselines, self.published, self.split))
         for node_id, gap, auc in points:
             kind = "best" if node_id == best else "node"
-            marks.append(Mark(auc, gap, MARKERS[kind][0], MARKERS[kind][1], kind, f"node {node_id}"))
+            auc_ci, gap_ci = _intervals(state, node_id, self.split) if node_id in chosen else (None, None)
+            marks.append(Mark(auc, gap, MARKERS[kind][0], MARKERS[kind][1], kind, f"node {node_id}",
+                              auc_ci=auc_ci, gap_ci=gap_ci))
         marks.sort(key=lambda m: m.kind == "best")  # the best node is drawn last, on top
         self.marks = marks
         plt = self.plt

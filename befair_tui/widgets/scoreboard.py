@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from engine.session import figures, views
 from engine.session.state import SessionState
 
 from befair_tui import compare
@@ -37,6 +38,7 @@ NOTE_STYLE = "bold yellow"
 NO_BASELINES = "no expert baseline trained on this session's data"
 COMPACT_BELOW = 60  # columns: the source column gives way (a published row says so in its name)
 AUC_WIDTH, GAP_WIDTH = 9, 6
+INTERVAL_WIDTH, INTERVALS_FROM = 10, 56  # a cell with ± its interval, and the board width that fits two
 # kept for callers that imported them from here
 baseline_points = compare.baseline_points
 published_points = compare.published_points
@@ -71,6 +73,8 @@ class Scoreboard(VerticalScroll, can_focus=True):
         self._line_help: list[str] = []   # tooltip text per content line
         self._last_key: tuple | None = None
         self._state: SessionState | None = None
+        self.criterion: str | None = None  # the criterion ★ follows for this reader (None: the session's)
+        self.certainty = ""                # can the ★ be told apart from the others (views.BestChoice)
         self._set_titles()
 
     def compose(self) -> ComposeResult:
@@ -124,11 +128,12 @@ class Scoreboard(VerticalScroll, can_focus=True):
     # -- content --------------------------------------------------------------------------
     def sync(self, state: SessionState) -> None:
         self._state = state
-        rows = compare.comparison_rows(state, self.baselines, self.published, self.split)
+        rows = compare.comparison_rows(state, self.baselines, self.published, self.split, criterion=self.criterion)
         notes = compare.notes(state, self.split, has_published=bool(self.published))
         width = self._text_width()
-        key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen, r.hidden) for r in rows), tuple(notes),
-               self.training, self.can_baselines, width)
+        self.certainty = views.best_choice(state, self.criterion).uncertainty if state.nodes else ""
+        key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen, r.hidden, r.auc_ci is None) for r in rows),
+               tuple(notes), self.training, self.can_baselines, width, self.certainty)
         if key == self._last_key:
             return
         self._last_key = key
@@ -172,10 +177,13 @@ class Scoreboard(VerticalScroll, can_focus=True):
         label = "test AUC" if self.split == "test" else "val AUC"
         sources = [] if self.compact else [r.source for r in self.rows]
         source_width = max(map(cell_len, sources), default=0)
-        name_width = max(8, width - AUC_WIDTH - GAP_WIDTH - (source_width + 2 if source_width else 0))
+        # intervals beside the figures (± half the 95 % interval) when the board is wide enough
+        spread = width >= INTERVALS_FROM and any(r.auc_ci is not None for r in self.rows)
+        auc_width, gap_width = (INTERVAL_WIDTH, INTERVAL_WIDTH) if spread else (AUC_WIDTH, GAP_WIDTH)
+        name_width = max(8, width - auc_width - gap_width - (source_width + 2 if source_width else 0))
 
         def row(name: Text, auc: str, gap: str, source: Text | None, help_text: str) -> None:
-            cells = Text(f"{auc:>{AUC_WIDTH}}{gap:>{GAP_WIDTH}}")
+            cells = Text(f"{auc:>{auc_width}}{gap:>{gap_width}}")
             if source_width:
                 cells.append("  ")
                 cells.append_text(source if source is not None else Text(""))
@@ -208,8 +216,14 @@ class Scoreboard(VerticalScroll, can_focus=True):
                 name.append(" · other data", style="dim")
             if r.kind == "node" and r.auc is None and not r.hidden and r.note:
                 name.append(f" · {r.note}", style="dim")
-            auc, gap = ("hidden", "hidden") if r.hidden else (num(r.auc), num(r.gap))
-            row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), r.explain)
+            auc, gap = ("hidden", "hidden") if r.hidden else _cells(r, spread)
+            row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), _row_help(r))
+        if self.certainty:
+            add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}",
+                     style="italic"),
+                "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
+                "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
+                "well be any of them.")
         if self.training:
             add(Text(f"⏳ {self.training}", style="bold cyan"),
                 "Expert baselines are training in the background; their rows appear here when they finish.")
@@ -236,6 +250,22 @@ class Scoreboard(VerticalScroll, can_focus=True):
         text = self.help_for_line(event.screen_y - region.y + round(self.scroll_y)) if inside else None
         if text != self.tooltip:
             self.tooltip = text
+
+
+def _cells(r: Row, spread: bool) -> tuple[str, str]:
+    """A row's AUC and gap: `.74 ±.04` when the row has intervals and the board has room."""
+    if spread and r.auc_ci is not None:
+        return figures.plus_minus(r.auc, r.auc_ci), figures.plus_minus(r.gap, r.gap_ci)
+    return num(r.auc), num(r.gap)
+
+
+def _row_help(r: Row) -> str:
+    """The row's tooltip: what its numbers are, and how sure they are (or why that is not known)."""
+    if r.auc_ci is not None:
+        gap = f", gap {figures.with_interval(r.gap, r.gap_ci)}" if r.gap_ci is not None else ""
+        return (f"{r.explain} 95 % interval: AUC {figures.with_interval(r.auc, r.auc_ci)}{gap} "
+                f"({r.interval}). {figures.INTERVAL_HELP}")
+    return f"{r.explain} {r.interval[0].upper() + r.interval[1:]}." if r.interval else r.explain
 
 
 def _note_help(note: str) -> str:

@@ -1,4 +1,5 @@
-"""The status line: level, coder, step k/N, RUNNING/PAUSED/FINISHED, elapsed, tokens, cost, and
+"""The status line: level, coder, step k/N, what ★ best means, RUNNING/PAUSED/FINISHED, elapsed,
+tokens, cost, and
 the trust markers: UNSANDBOXED (agent code ran without the sandbox) and RUNNER STOPPED (the
 session says running but its process is gone: no ticking clock, `u` resumes it)."""
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.session import selection
 from engine.session.state import SessionState
 
 from befair_tui.format import RUNNER_STOPPED, clock, coder_label, elapsed, tokens, unsandboxed_badge
@@ -23,9 +25,11 @@ class StatusBar(Static):
     """
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
-             replay: str | None = None, runner: str | None = None) -> None:
-        """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown)."""
-        self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner})
+             replay: str | None = None, runner: str | None = None, criterion: str | None = None) -> None:
+        """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown);
+        `criterion`: a reader's own view of what ★ follows (None: the session's)."""
+        self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner,
+                                   "criterion": criterion})
         word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
@@ -60,12 +64,15 @@ class StatusBar(Static):
             else coder_label(state.coder)
         total = state.tokens_in + state.tokens_out
         # a dead runner: the clock stops at its last event instead of ticking on
+        words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
+        best = words[criterion or selection.current_criterion(state)]
         parts = [(f" {state.level or '?'} · ", ""), (coder, "bold magenta" if state.simulated else ""),
                  (f" · step {state.agent_steps}/{state.budget}", ""),
+                 (f" · ★ {best}" + (" (view)" if criterion else ""), "bold yellow"),
                  (f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
                  (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
         room = (self.size.width - 2) if self.size.width else None
-        while room is not None and len(parts) > 3 and text.cell_len + sum(len(t) for t, _ in parts) > room:
+        while room is not None and len(parts) > 4 and text.cell_len + sum(len(t) for t, _ in parts) > room:
             parts.pop()  # narrow: tokens, then the clock give way; nothing is cut mid-word
         for part, style in parts:
             text.append(part, style=style)

@@ -106,7 +106,7 @@ class GroupFigure:
     def missed_text(self) -> str:
         if not self.malignant:
             return "no malignant images"
-        share = f" ({with_interval(self.fnr, self.fnr_ci, 2)})" if self.fnr is not None else ""
+        share = f": {with_interval(self.fnr, self.fnr_ci, 2)}" if self.fnr is not None else ""
         return f"{self.missed} of {self.malignant} missed{share}"
 
 

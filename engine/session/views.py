@@ -622,8 +622,10 @@ def _node_note(state: SessionState, node: NodeState, split: str, auc: float | No
     return "not measured on test yet" if split == "test" else "no validation measurement"
 
 
-def node_rows(state: SessionState, split: str, unblind: bool = False) -> list[Row]:
-    chosen = session_criterion(state)
+def node_rows(state: SessionState, split: str, unblind: bool = False, criterion: str | None = None) -> list[Row]:
+    """The best node by each criterion on a split; `criterion`: the one ★ follows for this reader
+    (a replay's view choice; default: the session's)."""
+    chosen = criterion or session_criterion(state)
     rows = []
     for node_id, crits in best_nodes(state).items():
         node = state.nodes[node_id]
@@ -662,12 +664,12 @@ def _baseline_row(b: dict[str, Any], split: str) -> Row:
 
 
 def comparison_rows(state: SessionState, baselines: list[dict[str, Any]], published: list[dict[str, Any]],
-                    split: str, unblind: bool = False) -> list[Row]:
+                    split: str, unblind: bool = False, criterion: str | None = None) -> list[Row]:
     """The scoreboard's rows for one split, like with like. `baselines`: baseline_points();
     `published`: published_points()."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
-    rows = node_rows(state, split, unblind) + [_baseline_row(b, split) for b in baselines]
+    rows = node_rows(state, split, unblind, criterion) + [_baseline_row(b, split) for b in baselines]
     if split == "test":
         caveat = " This session uses generated data: not comparable." if synth(state) else ""
         for p in published:

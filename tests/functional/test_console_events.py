@@ -14,7 +14,7 @@ CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": T
 
 
 def new_session(store, sid="s-live"):
-    config = SessionConfig(level="fairness-hint", steps=4).to_dict()
+    config = SessionConfig(level="fairness-hint", steps=4, best="validation").to_dict()
     return store.create_session(config, instruction="x", coder=CODER, data={"kind": "synth", "path": "p"},
                                 session_id=sid)
 

@@ -102,7 +102,7 @@ async def test_prune_asks_first(db, store):
 def _timed_session(store, sid: str, seconds: int) -> None:
     """A session with one event per second of session time (0..seconds)."""
     t0 = 1_700_000_000.0
-    config = SessionConfig(level="base", steps=seconds).to_dict()
+    config = SessionConfig(level="base", steps=seconds, best="validation").to_dict()
     w = store.create_session(config, instruction="x", coder={"name": "offline", "simulated": True},
                              data={"kind": "synth", "path": "p"}, session_id=sid, ts=t0)
     for i in range(1, seconds + 1):

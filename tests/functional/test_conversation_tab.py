@@ -75,7 +75,7 @@ def plan_text(app) -> str:
 
 
 async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
-    config = SessionConfig(level="fairness-metric", steps=5, coder="openai", model="m-1").to_dict()
+    config = SessionConfig(level="fairness-metric", steps=5, coder="openai", model="m-1", best="validation").to_dict()
     instruction = SessionConfig(level="fairness-metric").instruction
     w = store.create_session(config, instruction=instruction, coder=CODER, data={"kind": "synth", "path": "p"},
                              session_id="conv")

@@ -35,7 +35,7 @@ T0 = 1_700_000_000.0
 
 
 def _session(store, sid, *, data=None, step_timeout=600.0, alive=False):
-    config = SessionConfig(level="fairness-metric", steps=6, step_timeout=step_timeout).to_dict()
+    config = SessionConfig(level="fairness-metric", steps=6, step_timeout=step_timeout, best="validation").to_dict()
     w = store.create_session(config, instruction="x", coder=CODER,
                              data=data or {"kind": "synth", "path": "/nowhere/ws"}, session_id=sid, ts=T0)
     if alive:  # a live runner: this test process stands in for it

@@ -26,7 +26,7 @@ from .conftest import screen_text, wait_for
 
 def _record(store, sid: str, sandbox: str) -> str:
     """A session recorded with config sandbox `sandbox` (bwrap | none), as a runner starts one."""
-    config = SessionConfig(level="fairness-metric", steps=3, sandbox=sandbox).to_dict()
+    config = SessionConfig(level="fairness-metric", steps=3, sandbox=sandbox, best="validation").to_dict()
     store.create_session(config, instruction=instruction_text("fairness-metric"), coder=dict(DEMO_CODER),
                          data={"kind": "synth", "path": "synthderm/seed-0"}, session_id=sid)
     return sid
