@@ -24,7 +24,8 @@ def _summary(auc, gap, n=90):
 
 
 def session(store, sid, *, kind="synth", blind=False, study=None):
-    config = SessionConfig(level="fairness-metric", steps=4, blind_test=blind, study_id=study, best="validation").to_dict()
+    config = SessionConfig(level="fairness-metric", steps=4, blind_test=blind, study_id=study,
+                           best="validation").to_dict()
     return store.create_session(config, instruction="x", coder=CODER, data={"kind": kind, "path": "/data/ws"},
                                 session_id=sid)
 

@@ -56,8 +56,8 @@ async def _screens(db, sid: str, cached: bool) -> tuple[list[list[str]], int]:
 async def test_cached_tree_renders_what_textual_renders_without_a_layout_per_node(db):
     store = SessionStore(db)
     for sid in ("cached", "plain"):
-        store.create_session(SessionConfig(level="base", steps=N, best="validation").to_dict(), instruction="x", coder=CODER, data={},
-                             session_id=sid)
+        store.create_session(SessionConfig(level="base", steps=N, best="validation").to_dict(), instruction="x",
+                             coder=CODER, data={}, session_id=sid)
     store.close()
     cached, cached_layouts = await _screens(db, "cached", True)
     plain, plain_layouts = await _screens(db, "plain", False)

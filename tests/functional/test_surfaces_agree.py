@@ -65,7 +65,8 @@ def _node(w, nid, parent, stage, *, status="ok", claimed=None, groups=None, flag
 
 
 def write_session(store, sid, *, finished: bool, study: str | None) -> None:
-    config = SessionConfig(level="fairness-metric", steps=6, blind_test=True, study_id=study, best="validation").to_dict()
+    config = SessionConfig(level="fairness-metric", steps=6, blind_test=True, study_id=study,
+                           best="validation").to_dict()
     w = store.create_session(config, instruction="x", coder=CODER, data={"kind": "synth", "path": "p"},
                              session_id=sid)
     _node(w, 1, None, "draft", claimed=0.80, groups=(0.75, 0.70, 0.65), flags=("ST", "PG"),
