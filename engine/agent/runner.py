@@ -208,10 +208,14 @@ class Runner:
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
                                                    *[labels for _, labels in heldout_splits(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
-        self.stream_relay = StreamRelay()
+        self.runs_root = runs_dir(store.path)
+        from engine.session import live
+
+        self.stream_relay = StreamRelay(live.live_path(store.path, session_id))
         if hasattr(self.coder, "on_stream"):
             self.coder.on_stream = self.stream_relay
-        self.runs_root = runs_dir(store.path)
+        if hasattr(self.coder, "on_progress"):
+            self.coder.on_progress = self.stream_relay.progress
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
         self.pause_poll = pause_poll
@@ -258,9 +262,13 @@ class Runner:
         for cmd in self.store.pending_commands(self.session_id):
             apply_command(self, cmd)
 
-    def _flush_stream(self) -> None:
-        for role, delta in self.stream_relay.take():
-            self.emit(ev.LLM_STREAM, {"role": role, "step": self.state.agent_steps + 1, "delta": delta})
+    def _flush_stream(self, *, final: bool = False) -> None:
+        """At most one llm_stream event every STREAM_EVENT_INTERVAL s while a reply streams:
+        offsets and times only (the text is in the side channel, and once in llm_call)."""
+        step = self.state.agent_steps + 1
+        self.stream_relay.step = step
+        for role, stats in (self.stream_relay.finish() if final else self.stream_relay.take()):
+            self.emit(ev.LLM_STREAM, {"role": role, "step": step, **stats})
 
     def consume(self, cmd: dict[str, Any], result: str) -> None:
         self.writer.consume_command(cmd, result)
@@ -281,12 +289,14 @@ class Runner:
                 box["error"] = exc
 
         t = threading.Thread(target=target, daemon=True, name="befair-step")
+        self.stream_relay.step = self.state.agent_steps + 1
         t.start()
         while True:
             t.join(self.poll_interval)
-            self._flush_stream()
             if not t.is_alive():
+                self._flush_stream(final=True)
                 break
+            self._flush_stream()
             self.poll_commands()
         if "error" in box:
             raise box["error"]
@@ -382,9 +392,14 @@ class Runner:
     def node_view(self, node: NodeState, output: str | None = None) -> NodeView:
         out = output if output is not None else node.stored_output
         tried = [child.components for child in self.state.children(node.node_id) if child.components]
+        verdict = node.eval_verdicts.get("validation")
+        eval_failure = None
+        if node.status == "ok" and verdict not in (None, "ok"):
+            eval_failure = f"{verdict}: {node.eval_reasons.get('validation') or 'no reason given'}"
         return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
                         status=node.status, output=out[-8000:], exc_type=node.exc_type,
-                        components=node.components, measured=node.validation, tried=tried)
+                        components=node.components, measured=node.validation, tried=tried,
+                        eval_failure=eval_failure)
 
     def step(self, decision: Decision) -> None:
         """One node: ask the coder, run its code, review it, evaluate it, audit it."""
@@ -590,36 +605,67 @@ def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
             "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
             "ok": bool(call.ok), "error": call.error,
             "tokens_estimated": bool(getattr(call, "tokens_estimated", False)),
-            "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or "")}
+            "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or ""),
+            **{k: getattr(call, k) for k in ("first_token_s", "tokens_per_s", "server_model")
+               if getattr(call, k, None) is not None}}
+
+
+STREAM_EVENT_INTERVAL = 2.0  # seconds between two stored llm_stream events of one call
 
 
 class StreamRelay:
-    """Carries a streamed reply from the coder's thread to the runner's (which owns the database
-    connection) as llm_stream deltas."""
+    """Carries a streaming reply from the coder's thread: its text to the live side channel
+    (engine.session.live, never stored), its progress (characters, tokens, times) to the
+    runner's thread, which owns the database connection and stores it as llm_stream events,
+    at most one every STREAM_EVENT_INTERVAL seconds, and the last one of each call."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None, interval: float = STREAM_EVENT_INTERVAL) -> None:
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, str]] = []
-        self._shown: dict[str, str] = {}
+        self.path = path
+        self.interval = interval
+        self.step = 0
+        self._latest: dict[str, dict[str, Any]] = {}   # role -> progress not yet stored
+        self._stored_at: dict[str, float] = {}
+        self._text: dict[str, str] = {}
 
     def __call__(self, role: str, text_so_far: str) -> None:  # the coder's thread
         with self._lock:
-            shown = self._shown.get(role, "")
-            if not text_so_far.startswith(shown):  # a retry started over
-                shown = ""
-                self._pending.append((role, "\n[… the reply started over …]\n"))
-            if len(text_so_far) > len(shown):
-                self._pending.append((role, text_so_far[len(shown):]))
-                self._shown[role] = text_so_far
+            self._text[role] = text_so_far
+        if self.path is not None:
+            from engine.session import live
 
-    def take(self) -> list[tuple[str, str]]:  # the runner's thread
+            latest = self._latest.get(role) or {}
+            live.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **latest})
+
+    def progress(self, role: str, stats: Any) -> None:  # the coder's thread
+        payload = stats.payload() if hasattr(stats, "payload") else dict(stats)
         with self._lock:
-            pending, self._pending = self._pending, []
-            return pending
+            self._latest[role] = payload
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:  # the runner's thread
+        now = time.monotonic()
+        out = []
+        with self._lock:
+            for role, stats in list(self._latest.items()):
+                if now - self._stored_at.get(role, 0.0) >= self.interval:
+                    out.append((role, stats))
+                    self._stored_at[role] = now
+                    del self._latest[role]
+        return out
+
+    def finish(self) -> list[tuple[str, dict[str, Any]]]:
+        """The call ended: its last progress (if not stored yet); the side channel is cleared."""
+        with self._lock:
+            out = list(self._latest.items())
+            self._latest, self._stored_at, self._text = {}, {}, {}
+        if self.path is not None:
+            from engine.session import live
+
+            live.clear(self.path)
+        return out
 
     def reset(self) -> None:
-        with self._lock:
-            self._pending, self._shown = [], {}
+        self.finish()
 
 
 # --------------------------------------------------------------------------- entry points
