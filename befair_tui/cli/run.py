@@ -248,6 +248,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     with task_progress("SynthDerm", quiet=args.quiet) as generating:
         workspace = resolve_workspace(config, progress=generating)
     writer = start_session(store, config, coder=coder, session_id=args.session_id, workspace=workspace)
+    from engine.session import live
+
+    progress.live_path = live.live_path(store.path, writer.session_id)
     progress(_last_event(store, writer.session_id), writer.state)
     for text in args.guidance or []:
         if text.strip():
@@ -301,6 +304,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     progress.start_ticker()
     install_sigterm_handler()
     writer, _ = recover(store, sid, force=args.force)
+    from engine.session import live
+
+    progress.live_path = live.live_path(store.path, sid)
     progress(_last_event(store, sid), writer.state)
     try:
         state = run(store, sid, coder=coder, on_event=progress, writer=writer)

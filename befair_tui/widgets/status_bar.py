@@ -23,7 +23,7 @@ class StatusBar(Static):
     """
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
-             replay: str | None = None, runner: str | None = None) -> None:
+             replay: str | None = None, runner: str | None = None, live: dict | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown)."""
         word = {"new": "WAITING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
@@ -53,6 +53,10 @@ class StatusBar(Static):
         text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
         total = state.tokens_in + state.tokens_out
         text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
+        live = live if live is not None else state.live_reply
+        if live and live.get("tokens"):   # the call in progress: tokens so far, and how fast
+            speed = f" {float(live['tokens_per_s']):.1f} tok/s" if live.get("tokens_per_s") else ""
+            text.append(f" · {live.get('role')} {int(live['tokens']):,} tok{speed}", style="bold")
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
             self._last_key = key

@@ -472,6 +472,10 @@ class Runner:
         node = self.state.nodes[node_id]
         if result.exc_type in (NO_PREDICT, NO_METRIC):  # the contract failed: no review call needed
             review = Review(is_bug=True, summary=result.exc_type, claimed_metric=None)
+        elif result.status != "ok" and self.config.protocol != "be-fair":
+            # a crash says what went wrong itself: no review call (a slow local model spends a minute
+            # reading the prompt); the debug step gets the traceback. AIDE (be-fair) reviews them all.
+            review = Review(is_bug=True, summary=_crash_summary(result), claimed_metric=None)
         else:
             review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
         self._record_calls(review.llm_calls, node_id)
@@ -599,6 +603,13 @@ class Runner:
         return self.state
 
 
+def _crash_summary(result: ExecResult) -> str:
+    """A failed run in one line: its status and the last line of its output (the exception)."""
+    lines = [ln.strip() for ln in (result.output or "").splitlines() if ln.strip()]
+    what = {"timeout": "timed out", "buggy": "failed"}.get(result.status, result.status)
+    return f"The run {what}" + (f": {lines[-1][:300]}" if lines else f" ({result.exc_type or 'no output'})")
+
+
 def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
     """An llm_call event: usage, and what the agent was told and answered (see events.py)."""
     return {"node_id": node_id, "role": call.role, "model": call.model, "tokens_in": int(call.tokens_in),
@@ -626,21 +637,20 @@ class StreamRelay:
         self.step = 0
         self._latest: dict[str, dict[str, Any]] = {}   # role -> progress not yet stored
         self._stored_at: dict[str, float] = {}
-        self._text: dict[str, str] = {}
+        self._stats: dict[str, dict[str, Any]] = {}    # role -> the latest progress (for the side channel)
 
     def __call__(self, role: str, text_so_far: str) -> None:  # the coder's thread
-        with self._lock:
-            self._text[role] = text_so_far
         if self.path is not None:
             from engine.session import live
 
-            latest = self._latest.get(role) or {}
-            live.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **latest})
+            with self._lock:
+                stats = dict(self._stats.get(role) or {})
+            live.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **stats})
 
     def progress(self, role: str, stats: Any) -> None:  # the coder's thread
         payload = stats.payload() if hasattr(stats, "payload") else dict(stats)
         with self._lock:
-            self._latest[role] = payload
+            self._latest[role] = self._stats[role] = payload
 
     def take(self) -> list[tuple[str, dict[str, Any]]]:  # the runner's thread
         now = time.monotonic()
@@ -657,7 +667,7 @@ class StreamRelay:
         """The call ended: its last progress (if not stored yet); the side channel is cleared."""
         with self._lock:
             out = list(self._latest.items())
-            self._latest, self._stored_at, self._text = {}, {}, {}
+            self._latest, self._stored_at, self._stats = {}, {}, {}
         if self.path is not None:
             from engine.session import live
 
