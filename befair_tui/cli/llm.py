@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        description="Start llama-server with the local model installed by `make local-model`; "
                                    "the data never leaves this machine. Ctrl-C stops it.")
     s.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")
-    s.add_argument("--threads", type=int, default=None, help="CPU threads (default: llama.cpp's choice)")
+    s.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (default: half the CPUs, at least 1: on 2 shared cores, 2 threads stall "
+                        "each other)")
     s.set_defaults(func=cmd_serve_local)
     p.set_defaults(func=lambda args: _usage(p))
 

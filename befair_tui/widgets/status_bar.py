@@ -17,6 +17,16 @@ STATUS_STYLE = {
 }
 
 
+def _asking(state: SessionState) -> str | None:
+    """The step the coder was asked for and has not answered yet (no token streamed so far)."""
+    if not state.decisions or state.running_node is not None:
+        return None
+    last = state.decisions[-1]
+    newest = max((n.created_seq for n in state.nodes.values()), default=0)
+    action = last.get("action")
+    return str(action) if action in ("draft", "improve", "debug") and last.get("seq", 0) > newest else None
+
+
 class StatusBar(Static):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; padding: 0 1; }
@@ -49,14 +59,16 @@ class StatusBar(Static):
             else coder_label(state.coder)
         text.append(coder, style="bold magenta" if state.simulated else "")
         text.append(f" · step {state.agent_steps}/{state.budget}")
+        live = live if live is not None else state.live_reply
+        if live and live.get("tokens"):   # the call in progress: tokens so far, and how fast
+            speed = f" {float(live['tokens_per_s']):.1f}/s" if live.get("tokens_per_s") else ""
+            text.append(f" · {live.get('role')} {int(live['tokens']):,} tok{speed}", style="bold")
+        elif state.status == "running" and (asked := _asking(state)):
+            text.append(f" · {asked}: model reading the prompt", style="bold")
         # a dead runner: the clock stops at its last event instead of ticking on
         text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
         total = state.tokens_in + state.tokens_out
         text.append(f" · {tokens(total)} tok ${state.cost:.2f}")
-        live = live if live is not None else state.live_reply
-        if live and live.get("tokens"):   # the call in progress: tokens so far, and how fast
-            speed = f" {float(live['tokens_per_s']):.1f} tok/s" if live.get("tokens_per_s") else ""
-            text.append(f" · {live.get('role')} {int(live['tokens']):,} tok{speed}", style="bold")
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
             self._last_key = key

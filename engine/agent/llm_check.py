@@ -47,6 +47,7 @@ class CheckReport:
     error: str | None = None
     advice: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)   # suggested LlmConfig values
+    llama_cpp: bool = False                # llama.cpp's server (it sends keep-alives while reading a prompt)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +99,9 @@ def server_identity(config: LlmConfig, timeout: float = 5.0) -> dict[str, Any]:
         data = _get_json(f"{base.rstrip('/')}/models", key, timeout)
         listed = data.get("data") if isinstance(data, dict) else None
         out["models"] = [str(m.get("id")) for m in listed or [] if isinstance(m, dict) and m.get("id")][:20]
+        owners = {str(m.get("owned_by")) for m in listed or [] if isinstance(m, dict) and m.get("owned_by")}
+        if owners:
+            out["owned_by"] = sorted(owners)[0]
         ctx = _context_from_models(listed)
         if ctx:
             out["context"] = ctx
@@ -149,6 +153,7 @@ def check_server(config: LlmConfig, *, timeout: float = 120.0) -> CheckReport:
     report = CheckReport(base_url=config.base_url or "https://api.openai.com/v1", model=config.model)
     ident = server_identity(config, timeout=min(timeout, 10.0))
     report.models = list(ident.get("models") or [])
+    report.llama_cpp = ident.get("owned_by") == "llamacpp"
     report.context = ident.get("context")
     if ident.get("error"):
         report.error = f"cannot list the server's models ({ident['error']})"
@@ -202,7 +207,7 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
     cap = config.max_tokens or 4096
     reading = report.prompt_tokens_per_s
     stall = 120.0
-    if reading:
+    if reading and not report.llama_cpp:   # llama.cpp keeps the stream alive while it reads a prompt
         stall = max(stall, math.ceil(2 * STEP_PROMPT_TOKENS / reading / 10) * 10)
     if report.context:
         room = report.context - STEP_PROMPT_TOKENS
@@ -226,4 +231,11 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
         report.advice.append(f"prompts are read at {reading:.0f} tokens/s: a long debug prompt takes "
                              f"~{STEP_PROMPT_TOKENS / reading:.0f} s before the first token, so use "
                              f"--llm-timeout {int(stall)}")
+    elif reading and report.llama_cpp:
+        report.advice.append(f"prompts are read at {reading:.0f} tokens/s (~{STEP_PROMPT_TOKENS / reading:.0f} s for "
+                             "a long debug prompt); llama.cpp keeps the stream alive meanwhile, so the default "
+                             "--llm-timeout 120 holds")
+    if tps and tps < 3 and report.llama_cpp:
+        report.advice.append("on a machine with 2 busy cores, start llama-server with -t 1 (befair llm serve-local "
+                             "does): 2 threads stall each other")
     report.settings = settings

@@ -27,7 +27,10 @@ PIPELINE_CONTRACT = [
     "`python solution.py` with the current working directory holding `./input` and `./working`.",
     "`./input` is read-only training data: `./input/skin_lesions.csv` with the columns "
     "image_name, skin_tone, alternative_skin_tone, super_label, label, expert_opinion, and the "
-    "images in `./input/images/`, named `image_<N>.jpg` after the image_name column.",
+    "images in `./input/images/`, named `image_<N>.jpg` after the image_name column. The images all "
+    "lie in that one folder, with no class subfolders (torchvision's ImageFolder cannot read them): "
+    "read the CSV and open `./input/images/<image_name>.jpg` for each row. The target is "
+    "`label == \"malignant\"`; `label` holds text, not numbers.",
     "Save the trained model and anything else it needs (preprocessing statistics, thresholds) in "
     "`./working`; use `./working` for every other file the code writes too.",
     "When run as a script, the code trains the model, measures it on a hold-out validation split "

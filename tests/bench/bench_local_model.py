@@ -34,6 +34,9 @@ from typing import Any
 
 STEPS = int(os.environ.get("BEFAIR_BENCH_LOCAL_STEPS", "6"))
 SEEDS = [int(s) for s in os.environ.get("BEFAIR_BENCH_LOCAL_SEEDS", "0,1,2").split(",") if s.strip()]
+# sessions at a time against one llama-server (one slot each, decoded in one batch): on 2 cores a
+# slot's speed drops far less than the number of slots grows
+PARALLEL = int(os.environ.get("BEFAIR_BENCH_LOCAL_PARALLEL", "6"))
 LEVEL = "fairness-metric"
 SYNTH = ("--synth-n-train", "400", "--synth-n-test", "200", "--synth-size", "32")
 STEP_TIMEOUT = "300"
@@ -168,7 +171,7 @@ def arm_rows(sessions: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
 
 
 def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "steered"),
-        out: Path | None = None) -> list[dict[str, Any]]:
+        out: Path | None = None, parallel: int = PARALLEL) -> list[dict[str, Any]]:
     from engine.agent import local_model
     from engine.agent.llm_check import check_server
     from engine.agent.llm_config import LlmConfig
@@ -179,20 +182,35 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
         return []
     work = Path(tempfile.mkdtemp(prefix="befair-bench-local-"))
     sessions: list[dict[str, Any]] = []
-    with local_model.LocalServer(model, threads=2, log=work / "llama-server.log") as server:
+    plan = [(arm, seed) for arm in arms for seed in (seeds if seeds is not None else SEEDS)]
+    lanes = max(1, min(parallel, len(plan)))
+    lock = threading.Lock()
+    with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes,
+                                 context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
         check = check_server(LlmConfig(model=local_model.MODEL_ALIAS, base_url=server.base_url))
-        print("\n".join(check.lines()), flush=True)
-        for arm in arms:
-            for seed in seeds if seeds is not None else SEEDS:
-                s = run_session(server.base_url, seed, arm, work)
+        print("\n".join(check.lines()), f"\nwork folder {work}; {lanes} session(s) at a time", flush=True)
+
+        def one(arm: str, seed: int) -> None:
+            s = run_session(server.base_url, seed, arm, work)
+            with lock:
                 sessions.append(s)
                 print(json.dumps({k: v for k, v in s.items() if k != "nodes_detail"}), flush=True)
                 for n in s["nodes_detail"]:
-                    print(f"   node {n['node']} step {n['step']} {n['stage']}: "
+                    print(f"   {arm} s{seed} node {n['node']} step {n['step']} {n['stage']}: "
                           f"{'AUC ' + str(n['auc']) if n['auc'] is not None else 'FAILED ' + str(n['failure'])}",
                           flush=True)
                 if out is not None:
                     out.write_text(json.dumps({"check": check.to_dict(), "sessions": sessions}, indent=2))
+
+        pending = list(plan)
+        running: list[threading.Thread] = []
+        while pending or running:
+            running = [t for t in running if t.is_alive()]
+            while pending and len(running) < lanes:
+                t = threading.Thread(target=one, args=pending.pop(0), daemon=True)
+                t.start()
+                running.append(t)
+            time.sleep(1.0)
     rows = [row for arm in arms for row in arm_rows(sessions, arm)]
     for row in rows:
         row["sessions"] = [{k: s[k] for k in ("seed", "arm", "nodes", "measured", "first_measured_step",
@@ -205,6 +223,7 @@ if __name__ == "__main__":
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     ap.add_argument("--arms", default="unsteered,steered")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--parallel", type=int, default=PARALLEL)
     a = ap.parse_args()
-    result = run([int(x) for x in a.seeds.split(",")], tuple(a.arms.split(",")), a.out)
+    result = run([int(x) for x in a.seeds.split(",")], tuple(a.arms.split(",")), a.out, a.parallel)
     print(json.dumps(result, indent=2))

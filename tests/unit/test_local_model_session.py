@@ -21,7 +21,7 @@ def server(tmp_path_factory):
     model = local_model.find()
     if not model.present:
         pytest.skip(f"the local model is not installed in {model.root}: {local_model.INSTALL_HINT}")
-    with local_model.LocalServer(model, threads=2, log=tmp_path_factory.mktemp("llama") / "server.log") as srv:
+    with local_model.LocalServer(model, log=tmp_path_factory.mktemp("llama") / "server.log") as srv:
         yield srv
 
 
