@@ -32,6 +32,7 @@ def require_be_fair_packages() -> None:
     """Raise (one line, with the install command) when a package AIDE's prompt names is absent."""
     absent = missing()
     if absent:
+        one = len(absent) == 1
         raise BefairError(f"--protocol be-fair tells the agent, in AIDE's words, that {', '.join(absent)} "
-                          f"{'is' if len(absent) == 1 else 'are'} installed, and {'it is' if len(absent) == 1 else 'they are'}"
-                          f" not: install them with {INSTALL_COMMAND}")
+                          f"{'is' if one else 'are'} installed, and {'it is' if one else 'they are'} not: "
+                          f"install them with {INSTALL_COMMAND}")

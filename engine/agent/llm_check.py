@@ -127,7 +127,7 @@ def _context_from_models(listed: Any) -> int | None:
     for m in listed or []:
         if not isinstance(m, dict):
             continue
-        meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+        meta: dict[str, Any] = m["meta"] if isinstance(m.get("meta"), dict) else {}
         for value in (meta.get("n_ctx"), m.get("max_model_len"), m.get("context_length")):
             if isinstance(value, int) and value > 0:
                 return value
