@@ -40,6 +40,10 @@ PARALLEL = int(os.environ.get("BEFAIR_BENCH_LOCAL_PARALLEL", "6"))
 LEVEL = "fairness-metric"
 SYNTH = ("--synth-n-train", "400", "--synth-n-test", "200", "--synth-size", "32")
 STEP_TIMEOUT = "300"
+# Sessions sharing one server wait for each other's prompts, and llama.cpp sends nothing to a
+# request whose prompt waits its turn: the stall timeout covers that wait (befair llm check
+# measures a lone request, which the default 120 s covers).
+LLM_TIMEOUT = os.environ.get("BEFAIR_BENCH_LOCAL_LLM_TIMEOUT", "900")
 GUIDANCE = ("Keep it simple and make it run: read ./input/skin_lesions.csv with pandas, load each row's image "
             "./input/images/<image_name>.jpg with PIL, resize it to 32x32 and flatten it; the target is "
             "label == 'malignant'. Train a scikit-learn LogisticRegression, print 'Validation AUROC: <value>', "
@@ -81,7 +85,8 @@ def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STE
     log = work / f"{sid}.log"
     cmd = [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--coder", "openai", "--base-url", base_url,
            "--model", "qwen2.5-coder-1.5b-instruct", "--level", LEVEL, "--steps", str(steps), "--seed", str(seed),
-           *SYNTH, "--step-timeout", STEP_TIMEOUT, "--db", str(db), "--session-id", sid]
+           *SYNTH, "--step-timeout", STEP_TIMEOUT, "--llm-timeout", LLM_TIMEOUT, "--db", str(db),
+           "--session-id", sid]
     steer: dict[str, Any] = {}
     done = threading.Event()
     watcher = None
@@ -180,7 +185,10 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     if not model.present:
         print(f"local model not installed ({model.root}): {local_model.INSTALL_HINT}; no rows")
         return []
-    work = Path(tempfile.mkdtemp(prefix="befair-bench-local-"))
+    root = os.environ.get("BEFAIR_BENCH_LOCAL_WORK")   # default: a fresh folder under the temp dir
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="befair-bench-local-", dir=root))
     sessions: list[dict[str, Any]] = []
     plan = [(arm, seed) for arm in arms for seed in (seeds if seeds is not None else SEEDS)]
     lanes = max(1, min(parallel, len(plan)))
