@@ -233,8 +233,9 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
                              f"--llm-timeout {int(stall)}")
     elif reading and report.llama_cpp:
         report.advice.append(f"prompts are read at {reading:.0f} tokens/s (~{STEP_PROMPT_TOKENS / reading:.0f} s for "
-                             "a long debug prompt); llama.cpp keeps the stream alive meanwhile, so the default "
-                             "--llm-timeout 120 holds")
+                             "a long debug prompt); llama.cpp keeps a lone request's stream alive meanwhile, so "
+                             "the default --llm-timeout 120 holds; sessions sharing one server wait for each "
+                             "other's prompts in silence: raise it (e.g. --llm-timeout 900)")
     if tps and tps < 3 and report.llama_cpp:
         report.advice.append("on a machine with 2 busy cores, start llama-server with -t 1 (befair llm serve-local "
                              "does): 2 threads stall each other")
