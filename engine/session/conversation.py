@@ -200,7 +200,7 @@ def live_text(state: SessionState, live: dict[str, Any] | None = None) -> tuple[
         return None
     title = f"the model is writing: {live.get('role')} · step {live.get('step')}"
     if live.get("tokens"):
-        title += f" · {live['tokens']:,} tokens"
+        title += f" · {live['tokens']:,} token{'' if live['tokens'] == 1 else 's'}"
     if live.get("tokens_per_s"):
         title += f" · {float(live['tokens_per_s']):.1f} tokens/s"
     return title, str(live.get("text") or "")
