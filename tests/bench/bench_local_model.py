@@ -15,7 +15,8 @@ node; and per session the failed nodes' reasons and whether any reply was cut wh
 still arriving (a call ended by a time budget; a stall or the token cap are reported apart).
 `cat /proc/loadavg` is recorded with every session: the model's speed depends on the machine's load.
 
-Skipped (no rows) when the local model is not installed. Takes about an hour on 2 cores.
+Skipped (no rows) when the local model is not installed, and in `make bench` unless
+BEFAIR_BENCH_LOCAL=1: it takes one to several hours on 2 cores, depending on their load.
 Run alone: `.venv/bin/python -m tests.bench.bench_local_model [--seeds 0,1,2] [--arms unsteered,steered]`.
 """
 from __future__ import annotations
@@ -176,11 +177,14 @@ def arm_rows(sessions: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
 
 
 def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "steered"),
-        out: Path | None = None, parallel: int = PARALLEL) -> list[dict[str, Any]]:
+        out: Path | None = None, parallel: int = PARALLEL, force: bool = False) -> list[dict[str, Any]]:
     from engine.agent import local_model
     from engine.agent.llm_check import check_server
     from engine.agent.llm_config import LlmConfig
 
+    if not force and os.environ.get("BEFAIR_BENCH_LOCAL") != "1":
+        print("bench_local_model: set BEFAIR_BENCH_LOCAL=1 to run it (an hour or more); no rows")
+        return []
     model = local_model.find()
     if not model.present:
         print(f"local model not installed ({model.root}): {local_model.INSTALL_HINT}; no rows")
@@ -233,5 +237,5 @@ if __name__ == "__main__":
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--parallel", type=int, default=PARALLEL)
     a = ap.parse_args()
-    result = run([int(x) for x in a.seeds.split(",")], tuple(a.arms.split(",")), a.out, a.parallel)
+    result = run([int(x) for x in a.seeds.split(",")], tuple(a.arms.split(",")), a.out, a.parallel, force=True)
     print(json.dumps(result, indent=2))
