@@ -61,7 +61,8 @@ class StatusBar(Static):
         text.append(f" · step {state.agent_steps}/{state.budget}")
         live = live if live is not None else state.live_reply
         if live and live.get("tokens"):   # the call in progress: tokens so far, and how fast
-            speed = f" {float(live['tokens_per_s']):.1f}/s" if live.get("tokens_per_s") else ""
+            rate = live.get("recent_tokens_per_s", live.get("tokens_per_s"))
+            speed = f" {float(rate):.1f}/s" if rate is not None else ""
             text.append(f" · {live.get('role')} {int(live['tokens']):,} tok{speed}", style="bold")
         elif state.status == "running" and (asked := _asking(state)):
             text.append(f" · {asked}: model reading the prompt", style="bold")

@@ -72,8 +72,8 @@ class Progress:
         if not current or not current.get("tokens"):
             waited = time.monotonic() - self._asked_at if self._asked_at is not None else 0.0
             return f" · waiting for the model's first token (reading the prompt) {_clock(waited)}"
-        tps = current.get("tokens_per_s")
-        speed = f", {tps:.1f} tok/s" if tps else ""
+        tps = current.get("recent_tokens_per_s", current.get("tokens_per_s"))
+        speed = f", {tps:.1f} tok/s" if tps is not None else ""
         text = live.text_for(state.live_reply or current, side).strip().splitlines()
         last = f": {text[-1].strip()[:40]}" if text else ""
         return f" · the model is writing {current.get('role')} ({current.get('tokens')} tokens{speed}){last}"

@@ -34,6 +34,7 @@ reply is sent again (up to max_retries times, within the budget).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -69,6 +70,7 @@ __all__ = [
 ]
 
 STREAM_INTERVAL = 0.2            # on_stream at most five times a second
+RECENT_WINDOW = 15.0             # seconds over which the current writing speed is measured
 RESEND_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)   # before re-sending after a malformed/empty reply
 # Failures our own small loop sends again (the openai client retries transport failures itself).
 _RESENT = {"garbage", "empty", "broken"}
@@ -98,6 +100,7 @@ class StreamStats:
     chars: int
     elapsed_s: float
     first_token_s: float | None
+    recent_tokens_per_s: float | None = None   # over the last RECENT_WINDOW seconds (0: none came)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -108,9 +111,11 @@ class StreamStats:
 
     def payload(self) -> dict[str, Any]:
         tps = self.tokens_per_s
+        recent = self.recent_tokens_per_s
         return {"chars": self.chars, "tokens": self.tokens, "elapsed_s": round(self.elapsed_s, 2),
                 "first_token_s": None if self.first_token_s is None else round(self.first_token_s, 2),
-                "tokens_per_s": None if tps is None else round(tps, 2)}
+                "tokens_per_s": None if tps is None else round(tps, 2),
+                "recent_tokens_per_s": None if recent is None else round(recent, 2)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -151,14 +156,20 @@ class _Call:
         self.tokens = 0                   # stream chunks with text so far (current attempt)
         self.started = time.monotonic()   # the current attempt's request
         self.first_token: float | None = None
+        self.token_times: collections.deque[float] = collections.deque(maxlen=512)
         self.server_model: str | None = None   # the model id the server's replies name
         self.frozen = False               # the caller returned: late news is dropped
 
     def stats(self) -> StreamStats:
         now = time.monotonic()
         first = None if self.first_token is None else self.first_token - self.started
+        recent = None
+        if self.first_token is not None:
+            window = min(RECENT_WINDOW, now - self.first_token)
+            if window >= 2.0:
+                recent = sum(1 for t in self.token_times if t >= now - window) / window
         return StreamStats(tokens=self.tokens, chars=len(self.text), elapsed_s=now - self.started,
-                           first_token_s=first)
+                           first_token_s=first, recent_tokens_per_s=recent)
 
     def stop(self, reason: str) -> None:
         with self.lock:
@@ -335,6 +346,7 @@ class ChatClient:
             call.current = None
             call.text = ""
             call.tokens, call.started, call.first_token = 0, started, None
+            call.token_times.clear()
         stream = bool(kwargs.get("stream"))
         try:
             if stream:
@@ -389,8 +401,9 @@ class ChatClient:
                     content += str(piece)
                 if piece or _get(delta, "tool_calls"):
                     call.tokens += 1
+                    call.token_times.append(time.monotonic())
                     if call.first_token is None:
-                        call.first_token = time.monotonic()
+                        call.first_token = call.token_times[-1]
                 piece = _get(delta, "refusal")
                 if piece:
                     refusal.append(str(piece))

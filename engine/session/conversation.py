@@ -201,8 +201,11 @@ def live_text(state: SessionState, live: dict[str, Any] | None = None) -> tuple[
     title = f"the model is writing: {live.get('role')} · step {live.get('step')}"
     if live.get("tokens"):
         title += f" · {live['tokens']:,} token{'' if live['tokens'] == 1 else 's'}"
-    if live.get("tokens_per_s"):
-        title += f" · {float(live['tokens_per_s']):.1f} tokens/s"
+    rate = live.get("recent_tokens_per_s", live.get("tokens_per_s"))
+    if rate is not None:
+        title += f" · {float(rate):.1f} tokens/s now"
+    if live.get("tokens_per_s") is not None:
+        title += f" ({float(live['tokens_per_s']):.1f} since the first)"
     return title, str(live.get("text") or "")
 
 

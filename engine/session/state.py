@@ -454,7 +454,7 @@ def _llm_stream(s: SessionState, p: Payload, e: ev.Event) -> None:
         live["text"] += str(p.get("delta") or "")
         live["chars"] = len(live["text"])
         return
-    for key in ("chars", "tokens", "elapsed_s", "first_token_s", "tokens_per_s"):
+    for key in ("chars", "tokens", "elapsed_s", "first_token_s", "tokens_per_s", "recent_tokens_per_s"):
         if key in p:
             live[key] = p[key]
 

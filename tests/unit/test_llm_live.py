@@ -132,3 +132,17 @@ def test_no_wall_clock_budget_cuts_a_slow_reply_that_keeps_coming():
         res = client.complete([{"role": "user", "content": "hi"}], role="draft", model="m")
     assert res.ok and res.content == text and time.monotonic() - t0 >= 1.5
     assert res.calls[-1].tokens_per_s and res.calls[-1].server_model
+
+
+def test_the_speed_shown_is_the_recent_one():
+    """A reply that stalled after a burst: the speed since the first token stays high, the speed
+    over the last 15 s says 0 (what a person watching needs to know)."""
+    from engine.agent.llm import _Call
+
+    call = _Call([], "draft", "m", float("inf"))
+    now = time.monotonic()
+    call.started, call.first_token, call.tokens = now - 40, now - 30, 11
+    call.token_times.extend(now - 30 + i for i in range(11))      # 11 tokens, then 20 s of nothing
+    stats = call.stats()
+    assert stats.tokens_per_s == pytest.approx(10 / 30, rel=0.05) and stats.recent_tokens_per_s == 0.0
+    assert stats.payload()["recent_tokens_per_s"] == 0.0
