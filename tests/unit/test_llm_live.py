@@ -146,3 +146,22 @@ def test_the_speed_shown_is_the_recent_one():
     stats = call.stats()
     assert stats.tokens_per_s == pytest.approx(10 / 30, rel=0.05) and stats.recent_tokens_per_s == 0.0
     assert stats.payload()["recent_tokens_per_s"] == 0.0
+
+
+def test_a_slow_call_stores_few_stream_events():
+    """A call streaming for 15 minutes (a slow local model on a busy machine) stores a few dozen
+    llm_stream events, not one every 2 s; a short one still one every 2 s."""
+    clock = [0.0]
+    relay = StreamRelay(None, clock=lambda: clock[0])
+
+    def stored(seconds: float) -> int:
+        count, t = 0, 0.0
+        while t <= seconds:
+            clock[0] = t
+            relay.progress("draft", StreamStats(tokens=int(t), chars=int(4 * t), elapsed_s=t, first_token_s=0.0))
+            count += len(relay.take())
+            t += 0.2
+        return count + len(relay.finish())
+
+    assert 5 <= stored(10.0) <= 7
+    assert stored(900.0) <= 40
