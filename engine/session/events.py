@@ -54,7 +54,8 @@ llm_call          node_id?, role: draft|improve|debug|review, model: str, tokens
 llm_stream        role: str, step: int, chars: int, tokens: int, elapsed_s: float,
                   first_token_s: float?, tokens_per_s: float? (since the first token),
                   recent_tokens_per_s: float? (the last 15 s): how far a streaming reply has got
-                  (offsets and times only, at most one every 2 s and the last of each call); the
+                  (offsets and times only, at most one every 2 s or a fifth of the time streamed so
+                  far, whichever is longer, and the last of each call); the
                   text is never stored here: it is stored once, whole, in the llm_call that
                   follows (the live text travels through engine.session.live). Sessions recorded
                   earlier hold `delta: str` (the text written since the last llm_stream) instead
