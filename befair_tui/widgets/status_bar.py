@@ -64,7 +64,7 @@ class StatusBar(Static):
             rate = live.get("recent_tokens_per_s", live.get("tokens_per_s"))
             speed = f" {float(rate):.1f}/s" if rate is not None else ""
             text.append(f" · {live.get('role')} {int(live['tokens']):,} tok{speed}", style="bold")
-        elif state.status == "running" and (asked := _asking(state)):
+        elif state.status == "running" and not dead and not read_only and (asked := _asking(state)):
             text.append(f" · {asked}: model reading the prompt", style="bold")
         # a dead runner: the clock stops at its last event instead of ticking on
         text.append(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}")
