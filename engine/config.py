@@ -13,6 +13,9 @@ SANDBOX_MODES = ("bwrap", "none")
 # The task a session's agent is given: the product's own (a withheld validation split, its prompt)
 # or the "Be Fair!" study's exact one (engine.data.protocol: mydataset.csv + MyImages/, AIDE's prompt).
 PROTOCOLS = ("befair", "be-fair")
+# How the search picks its next step (engine.agent.policy): befair's (drafts scaled with the budget,
+# a failure debugged at once) or AIDE's exact rule (5 drafts, then debug with probability debug_prob).
+POLICIES = ("befair", "aide")
 
 
 @dataclass
@@ -30,7 +33,8 @@ class SessionConfig:
     coder: str = "offline"              # offline | openai
     model: str | None = None            # LLM model for the openai coder
     seed: int = 0
-    num_drafts: int = 5
+    num_drafts: int | None = None       # None: scaled with the budget (befair), 5 (aide)
+    policy: str = "befair"              # befair | aide (see POLICIES); the be-fair protocol uses aide
     debug_prob: float = 0.5
     max_debug_depth: int = 3
     failure_rate: float = 0.15          # offline coder: share of pipelines written with a bug
@@ -61,6 +65,9 @@ class SessionConfig:
                 raise ValueError("the be-fair protocol withholds no validation set: best must be 'claimed' "
                                  "(the agent's own choice, as in the study)")
             self.blind_test = True      # measured on the test set only, blinded while the session runs
+            self.policy = "aide"        # the study's agent searched by AIDE's rule
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, not {self.policy!r}")
         instruction_text(self.level, self.custom_text)  # validates the level
 
     @property
@@ -74,4 +81,5 @@ class SessionConfig:
     def from_dict(cls, d: dict[str, Any]) -> "SessionConfig":
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("sandbox", "none")  # recorded before the sandbox existed: it ran without one
+        known.setdefault("policy", "aide")   # recorded before befair's policy existed: AIDE's rule
         return cls(**known)

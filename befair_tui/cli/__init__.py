@@ -22,7 +22,7 @@ from engine.errors import (EXIT_BROKEN_PIPE, EXIT_DATA, EXIT_FAILED, EXIT_INTERR
 
 # befair_tui.cli.<name>, in the order `befair --help` lists their commands
 COMMAND_MODULES = ["run", "sessions", "imports", "data", "evaluate", "baselines", "study", "console", "serve",
-                   "people", "datasette"]
+                   "people", "datasette", "llm"]
 
 
 def build_parser() -> argparse.ArgumentParser:

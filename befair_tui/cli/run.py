@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, PROTOCOLS, SessionConfig
+from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, POLICIES, PROTOCOLS, SessionConfig
 from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
@@ -66,8 +66,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "unavailable); none: run it unsandboxed, and mark the session UNSANDBOXED")
     p.add_argument("--failure-rate", type=float, default=None,
                    help="offline coder: share of pipelines written with a bug (default 0.15)")
-    p.add_argument("--num-drafts", type=int, default=None, help="initial drafts (default 5)")
-    p.add_argument("--debug-prob", type=float, default=None, help="probability of debugging a buggy leaf (default 0.5)")
+    p.add_argument("--policy", choices=POLICIES, default=None,
+                   help="how the next step is chosen: befair (default; drafts scale with the budget, a failure is "
+                        "debugged at once) or aide (AIDE's exact rule: 5 drafts, then debug with --debug-prob); "
+                        "--protocol be-fair always uses aide")
+    p.add_argument("--num-drafts", type=int, default=None,
+                   help="initial drafts (default: budget/4 in 1-5 under --policy befair, 5 under aide)")
+    p.add_argument("--debug-prob", type=float, default=None,
+                   help="--policy aide: probability of debugging a buggy leaf (default 0.5)")
     p.add_argument("--max-debug-depth", type=int, default=None, help="debug attempts in a row (default 3)")
     p.add_argument("--device", default=None, help="evaluation device (cpu, cuda); default: GPU when present")
     p.add_argument("--participant", default=None, help="participant id (user studies)")
@@ -121,7 +127,8 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
     for name, value in (("step_timeout", args.step_timeout), ("memory_limit_mb", args.memory_limit),
                         ("eval_timeout", getattr(args, "eval_timeout", None)),
                         ("failure_rate", args.failure_rate), ("num_drafts", args.num_drafts),
-                        ("debug_prob", args.debug_prob), ("max_debug_depth", args.max_debug_depth)):
+                        ("debug_prob", args.debug_prob), ("max_debug_depth", args.max_debug_depth),
+                        ("policy", getattr(args, "policy", None))):
         if value is not None:
             kw[name] = value
     try:
@@ -183,11 +190,21 @@ def validate_run_args(args: argparse.Namespace) -> SessionConfig:
     return config_from_args(args)
 
 
+def check_agent_environment(config: SessionConfig) -> None:
+    """Under --protocol be-fair the agent is told AIDE's words, "all packages are already
+    installed!": refuse to start unless they are (pip install 'befair[agent]')."""
+    if config.protocol == "be-fair":
+        from engine.agent.environment import require_be_fair_packages
+
+        require_be_fair_packages()
+
+
 def write_run_request(path: Path, args: argparse.Namespace) -> SessionConfig:
     """Validate `run`'s arguments and write what the detached run needs into `path`: the
     session's settings, its opening guidance and the LLM settings file. Never the API key (it
     travels in the child's environment)."""
     config = validate_run_args(args)
+    check_agent_environment(config)
     request = {"config": config.to_dict(), "guidance": [t for t in args.guidance or [] if t.strip()],
                "llm_config": getattr(args, "llm_config", None), "model": getattr(args, "model", None),
                "base_url": getattr(args, "base_url", None), "participant": args.participant}
@@ -214,6 +231,7 @@ def _read_run_request(args: argparse.Namespace) -> SessionConfig:
 def cmd_run(args: argparse.Namespace) -> int:
     """The headless run (befair_tui's command line sends `run` without --headless to the console)."""
     config = _read_run_request(args) if args.request else validate_run_args(args)
+    check_agent_environment(config)
     from engine.agent.runner import install_sigterm_handler, run, start_session
     from engine.session.store import SessionStore
 
@@ -233,6 +251,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _warn_too_few(workspace)
     writer = start_session(store, config, coder=coder, session_id=args.session_id, workspace=workspace)
+    from engine.session import live
+
+    progress.live_path = live.live_path(store.path, writer.session_id)
     progress(_last_event(store, writer.session_id), writer.state)
     for text in args.guidance or []:
         if text.strip():
@@ -294,6 +315,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     progress.start_ticker()
     install_sigterm_handler()
     writer, _ = recover(store, sid, force=args.force)
+    from engine.session import live
+
+    progress.live_path = live.live_path(store.path, sid)
     progress(_last_event(store, sid), writer.state)
     try:
         state = run(store, sid, coder=coder, on_event=progress, writer=writer)

@@ -121,6 +121,9 @@ class ConsoleScreen(Screen):
     def on_mount(self) -> None:
         inputs = self.query(GuidanceInput)
         self._guidance = inputs.first() if inputs else None
+        from befair_tui.widgets.conversation import ConversationView
+
+        self.query_one(ConversationView).live_source = self.live_reply
         tree = self.query_one(SearchTree)
         tree.border_title = "Search tree · val AUC · gap"
         self._load_references()
@@ -321,7 +324,7 @@ class ConsoleScreen(Screen):
         self._sync_guidance_input()
         self.query_one(StatusBar).sync(self.state, read_only=self.read_only or not self.follow_enabled,
                                        now=self.clock(), replay=self.replay_label(), runner=self.runner,
-                                       criterion=self.view_criterion)
+                                       criterion=self.view_criterion, live=self.live_reply())
         board = self._board or self.query_one(Scoreboard)
         self._board = board
         board.set_unsandboxed(self.state.unsandboxed)
@@ -336,6 +339,21 @@ class ConsoleScreen(Screen):
 
     def replay_label(self) -> str | None:
         return None
+
+    def live_reply(self, state: SessionState | None = None) -> dict | None:
+        """The reply being written: its progress from the events, its text (and the latest
+        tokens/s) from the live side channel, which is never stored (engine.session.live)."""
+        from engine.session import live
+
+        state = state or self.state
+        current = state.live_reply
+        if current is None:
+            return None
+        side = live.read(live.live_path(self.store.path, self.session_id)) if self.follow_enabled else None
+        merged = dict(current)
+        if side and side.get("role") == current.get("role") and side.get("step") == current.get("step"):
+            merged.update(side)
+        return merged
 
     _guidance: GuidanceInput | None = None  # looked up on mount: a query walks the whole screen
     _board: Scoreboard | None = None
@@ -369,6 +387,8 @@ class ConsoleScreen(Screen):
             self.query_one(NodeDetail).sync_running(self.state, now)
         if self.state.status in ("running", "paused"):
             self._sync_status()
+        if self.state.live_reply is not None:   # the side channel moves between two llm_stream events
+            self.query_one(NodeDetail).sync_live(self.state)
 
     # -- is anything still running this session? ------------------------------------------
     def check_runner(self, *, force: bool = False) -> str | None:

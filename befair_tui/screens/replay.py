@@ -64,6 +64,16 @@ class ReplayScreen(ConsoleScreen):
         """The header's first word: whether the replay plays, and how fast."""
         return f"▶ REPLAY {self.speed}" if self.playing else "⏸ REPLAY PAUSED"
 
+    def live_reply(self, state=None) -> dict | None:
+        """In a replay the reply is written again from the stored offsets: the first `chars`
+        characters of the llm_call that ends the stream (engine.session.live.replay_text)."""
+        from engine.session import live
+
+        current = (state or self.state).live_reply
+        if current is None:
+            return None
+        return {**current, "text": live.replay_text(self.timeline.events, self.timeline.position, current)}
+
     # -- moving -----------------------------------------------------------------------------
     def _move_to(self, position: int) -> None:
         tl = self.timeline

@@ -159,6 +159,9 @@ class SetupScreen(Screen):
                                     id="api-key", password=True)
                         yield Static("[dim]The key is given to this session's process only, through its "
                                      "environment; it is never saved.[/dim]", classes="hint")
+                        with Horizontal(classes="row inline"):
+                            yield Button("Check server", id="llm-check-button")
+                            yield Static("", id="llm-check")
             with Vertical(classes="row"):
                 with Horizontal(classes="inline stack"):
                     yield Label(f"Steps ({_range('steps')})")
@@ -233,6 +236,41 @@ class SetupScreen(Screen):
             note.update(f"[red]Not configured.[/red] {problem} Or fill in the server address and/or key below.")
         else:
             note.update(LLM_NOTE)
+            self.check_server()
+
+    @on(Button.Pressed, "#llm-check-button")
+    def check_server(self) -> None:
+        """`befair llm check` for the server filled in (in a thread: a slow model takes seconds)."""
+        from engine.agent.llm_config import LlmConfig
+
+        box = self.query_one("#llm-check", Static)
+        try:
+            config = LlmConfig.load({k: v for k, v in self._llm_overrides().items() if v})
+        except Exception as exc:  # noqa: BLE001 - shown, like any other setup problem
+            box.update(f"[red]{exc}[/red]")
+            return
+        if config.problem():
+            box.update("")
+            return
+        box.update(f"[dim]checking {config.base_url or 'OpenAI'} ({config.model}) …[/dim]")
+        self.run_worker(lambda: self._check(config), thread=True, exclusive=True, group="llm-check",
+                        name="llm-check")
+
+    def _check(self, config) -> None:
+        from engine.agent.llm_check import check_server
+
+        try:
+            lines = check_server(config, timeout=60).lines()
+        except Exception as exc:  # noqa: BLE001
+            lines = [f"FAILED   the check itself failed: {exc}"]
+        self.app.call_from_thread(self._show_check, lines)
+
+    def _show_check(self, lines: list[str]) -> None:
+        from rich.markup import escape
+
+        text = "\n".join(escape(line) for line in lines)
+        failed = any(line.startswith("FAILED") for line in lines)
+        self.query_one("#llm-check", Static).update(f"[red]{text}[/red]" if failed else text)
 
     def _llm_overrides(self) -> dict:
         return {"base_url": self.query_one("#base-url", Input).value.strip(),

@@ -7,6 +7,8 @@ ones are a reference to the call that showed them), and what the engine parsed f
 While the model is writing, its streamed reply is shown live above."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
@@ -31,6 +33,9 @@ class ConversationView(VerticalScroll):
         self.calls: list[CallView] = []
         self._key: tuple | None = None
         self._live: str | None = "\0"  # nothing drawn yet: the first sync hides the empty live box
+        # the reply being written, with its text (set by the screen: the live side channel, or a
+        # replay's look-ahead); None: what the state holds
+        self.live_source: Callable[[SessionState], dict | None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="conversation-live")
@@ -47,7 +52,7 @@ class ConversationView(VerticalScroll):
         self.sync_live(state)
 
     def sync_live(self, state: SessionState) -> None:
-        live = live_text(state)
+        live = live_text(state, self.live_source(state) if self.live_source is not None else None)
         text = None if live is None else f"{live[0]}\n{live[1][-LIVE_CHARS:]}"
         if text != self._live:
             self._live = text

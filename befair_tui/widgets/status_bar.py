@@ -19,17 +19,41 @@ STATUS_STYLE = {
 }
 
 
+def _asking(state: SessionState) -> str | None:
+    """The step the coder was asked for and has not answered yet (no token streamed so far)."""
+    if not state.decisions or state.running_node is not None:
+        return None
+    last = state.decisions[-1]
+    newest = max((n.created_seq for n in state.nodes.values()), default=0)
+    action = last.get("action")
+    return str(action) if action in ("draft", "improve", "debug") and last.get("seq", 0) > newest else None
+
+
+def _call_in_progress(state: SessionState, live: dict | None, dead: bool, read_only: bool) -> str:
+    """The LLM call in progress: its tokens so far and how fast, or that the model still reads."""
+    live = live if live is not None else state.live_reply
+    if live and live.get("tokens"):
+        rate = live.get("recent_tokens_per_s", live.get("tokens_per_s"))
+        speed = f" {float(rate):.1f}/s" if rate is not None else ""
+        return f" · {live.get('role')} {int(live['tokens']):,} tok{speed}"
+    if state.status == "running" and not dead and not read_only and (asked := _asking(state)):
+        return f" · {asked}: model reading the prompt"
+    return ""
+
+
 class StatusBar(Static):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; padding: 0 1; }
     """
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
-             replay: str | None = None, runner: str | None = None, criterion: str | None = None) -> None:
+             replay: str | None = None, runner: str | None = None, criterion: str | None = None,
+             live: dict | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown);
-        `criterion`: a reader's own view of what ★ follows (None: the session's)."""
+        `criterion`: a reader's own view of what ★ follows (None: the session's); `live`: the LLM
+        call in progress (tokens so far, tokens/s), from the side channel (default: the state's)."""
         self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner,
-                                   "criterion": criterion})
+                                   "criterion": criterion, "live": live})
         word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
@@ -63,18 +87,20 @@ class StatusBar(Static):
         coder = ("simulated agent" if compact else coder_label(state.coder)) if state.simulated \
             else coder_label(state.coder)
         total = state.tokens_in + state.tokens_out
-        # a dead runner: the clock stops at its last event instead of ticking on
         words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
         best = words[criterion or selection.current_criterion(state)]
         parts = [(f" {state.level or '?'} · ", ""), (coder, "bold magenta" if state.simulated else ""),
                  (f" · step {state.agent_steps}/{state.budget}", ""),
-                 (f" · ★ {best}" + (" (view)" if criterion else ""), "bold yellow"),
-                 (f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
-                 (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
+                 (f" · ★ {best}" + (" (view)" if criterion else ""), "bold yellow")]
+        # what may give way on a narrow line, last first: tokens, the clock, the call in progress
+        extras = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only)) else []
+        # a dead runner: the clock stops at its last event instead of ticking on
+        extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
+                   (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
         room = (self.size.width - 2) if self.size.width else None
-        while room is not None and len(parts) > 4 and text.cell_len + sum(len(t) for t, _ in parts) > room:
-            parts.pop()  # narrow: tokens, then the clock give way; nothing is cut mid-word
-        for part, style in parts:
+        while room is not None and extras and text.cell_len + sum(len(t) for t, _ in parts + extras) > room:
+            extras.pop()  # nothing is cut mid-word
+        for part, style in parts + extras:
             text.append(part, style=style)
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw

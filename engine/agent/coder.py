@@ -26,6 +26,9 @@ class LlmCall:
     messages: list[dict[str, Any]] = field(default_factory=list)  # the request's messages
     reply: str = ""           # the reply text as it came back ("" when nothing came back);
                               # tool calls appended as `name(arguments)` lines
+    first_token_s: float | None = None   # streamed: seconds until the first token (prompt reading)
+    tokens_per_s: float | None = None    # streamed: writing speed after the first token
+    server_model: str | None = None      # the model id the server's reply named
 
 
 @dataclass
@@ -53,6 +56,8 @@ class NodeView:
     components: dict[str, Any] | None = None
     measured: dict[str, Any] | None = None  # validation summary (auc, auc_gap, group_auc ...)
     tried: list[dict[str, Any]] = field(default_factory=list)  # components of its existing children
+    eval_failure: str | None = None        # the run ended, but the independent evaluation of its
+                                           # predict() failed: why (raised, wrong keys, no model)
 
 
 @dataclass

@@ -34,6 +34,8 @@ class Progress:
         self._ticker: threading.Thread | None = None
         self._stop = threading.Event()
         self.tick = tick
+        self.live_path: Any = None       # engine.session.live's file for this session (set once known)
+        self._asked_at: float | None = None   # when the coder was asked for the current step
 
     def start_ticker(self) -> None:
         if self.tty and not self.quiet and self._ticker is None:
@@ -54,10 +56,27 @@ class Progress:
         if node is not None:
             lines = [ln for ln in node.live_output.splitlines() if ln.strip()]
             return f" · {lines[-1].strip()[:60]}" if lines else ""
-        if state.live_reply:
-            text = state.live_reply.get("text", "").strip().splitlines()
-            return f" · the model is writing: {text[-1][:50]}" if text else " · the model is writing…"
+        if state.live_reply or self._asked_at is not None:
+            return self._model_line(state)
         return ""
+
+    def _model_line(self, state: SessionState) -> str:
+        """What the model is doing: reading the prompt (no token yet), or writing: tokens so far,
+        tokens/s, and the last line it wrote (from the live side channel, never stored)."""
+        from engine.session import live
+
+        side = live.read(self.live_path) if self.live_path is not None else None
+        current = state.live_reply
+        if side is not None and (current is None or side.get("step") == current.get("step")):
+            current = {**(current or {}), **{k: v for k, v in side.items() if k != "text"}}
+        if not current or not current.get("tokens"):
+            waited = time.monotonic() - self._asked_at if self._asked_at is not None else 0.0
+            return f" · waiting for the model's first token (reading the prompt) {_clock(waited)}"
+        tps = current.get("recent_tokens_per_s", current.get("tokens_per_s"))
+        speed = f", {tps:.1f} tok/s" if tps is not None else ""
+        text = live.text_for(state.live_reply or current, side).strip().splitlines()
+        last = f": {text[-1].strip()[:40]}" if text else ""
+        return f" · the model is writing {current.get('role')} ({current.get('tokens')} tokens{speed}){last}"
 
     def write(self, text: str) -> None:
         if self.quiet:
@@ -117,7 +136,11 @@ class Progress:
             ids = p.get("interrupted") or []
             self.write(f"resumed session {state.session_id} at step {state.agent_steps}/{state.budget}"
                        + (f"; interrupted node(s) {', '.join(map(str, ids))}" if ids else ""))
+        elif kind == ev.POLICY_DECISION and p.get("action") != "finish":
+            self._asked_at = time.monotonic()
+            self.bar(state, f"step {state.agent_steps + 1}: {p.get('action')}")
         elif kind == ev.NODE_CREATED:
+            self._asked_at = None
             self.bar(state, f"node {p['node_id']} {p['stage']}…")
         elif kind == ev.EXEC_STARTED:
             self.bar(state, f"node {p['node_id']} running…")

@@ -4,16 +4,19 @@
     if config.problem(): ...offer the offline coder...
     coder = LlmCoder(config, exec_timeout=session_config.step_timeout)
     coder.on_stream = lambda role, text: ...   # optional: the reply so far, at most 5 times/s
+    coder.on_progress = lambda role, stats: ...   # optional: StreamStats (tokens, tokens/s), as often
     reply = coder.draft(ctx)            # CoderReply; never raises
     review = coder.review(ctx, node)    # Review; never raises
 
-One call (`ChatClient.complete`) is bounded three ways:
-- the openai client's own `timeout` (per HTTP attempt; streamed, the wait for the next bytes) and
-  `max_retries` (timeouts, connection errors, 408/409/429/5xx, Retry-After honoured);
-- a wall-clock budget over the whole call, retries included (`call_budget_s`): the call runs in a
-  worker thread and the caller stops waiting when the budget is spent; every later HTTP attempt
-  of that call is refused and each attempt's timeout is cut to what is left of the budget;
-- a completion cap per role (`max_tokens` for draft/improve/debug, `review_max_tokens`).
+One call (`ChatClient.complete`) is bounded in ways that suit a slow model that streams:
+- the stall timeout: the openai client's own `timeout` (per HTTP attempt; streamed, the wait for
+  the next bytes, so a reply still arriving is never cut) and `max_retries` (timeouts,
+  connection errors, 408/409/429/5xx, Retry-After honoured);
+- a completion cap per role (`max_tokens` for draft/improve/debug, `review_max_tokens`);
+- optionally, a wall-clock budget over the whole call, retries included (`call_budget_s`, off by
+  default; `befair llm check` suggests one from the cap and the measured throughput): the call
+  runs in a worker thread and the caller stops waiting when the budget is spent; every later HTTP
+  attempt of that call is refused and each attempt's timeout is cut to what is left of it.
 
 Replies are streamed (stream=True, with stream_options.include_usage); a server that rejects
 streaming, or stream_options, is asked again without (once; remembered), and one that ignores
@@ -31,6 +34,7 @@ reply is sent again (up to max_retries times, within the budget).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -55,6 +59,7 @@ from engine.agent.response_parsing import (
 __all__ = [
     "ChatClient",
     "ChatResult",
+    "StreamStats",
     "LlmCoder",
     "LlmConfig",
     "LlmConfigError",
@@ -65,6 +70,7 @@ __all__ = [
 ]
 
 STREAM_INTERVAL = 0.2            # on_stream at most five times a second
+RECENT_WINDOW = 15.0             # seconds over which the current writing speed is measured
 RESEND_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)   # before re-sending after a malformed/empty reply
 # Failures our own small loop sends again (the openai client retries transport failures itself).
 _RESENT = {"garbage", "empty", "broken"}
@@ -83,6 +89,33 @@ class ChatResult:
     calls: list[LlmCall] = field(default_factory=list)
     status: int | None = None    # the HTTP status of a rejected request
     detail: str = ""             # the server's error text (to adapt the request to it)
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """How a streamed reply is coming: tokens so far (stream chunks that carried text: one token
+    each on llama.cpp, vLLM and OpenAI), characters, seconds since the request and until the
+    first token (the prompt's reading), and the writing speed since the first token."""
+    tokens: int
+    chars: int
+    elapsed_s: float
+    first_token_s: float | None
+    recent_tokens_per_s: float | None = None   # over the last RECENT_WINDOW seconds (0: none came)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        if self.first_token_s is None or self.tokens < 2:
+            return None
+        writing = self.elapsed_s - self.first_token_s
+        return (self.tokens - 1) / writing if writing > 0 else None
+
+    def payload(self) -> dict[str, Any]:
+        tps = self.tokens_per_s
+        recent = self.recent_tokens_per_s
+        return {"chars": self.chars, "tokens": self.tokens, "elapsed_s": round(self.elapsed_s, 2),
+                "first_token_s": None if self.first_token_s is None else round(self.first_token_s, 2),
+                "tokens_per_s": None if tps is None else round(tps, 2),
+                "recent_tokens_per_s": None if recent is None else round(recent, 2)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,7 +153,23 @@ class _Call:
         self.calls: list[LlmCall] = []
         self.current: _Attempt | None = None
         self.text = ""                    # the reply so far (current attempt)
+        self.tokens = 0                   # stream chunks with text so far (current attempt)
+        self.started = time.monotonic()   # the current attempt's request
+        self.first_token: float | None = None
+        self.token_times: collections.deque[float] = collections.deque(maxlen=512)
+        self.server_model: str | None = None   # the model id the server's replies name
         self.frozen = False               # the caller returned: late news is dropped
+
+    def stats(self) -> StreamStats:
+        now = time.monotonic()
+        first = None if self.first_token is None else self.first_token - self.started
+        recent = None
+        if self.first_token is not None:
+            window = min(RECENT_WINDOW, now - self.first_token)
+            if window >= 2.0:
+                recent = sum(1 for t in self.token_times if t >= now - window) / window
+        return StreamStats(tokens=self.tokens, chars=len(self.text), elapsed_s=now - self.started,
+                           first_token_s=first, recent_tokens_per_s=recent)
 
     def stop(self, reason: str) -> None:
         with self.lock:
@@ -182,6 +231,7 @@ class ChatClient:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: Any = None,
         on_stream: Callable[[str, str], Any] | None = None,
+        on_progress: Callable[[str, StreamStats], Any] | None = None,
     ) -> ChatResult:
         cfg = self.config
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
@@ -200,7 +250,8 @@ class ChatClient:
             if "stream_options" not in self._unsupported:
                 kwargs["stream_options"] = {"include_usage": True}
 
-        call = _Call(messages, role, model, time.monotonic() + cfg.call_budget_s)
+        budget = cfg.call_budget_s
+        call = _Call(messages, role, model, time.monotonic() + budget if budget else math.inf)
         with self._inflight_lock:
             self._inflight.add(call)
         worker = threading.Thread(target=self._work, args=(call, kwargs), daemon=True,
@@ -216,6 +267,8 @@ class ChatClient:
                     break
                 if on_stream is not None and call.text != shown:
                     shown = _notify(on_stream, role, call.text)
+                if on_progress is not None and call.tokens:
+                    _notify(on_progress, role, call.stats())
         except BaseException:
             call.stop("cancelled")     # e.g. KeyboardInterrupt: the worker must not go on
             raise
@@ -225,6 +278,8 @@ class ChatClient:
         result = self._conclude(call)
         if on_stream is not None and call.text and call.text != shown:
             _notify(on_stream, role, call.text)
+        if on_progress is not None and call.tokens:
+            _notify(on_progress, role, call.stats())
         return result
 
     def _conclude(self, call: _Call) -> ChatResult:
@@ -286,10 +341,12 @@ class ChatClient:
 
     def _once(self, call: _Call, kwargs: dict[str, Any]) -> ChatResult:
         """One request through the openai client (which may retry it) -> ChatResult."""
+        started = time.monotonic()
         with call.lock:
             call.current = None
             call.text = ""
-        started = time.monotonic()
+            call.tokens, call.started, call.first_token = 0, started, None
+            call.token_times.clear()
         stream = bool(kwargs.get("stream"))
         try:
             if stream:
@@ -331,6 +388,8 @@ class ChatClient:
                                       error="stopped while the reply was streaming")
                 events += 1
                 usage = _get(chunk, "usage") or usage
+                if call.server_model is None and _get(chunk, "model"):
+                    call.server_model = str(_get(chunk, "model"))
                 choices = _get(chunk, "choices") or []
                 if not choices:
                     continue
@@ -340,6 +399,11 @@ class ChatClient:
                 piece = _get(delta, "content")
                 if piece:
                     content += str(piece)
+                if piece or _get(delta, "tool_calls"):
+                    call.tokens += 1
+                    call.token_times.append(time.monotonic())
+                    if call.first_token is None:
+                        call.first_token = call.token_times[-1]
                 piece = _get(delta, "refusal")
                 if piece:
                     refusal.append(str(piece))
@@ -383,6 +447,8 @@ class ChatClient:
             return self._fail(call, att, "garbage",
                               f"malformed reply from the server (no choices): {_short(text, 100)}")
         choice = choices[0]
+        if data.get("model"):
+            call.server_model = str(data["model"])
         raw_msg = choice.get("message")
         msg: dict[str, Any] = raw_msg if isinstance(raw_msg, dict) else {}
         content = msg.get("content")
@@ -611,11 +677,15 @@ class ChatClient:
                 tin, tout, estimated = _estimate_in(call.messages), _estimate_out(reply), True
             else:
                 tin, tout = 0, 0
+        stats = call.stats() if call.tokens else None
         call.calls.append(LlmCall(
             role=call.role, model=call.model, tokens_in=tin, tokens_out=tout,
             latency_s=round(time.monotonic() - att.t0, 4),
             cost=self.config.cost(call.model, tin, tout), ok=ok, error=error,
-            tokens_estimated=estimated, messages=call.messages, reply=reply))
+            tokens_estimated=estimated, messages=call.messages, reply=reply,
+            first_token_s=None if stats is None or stats.first_token_s is None else round(stats.first_token_s, 2),
+            tokens_per_s=None if stats is None or stats.tokens_per_s is None else round(stats.tokens_per_s, 2),
+            server_model=call.server_model))
 
     # -- adapting the request to the server ----------------------------------------------------
 
@@ -650,12 +720,12 @@ class ChatClient:
         return False
 
 
-def _notify(on_stream: Callable[[str, str], Any], role: str, text: str) -> str:
+def _notify(hook: Callable[[str, Any], Any], role: str, news: Any) -> Any:
     try:
-        on_stream(role, text)
+        hook(role, news)
     except Exception:  # noqa: BLE001 - a display hook never breaks a call
         pass
-    return text
+    return news
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -791,14 +861,22 @@ class LlmCoder:
         # Set by the runner to show a reply while it streams: on_stream(role, reply text so far),
         # called on the coder's thread at most ~5 times a second (and once with the whole reply).
         self.on_stream: Callable[[str, str], None] | None = None
+        # Set by the runner for the status line: on_progress(role, StreamStats), as often.
+        self.on_progress: Callable[[str, StreamStats], None] | None = None
+        self._server: dict[str, Any] | None = None
 
     # -- what the session records ---------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """For session_started's `coder` payload."""
+        """For session_started's `coder` payload: what was asked for, and what the server says
+        it serves (its model ids; for a local llama.cpp GGUF, the file and its SHA-256 when known)."""
+        if self._server is None:
+            from engine.agent.llm_check import server_identity
+
+            self._server = server_identity(self.config)
         return {"name": self.name, "label": self.label, "simulated": self.simulated,
                 "model": self.model, "review_model": self.review_model,
-                "base_url": self.config.base_url}
+                "base_url": self.config.base_url, "server": self._server}
 
     @property
     def total_cost(self) -> float:
@@ -885,7 +963,7 @@ class LlmCoder:
     # -- internals ------------------------------------------------------------------------
 
     def _complete(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
-        res = self.chat.complete(messages, on_stream=self.on_stream, **kw)
+        res = self.chat.complete(messages, on_stream=self.on_stream, on_progress=self.on_progress, **kw)
         self.calls.extend(res.calls)
         return res
 
@@ -928,7 +1006,9 @@ def call_payload(call: LlmCall, node_id: int | None) -> dict[str, Any]:
     """The payload of an llm_call event (engine/session/events.py) for one call."""
     return {"node_id": node_id, "role": call.role, "model": call.model,
             "tokens_in": call.tokens_in, "tokens_out": call.tokens_out,
-            "latency_s": call.latency_s, "cost": call.cost, "ok": call.ok, "error": call.error}
+            "latency_s": call.latency_s, "cost": call.cost, "ok": call.ok, "error": call.error,
+            "first_token_s": call.first_token_s, "tokens_per_s": call.tokens_per_s,
+            "server_model": call.server_model}
 
 
 def totals(calls: list[LlmCall]) -> dict[str, float]:

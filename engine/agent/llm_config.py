@@ -60,11 +60,15 @@ class LlmConfig:
     api_key: str | None = None
     temperature: float = 0.5                 # coding (draft/improve/debug)
     review_temperature: float = 0.0
-    timeout: float = 120.0                   # the openai client's timeout per HTTP attempt (s);
-                                             # streamed, it bounds each wait for the next bytes
+    timeout: float = 120.0                   # the stall timeout (s): the openai client's timeout per
+                                             # HTTP attempt; streamed, it bounds each wait for the
+                                             # next bytes, so a call ends only when no token came
+                                             # for this long (or at its token cap)
     max_retries: int = 2                     # the openai client's retries (timeouts, connection
                                              # errors, 408/409/429/5xx) after the first attempt
-    call_budget_s: float = 300.0             # wall-clock bound on one call, all retries included
+    call_budget_s: float | None = None       # an optional wall-clock bound on one call, retries
+                                             # included (None/0: off, the default: a slow local
+                                             # model that is still writing is never cut)
     max_tokens: int | None = 4096            # completion cap for draft/improve/debug (0/None: none)
     review_max_tokens: int | None = 512      # completion cap for reviews (0/None: none)
     stream: bool = True                      # stream replies (falls back when the server refuses)
@@ -78,6 +82,8 @@ class LlmConfig:
             raise LlmConfigError("the LLM coder needs a model name (--model)")
         for name in ("temperature", "review_temperature", "timeout", "call_budget_s"):
             value = getattr(self, name)
+            if name == "call_budget_s" and value is None:
+                continue
             try:
                 value = float(value)
             except (TypeError, ValueError):
@@ -87,8 +93,8 @@ class LlmConfig:
             setattr(self, name, value)
         if self.timeout <= 0:
             raise LlmConfigError("llm setting timeout must be positive")
-        if self.call_budget_s <= 0:
-            raise LlmConfigError("llm setting call_budget_s must be positive")
+        if self.call_budget_s is not None and self.call_budget_s <= 0:
+            self.call_budget_s = None            # 0: no wall-clock budget (the default)
         try:
             self.max_retries = int(self.max_retries)
         except (TypeError, ValueError):
@@ -319,12 +325,13 @@ CLI_FLAGS: dict[str, tuple[str, type, str]] = {
                  "(default: $OPENAI_BASE_URL, else OpenAI)"),
     "api_key": ("--api-key", str, "API key (default: $OPENAI_API_KEY; not needed for a local server)"),
     "temperature": ("--temperature", float, "sampling temperature for coding"),
-    "llm_timeout": ("--llm-timeout", float, "seconds the LLM client waits per attempt (streamed: "
-                    "for the next bytes of the reply; default 120)"),
+    "llm_timeout": ("--llm-timeout", float, "stall timeout: seconds the LLM client waits for the next "
+                    "bytes of a streamed reply (or for the answer of an unstreamed one; default 120)"),
     "llm_retries": ("--llm-retries", int, "retries of a failed LLM request by the openai client "
                     "(timeouts, connection errors, 429, 5xx; default 2)"),
-    "call_budget_s": ("--llm-call-budget", float, "seconds one LLM call may take in all, retries "
-                      "included (default 300)"),
+    "call_budget_s": ("--llm-call-budget", float, "an outer bound: seconds one LLM call may take in "
+                      "all, retries included (default: none; a streaming reply ends at its token cap or "
+                      "after --llm-timeout seconds without a token; `befair llm check` suggests one)"),
     "max_tokens": ("--max-tokens", int, "completion cap (max_tokens) for draft/improve/debug "
                    "replies (default 4096; 0: no cap)"),
     "review_max_tokens": ("--review-max-tokens", int, "completion cap for reviews (default 512; "

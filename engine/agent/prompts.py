@@ -8,6 +8,7 @@ gives the same prompt (tests/fixtures/prompts/ holds one recorded sequence).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,10 @@ PIPELINE_CONTRACT = [
     "`python solution.py` with the current working directory holding `./input` and `./working`.",
     "`./input` is read-only training data: `./input/skin_lesions.csv` with the columns "
     "image_name, skin_tone, alternative_skin_tone, super_label, label, expert_opinion, and the "
-    "images in `./input/images/`, named `image_<N>.jpg` after the image_name column.",
+    "images in `./input/images/`, named `image_<N>.jpg` after the image_name column. The images all "
+    "lie in that one folder, with no class subfolders (torchvision's ImageFolder cannot read them): "
+    "read the CSV and open `./input/images/<image_name>.jpg` for each row. The target is "
+    "`label == \"malignant\"`; `label` holds text, not numbers.",
     "Save the trained model and anything else it needs (preprocessing statistics, thresholds) in "
     "`./working`; use `./working` for every other file the code writes too.",
     "When run as a script, the code trains the model, measures it on a hold-out validation split "
@@ -42,12 +46,51 @@ PIPELINE_CONTRACT = [
     "The held-out test images are not available to you; do not look for them.",
 ]
 
-ENVIRONMENT = (
-    "Installed packages you can use: `numpy`, `pandas`, `scikit-learn`, `torch`, `torchvision`, "
-    "`pillow`, `fairlearn`. Use the GPU when `torch.cuda.is_available()`, otherwise the CPU. The "
-    "machine may have no internet access: if you try pretrained weights, fall back to training "
-    "without them when they cannot be downloaded."
-)
+# The packages a pipeline may want, by distribution name (the name to import in brackets); the
+# environment section lists those installed, with versions where APIs drift between releases.
+ML_PACKAGES = (("numpy", "numpy"), ("scipy", "scipy"), ("pandas", "pandas"), ("scikit-learn", "sklearn"),
+               ("torch", "torch"), ("torchvision", "torchvision"), ("pillow", "PIL"), ("fairlearn", "fairlearn"))
+VERSIONED = ("pandas", "scikit-learn", "torch")
+NOT_INSTALLED_CHECK = ("xgboost", "lightgbm", "timm", "tensorflow", "opencv-python", "scikit-image")
+
+
+@functools.lru_cache(maxsize=1)
+def installed_versions() -> dict[str, str]:
+    """{distribution: version} of the ML packages installed here (the sandbox runs pipelines with
+    this Python, so this is the agent's environment)."""
+    from importlib import metadata
+
+    found = {}
+    for dist in (*(d for d, _ in ML_PACKAGES), *NOT_INSTALLED_CHECK):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def environment_text(versions: dict[str, str] | None = None) -> str:
+    """Exactly what is installed: the ML packages present (versions for the drifting APIs), the
+    common ones that are not, and the hardware rule."""
+    versions = installed_versions() if versions is None else versions
+    listed = []
+    for dist, module in ML_PACKAGES:
+        if dist in versions:
+            name = f"`{dist}` {versions[dist]}" if dist in VERSIONED else f"`{dist}`"
+            listed.append(name + (f" (import {module})" if module != dist else ""))
+    missing = [d for d in NOT_INSTALLED_CHECK if d not in versions]
+    text = "Installed packages, and only these: " + ", ".join(listed) + "."
+    if missing:
+        text += " Not installed (do not import them): " + ", ".join(f"`{d}`" for d in missing) + "."
+    sk = versions.get("scikit-learn", "")
+    if sk and tuple(int(p) for p in sk.split(".")[:2] if p.isdigit()) >= (1, 2):
+        text += " In this scikit-learn, `OneHotEncoder` takes `sparse_output=`, not `sparse=`."
+    if "fairlearn" in versions:
+        text += (" fairlearn's metrics are `MetricFrame` and its helpers; for a per-group AUROC, call "
+                 "`sklearn.metrics.roc_auc_score` on each group's rows.")
+    return text + (" Use the GPU when `torch.cuda.is_available()`, otherwise the CPU. The machine has no "
+                   "internet access: train without pretrained weights, or fall back to that when they "
+                   "cannot be downloaded.")
 
 RESPONSE_FORMAT = (
     "Your response should be a brief outline/sketch of your proposed solution in natural language "
@@ -205,6 +248,7 @@ def draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[s
             "will now provide a description of the task."
         ),
         "Task description": task_section(ctx),
+        "Data overview": _preview(ctx),
     }
     _with_guidance(prompt, ctx, include_node=False)
     mem = memory_section(ctx.memory)
@@ -223,9 +267,8 @@ def draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[s
             "need to unzip any files.",
         ],
         "Implementation guideline": implementation_guideline(exec_timeout),
-        "Installed packages": ENVIRONMENT,
+        "Installed packages": environment_text(),
     }
-    prompt["Data overview"] = _preview(ctx)
     return prompt
 
 
@@ -268,6 +311,7 @@ def improve_prompt(ctx: CoderContext, parent: NodeView,
             "Don't suggest to do EDA.",
         ],
         "Implementation guideline": implementation_guideline(exec_timeout),
+        "Installed packages": environment_text(),
     }
     return prompt
 
@@ -284,6 +328,7 @@ def debug_prompt(ctx: CoderContext, parent: NodeView,
             "block which implements the bugfix/solution."
         ),
         "Task description": task_section(ctx),
+        "Data overview": _preview(ctx),
     }
     _with_guidance(prompt, ctx, include_node=True)
     prompt[f"Previous (buggy) implementation (node {parent.node_id})"] = fence(parent.code, "python")
@@ -291,6 +336,11 @@ def debug_prompt(ctx: CoderContext, parent: NodeView,
     status = f"Status: {parent.status}"
     if parent.exc_type:
         status += f"; exception: {parent.exc_type}"
+    if parent.eval_failure:
+        status += ("\n\nThe script ran, but the independent evaluation failed: it imported the module, called "
+                   f"`predict(folder)` on held-out images and got {parent.eval_failure}. Fix predict() so that it "
+                   "loads the saved model from ./working and returns {image file name: probability of malignant} "
+                   "for every image in the folder.")
     prompt["Execution output"] = status + "\n\n" + fence(output)
     prompt["Instructions"] = {
         "Response format": RESPONSE_FORMAT,
@@ -300,8 +350,8 @@ def debug_prompt(ctx: CoderContext, parent: NodeView,
             "Don't suggest to do EDA.",
         ],
         "Implementation guideline": implementation_guideline(exec_timeout),
+        "Installed packages": environment_text(),
     }
-    prompt["Data overview"] = _preview(ctx)
     return prompt
 
 

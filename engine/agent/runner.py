@@ -212,10 +212,14 @@ class Runner:
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
                                                    *[labels for _, labels in heldout_splits(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
-        self.stream_relay = StreamRelay()
+        self.runs_root = runs_dir(store.path)
+        from engine.session import live
+
+        self.stream_relay = StreamRelay(live.live_path(store.path, session_id))
         if hasattr(self.coder, "on_stream"):
             self.coder.on_stream = self.stream_relay
-        self.runs_root = runs_dir(store.path)
+        if hasattr(self.coder, "on_progress"):
+            self.coder.on_progress = self.stream_relay.progress
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
         self.pause_poll = pause_poll
@@ -281,9 +285,13 @@ class Runner:
         self.stop = True
         self.interrupt = True
 
-    def _flush_stream(self) -> None:
-        for role, delta in self.stream_relay.take():
-            self.emit(ev.LLM_STREAM, {"role": role, "step": self.state.agent_steps + 1, "delta": delta})
+    def _flush_stream(self, *, final: bool = False) -> None:
+        """At most one llm_stream event every STREAM_EVENT_INTERVAL s while a reply streams:
+        offsets and times only (the text is in the side channel, and once in llm_call)."""
+        step = self.state.agent_steps + 1
+        self.stream_relay.step = step
+        for role, stats in (self.stream_relay.finish() if final else self.stream_relay.take()):
+            self.emit(ev.LLM_STREAM, {"role": role, "step": step, **stats})
 
     def consume(self, cmd: dict[str, Any], result: str) -> None:
         self.writer.consume_command(cmd, result)
@@ -304,12 +312,14 @@ class Runner:
                 box["error"] = exc
 
         t = threading.Thread(target=target, daemon=True, name="befair-step")
+        self.stream_relay.step = self.state.agent_steps + 1
         t.start()
         while True:
             t.join(self.poll_interval)
-            self._flush_stream()
             if not t.is_alive():
+                self._flush_stream(final=True)
                 break
+            self._flush_stream()
             self.poll_commands()
         if "error" in box:
             raise box["error"]
@@ -408,9 +418,14 @@ class Runner:
     def node_view(self, node: NodeState, output: str | None = None) -> NodeView:
         out = output if output is not None else node.stored_output
         tried = [child.components for child in self.state.children(node.node_id) if child.components]
+        verdict = node.eval_verdicts.get("validation")
+        eval_failure = None
+        if node.status == "ok" and verdict not in (None, "ok"):
+            eval_failure = f"{verdict}: {node.eval_reasons.get('validation') or 'no reason given'}"
         return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
                         status=node.status, output=out[-8000:], exc_type=node.exc_type,
-                        components=node.components, measured=node.validation, tried=tried)
+                        components=node.components, measured=node.validation, tried=tried,
+                        eval_failure=eval_failure)
 
     def step(self, decision: Decision) -> None:
         """One node: ask the coder, run its code, review it, evaluate it, audit it."""
@@ -483,6 +498,10 @@ class Runner:
         node = self.state.nodes[node_id]
         if result.exc_type in (NO_PREDICT, NO_METRIC):  # the contract failed: no review call needed
             review = Review(is_bug=True, summary=result.exc_type, claimed_metric=None)
+        elif result.status != "ok" and self.config.protocol != "be-fair":
+            # a crash says what went wrong itself: no review call (a slow local model spends a minute
+            # reading the prompt); the debug step gets the traceback. AIDE (be-fair) reviews them all.
+            review = Review(is_bug=True, summary=_crash_summary(result), claimed_metric=None)
         else:
             review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
         self._record_calls(review.llm_calls, node_id)
@@ -597,42 +616,88 @@ class Runner:
         return self.state
 
 
+def _crash_summary(result: ExecResult) -> str:
+    """A failed run in one line: its status and the last line of its output (the exception)."""
+    lines = [ln.strip() for ln in (result.output or "").splitlines() if ln.strip()]
+    what = {"timeout": "timed out", "buggy": "failed"}.get(result.status, result.status)
+    return f"The run {what}" + (f": {lines[-1][:300]}" if lines else f" ({result.exc_type or 'no output'})")
+
+
 def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
     """An llm_call event: usage, and what the agent was told and answered (see events.py)."""
     return {"node_id": node_id, "role": call.role, "model": call.model, "tokens_in": int(call.tokens_in),
             "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
             "ok": bool(call.ok), "error": call.error,
             "tokens_estimated": bool(getattr(call, "tokens_estimated", False)),
-            "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or "")}
+            "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or ""),
+            **{k: getattr(call, k) for k in ("first_token_s", "tokens_per_s", "server_model")
+               if getattr(call, k, None) is not None}}
+
+
+STREAM_EVENT_INTERVAL = 2.0  # seconds between two stored llm_stream events of one call, at least
+STREAM_EVENT_GROWTH = 0.2    # and at least this share of the time the call has streamed so far:
+                             # a slow call of T seconds stores about 10 + 5.5 ln(T / 10) events, not T / 2
 
 
 class StreamRelay:
-    """Carries a streamed reply from the coder's thread to the runner's (which owns the database
-    connection) as llm_stream deltas."""
+    """Carries a streaming reply from the coder's thread: its text to the live side channel
+    (engine.session.live, never stored), its progress (characters, tokens, times) to the
+    runner's thread, which owns the database connection and stores it as llm_stream events,
+    at most one every STREAM_EVENT_INTERVAL seconds or STREAM_EVENT_GROWTH of the time streamed so
+    far, whichever is longer, and the last one of each call."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None, interval: float = STREAM_EVENT_INTERVAL,
+                 growth: float = STREAM_EVENT_GROWTH, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, str]] = []
-        self._shown: dict[str, str] = {}
+        self.path = path
+        self.interval = interval
+        self.growth = growth
+        self.clock = clock
+        self._began: dict[str, float] = {}             # role -> when its progress first came
+        self.step = 0
+        self._latest: dict[str, dict[str, Any]] = {}   # role -> progress not yet stored
+        self._stored_at: dict[str, float] = {}
+        self._stats: dict[str, dict[str, Any]] = {}    # role -> the latest progress (for the side channel)
 
     def __call__(self, role: str, text_so_far: str) -> None:  # the coder's thread
-        with self._lock:
-            shown = self._shown.get(role, "")
-            if not text_so_far.startswith(shown):  # a retry started over
-                shown = ""
-                self._pending.append((role, "\n[… the reply started over …]\n"))
-            if len(text_so_far) > len(shown):
-                self._pending.append((role, text_so_far[len(shown):]))
-                self._shown[role] = text_so_far
+        if self.path is not None:
+            from engine.session import live
 
-    def take(self) -> list[tuple[str, str]]:  # the runner's thread
+            with self._lock:
+                stats = dict(self._stats.get(role) or {})
+            live.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **stats})
+
+    def progress(self, role: str, stats: Any) -> None:  # the coder's thread
+        payload = stats.payload() if hasattr(stats, "payload") else dict(stats)
         with self._lock:
-            pending, self._pending = self._pending, []
-            return pending
+            self._latest[role] = self._stats[role] = payload
+            self._began.setdefault(role, self.clock())
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:  # the runner's thread
+        now = self.clock()
+        out = []
+        with self._lock:
+            for role, stats in list(self._latest.items()):
+                wait = max(self.interval, self.growth * (now - self._began.get(role, now)))
+                if now - self._stored_at.get(role, float("-inf")) >= wait:
+                    out.append((role, stats))
+                    self._stored_at[role] = now
+                    del self._latest[role]
+        return out
+
+    def finish(self) -> list[tuple[str, dict[str, Any]]]:
+        """The call ended: its last progress (if not stored yet); the side channel is cleared."""
+        with self._lock:
+            out = list(self._latest.items())
+            self._latest, self._stored_at, self._stats, self._began = {}, {}, {}, {}
+        if self.path is not None:
+            from engine.session import live
+
+            live.clear(self.path)
+        return out
 
     def reset(self) -> None:
-        with self._lock:
-            self._pending, self._shown = [], {}
+        self.finish()
 
 
 # --------------------------------------------------------------------------- entry points

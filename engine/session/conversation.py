@@ -191,12 +191,22 @@ def node_calls(state: SessionState, node_id: int) -> list[CallView]:
     return out
 
 
-def live_text(state: SessionState) -> tuple[str, str] | None:
-    """(title, text) of a reply the model is writing right now, if any."""
-    live = state.live_reply
+def live_text(state: SessionState, live: dict[str, Any] | None = None) -> tuple[str, str] | None:
+    """(title, text) of a reply the model is writing right now, if any. `live`: the reply with its
+    text (engine.session.live: the side channel, or a replay's look-ahead); else the state's own
+    (old sessions stored the text in their llm_stream events)."""
+    live = live if live is not None else state.live_reply
     if not live:
         return None
-    return f"the model is writing: {live.get('role')} · step {live.get('step')}", str(live.get("text") or "")
+    title = f"the model is writing: {live.get('role')} · step {live.get('step')}"
+    if live.get("tokens"):
+        title += f" · {live['tokens']:,} token{'' if live['tokens'] == 1 else 's'}"
+    rate = live.get("recent_tokens_per_s", live.get("tokens_per_s"))
+    if rate is not None:
+        title += f" · {float(rate):.1f} tokens/s now"
+    if live.get("tokens_per_s") is not None:
+        title += f" ({float(live['tokens_per_s']):.1f} since the first)"
+    return title, str(live.get("text") or "")
 
 
 def guidance_reference(state: SessionState, node: NodeState, gid: int) -> str | None:

@@ -8,7 +8,9 @@ screen comes from anywhere else.
 Payload keys per kind (all keys listed are present; values may be null where marked `?`):
 
 session_started   config: dict (SessionConfig.to_dict()), instruction: str (verbatim text),
-                  coder: {name, label, simulated: bool, model?}, data: {kind: "synth"|"workspace",
+                  coder: {name, label, simulated: bool, model?, server?: {models: [str],
+                  context?: int, model_path?: str, gguf_sha256?: str, error?: str} (LLM coder:
+                  what the server said it serves)}, data: {kind: "synth"|"workspace",
                   path, summary?, label_sha256?: {split: {path, sha256}}}
 node_created      node_id: int, parent_id: int?, step: int, stage: draft|improve|debug|human,
                   plan: str, guidance_ids: [int] (guidance in force for this node),
@@ -56,10 +58,17 @@ stop_requested    by: str, command_id: int?, interrupt: bool; by "time limit" (n
 llm_call          node_id?, role: draft|improve|debug|review, model: str, tokens_in: int,
                   tokens_out: int, latency_s: float, cost: float, ok: bool, error: str?,
                   tokens_estimated: bool, messages: [{role, content}] (what the agent was told),
-                  reply: str (the raw reply); the last three absent in sessions recorded earlier
-llm_stream        role: str, step: int, delta: str: reply text the model has written since the
-                  last llm_stream of this call (streamed replies, at most ~5 a second); the call's
-                  llm_call event follows with the whole reply
+                  reply: str (the raw reply); the last three absent in sessions recorded earlier;
+                  first_token_s: float?, tokens_per_s: float? (streamed: prompt reading time,
+                  writing speed), server_model: str? (the model id the server's reply named)
+llm_stream        role: str, step: int, chars: int, tokens: int, elapsed_s: float,
+                  first_token_s: float?, tokens_per_s: float? (since the first token),
+                  recent_tokens_per_s: float? (the last 15 s): how far a streaming reply has got
+                  (offsets and times only, at most one every 2 s or a fifth of the time streamed so
+                  far, whichever is longer, and the last of each call); the
+                  text is never stored here: it is stored once, whole, in the llm_call that
+                  follows (the live text travels through engine.session.live). Sessions recorded
+                  earlier hold `delta: str` (the text written since the last llm_stream) instead
 node_interrupted  node_id, reason: str (e.g. "process ended while running" on resume)
 session_resumed   by: str, interrupted: [int]
 criterion_set     criterion: claimed|validation|minimax|robust, by: str, command_id: int?: what ★ and

@@ -152,7 +152,10 @@ class SessionState:
     last_ts: float | None = None
     finished_ts: float | None = None
     last_seq: int = 0
-    live_reply: dict[str, Any] | None = None   # {role, step, text}: a streamed reply being written
+    live_reply: dict[str, Any] | None = None   # a streamed reply being written: {role, step, chars,
+                                               # tokens, elapsed_s, tokens_per_s, text}; text only
+                                               # for old sessions (their llm_stream held deltas; the
+                                               # live text is in engine.session.live now)
     unassigned_calls: list[dict[str, Any]] = field(default_factory=list)  # llm calls with no node
     # derived values computed once while the state does not change (see `memoised`); None: off
     memo: dict[Any, Any] | None = field(default=None, repr=False, compare=False)
@@ -451,8 +454,15 @@ def _llm_call(s: SessionState, p: Payload, e: ev.Event) -> None:
 def _llm_stream(s: SessionState, p: Payload, e: ev.Event) -> None:
     live = s.live_reply
     if live is None or live.get("role") != p.get("role") or live.get("step") != p.get("step"):
-        live = s.live_reply = {"role": p.get("role"), "step": p.get("step"), "text": ""}
-    live["text"] += str(p.get("delta") or "")
+        live = s.live_reply = {"role": p.get("role"), "step": p.get("step"), "text": "", "chars": 0,
+                               "tokens": None, "elapsed_s": None, "tokens_per_s": None}
+    if "delta" in p:  # an old session: the text itself, in pieces
+        live["text"] += str(p.get("delta") or "")
+        live["chars"] = len(live["text"])
+        return
+    for key in ("chars", "tokens", "elapsed_s", "first_token_s", "tokens_per_s", "recent_tokens_per_s"):
+        if key in p:
+            live[key] = p[key]
 
 
 def _node_interrupted(s: SessionState, p: Payload, e: ev.Event) -> None:

@@ -175,3 +175,26 @@ def test_the_typed_key_reaches_the_child_environment_not_its_command_line(tmp_pa
     seen = _read(out)
     assert seen["key"] == KEY and not any(KEY in part for part in seen["cmdline"])
     assert "--base-url" in seen["cmdline"]
+
+
+async def test_choosing_the_openai_coder_checks_the_server(db, monkeypatch):
+    """`befair llm check` on the setup screen: the server's models, its speed and the settings to
+    use, for the address filled in (again with Check server)."""
+    from tests.fakes.chat_server import AutoResponder, FakeChatServer
+
+    from .conftest import wait_for
+
+    with FakeChatServer(default=AutoResponder()) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("BEFAIR_LLM_MODEL", "fake-model")
+        app = create_app(db)
+        async with app.run_test(size=(100, 50)) as pilot:
+            screen = app.screen
+            screen.query_one("#coder-openai").value = True
+            check = screen.query_one("#llm-check")
+            await wait_for(pilot, lambda: "writing" in str(check.render()), what="the server check")
+            text = str(check.render())
+            assert "models   fake-model" in text and "--max-tokens" in text
+            screen.query_one("#base-url").value = "http://127.0.0.1:9/v1"
+            await pilot.click("#llm-check-button")
+            await wait_for(pilot, lambda: "FAILED" in str(check.render()), what="the failed check")

@@ -167,6 +167,10 @@ def test_preview(workspace):
     assert "skin_lesions.csv" in text and "image_name" in text and "Value counts of label" in text
     assert "images/" in text and "malignant" in text
     assert "md5hash" not in text and "fitzpatrick" not in text
+    # the layout as the code must read it, and the target in words (a small model guesses otherwise)
+    assert "./input/images/image_" in text and "no class subfolders" in text and "ImageFolder" in text
+    assert 'label == "malignant"' in text and "do not cast `label` to int" in text
+    assert "agent_input" not in text
 
 
 def test_synth_workspace_cached(tmp_path, monkeypatch):

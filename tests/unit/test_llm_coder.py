@@ -332,7 +332,8 @@ def test_llm_call_fields_match_the_event_payload():
         call = make_coder(srv).draft(ctx()).llm_calls[0]
     payload = asdict(call)
     assert set(payload) == {"role", "model", "tokens_in", "tokens_out", "latency_s", "cost", "ok",
-                            "error", "tokens_estimated", "messages", "reply"}
+                            "error", "tokens_estimated", "messages", "reply", "first_token_s", "tokens_per_s",
+                            "server_model"}
     json.dumps(payload)
 
 

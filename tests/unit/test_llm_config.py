@@ -157,12 +157,15 @@ def test_call_payload_matches_the_event_schema():
 
     p = call_payload(LlmCall(role="draft", model="m", tokens_in=3, tokens_out=2), node_id=7)
     assert p == {"node_id": 7, "role": "draft", "model": "m", "tokens_in": 3, "tokens_out": 2,
-                 "latency_s": 0.0, "cost": 0.0, "ok": True, "error": None}
+                 "latency_s": 0.0, "cost": 0.0, "ok": True, "error": None,
+                 "first_token_s": None, "tokens_per_s": None, "server_model": None}
 
 
 def test_limits_defaults():
     cfg = LlmConfig()
-    assert (cfg.timeout, cfg.max_retries, cfg.call_budget_s) == (120.0, 2, 300.0)
+    # the stall timeout and the token cap bound a call; no wall-clock budget cuts a streaming reply
+    assert (cfg.timeout, cfg.max_retries, cfg.call_budget_s) == (120.0, 2, None)
+    assert LlmConfig(call_budget_s=0).call_budget_s is None          # 0: off, as the flag says
     assert (cfg.max_tokens, cfg.review_max_tokens, cfg.stream) == (4096, 512, True)
     assert [cfg.max_tokens_for(r) for r in ("draft", "improve", "debug", "review")] == [4096] * 3 + [512]
 
@@ -202,7 +205,7 @@ def test_limits_from_cli_flags(tmp_path, clean_env):
 @pytest.mark.parametrize("kw,word", [
     ({"max_tokens": -1}, "max_tokens"),
     ({"review_max_tokens": "lots"}, "review_max_tokens"),
-    ({"call_budget_s": 0}, "call_budget_s"),
+    ({"call_budget_s": -5}, "call_budget_s"),
     ({"stream": "sometimes"}, "stream"),
 ])
 def test_invalid_limits(kw, word):

@@ -90,7 +90,16 @@ def scripted_sequence() -> dict[str, str]:
     return {n: render(r) for n, r in zip(names, reqs, strict=True)}
 
 
-def test_prompts_match_recorded_fixtures():
+# The environment the fixtures were recorded with: the prompt lists what is installed, so the
+# fixtures pin a set of packages rather than this machine's.
+RECORDED_PACKAGES = {"numpy": "2.4.6", "scipy": "1.17.1", "pandas": "3.1.1", "scikit-learn": "1.9.1",
+                     "torch": "2.14.1", "torchvision": "0.29.2", "pillow": "13.0.0", "fairlearn": "0.15.0"}
+
+
+def test_prompts_match_recorded_fixtures(monkeypatch):
+    from engine.agent import prompts
+
+    monkeypatch.setattr(prompts, "installed_versions", lambda: dict(RECORDED_PACKAGES))
     rendered = scripted_sequence()
     if UPDATE:
         FIXTURES.mkdir(parents=True, exist_ok=True)
@@ -168,3 +177,28 @@ def test_fake_pipelines_parse_back_from_a_reply(code):
     from engine.agent.response_parsing import extract_code
 
     assert extract_code(code_reply("plan", code)) == code
+
+
+def test_the_environment_section_lists_exactly_what_is_installed():
+    from engine.agent.prompts import environment_text, installed_versions
+
+    text = environment_text({"numpy": "2.0", "pandas": "2.2.3", "scikit-learn": "1.5.2", "torch": "2.5.1",
+                             "lightgbm": "4.5"})
+    assert "`pandas` 2.2.3" in text and "`scikit-learn` 1.5.2" in text and "`torch` 2.5.1" in text
+    assert "`numpy`," in text and "torchvision" not in text.split("Not installed")[0]
+    assert "`lightgbm`" not in text.split("Not installed")[1] and "`xgboost`" in text.split("Not installed")[1]
+    assert "sparse_output=" in text
+    here = environment_text()
+    for dist in ("pandas", "scikit-learn", "torch"):      # this machine's versions, as the sandbox has them
+        assert f"`{dist}` {installed_versions()[dist]}" in here
+
+
+def test_a_failed_evaluation_reaches_the_debug_prompt():
+    from engine.agent.prompts import compile_md, debug_prompt
+
+    c = CoderContext(instruction=FAIRNESS_METRIC, metric_line=METRIC_LINE, data_preview=PREVIEW, seed=3, step=2)
+    parent = NodeView(1, "draft", "p", SIMPLE_PIPELINE, "ok", output="Validation AUROC: 0.70\n",
+                      eval_failure="predict_error: predict() raised KeyError: 'image_1.jpg'")
+    text = compile_md(debug_prompt(c, parent))
+    assert "the independent evaluation failed" in text and "KeyError: 'image_1.jpg'" in text
+    assert text.index("# Data overview") < text.index("# Previous (buggy) implementation")

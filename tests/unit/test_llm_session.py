@@ -2,6 +2,8 @@
 against a Chat Completions server on localhost (tests/fakes/chat_server.py)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from befair_tui.cli import main
@@ -60,8 +62,9 @@ def test_short_llm_session_completes_with_tokens_cost_and_guidance(workspace, tm
 
 
 def test_the_conversation_is_recorded_and_streamed(workspace, tmp_path, llm_env):
-    """Every call stores what the agent was told and its raw reply; streamed replies arrive as
-    llm_stream deltas that add up to the reply recorded with the call."""
+    """Every call stores what the agent was told and its raw reply, once: streamed replies leave
+    llm_stream events with offsets and times only (never the text), the last one of each call at
+    the reply's length, and the live side channel is gone when the session ends."""
     db = tmp_path / "c.db"
     with FakeChatServer(default=AutoResponder()) as srv:
         code = main(["run", "--headless", "--quiet", "--coder", "openai", "--model", "fake-coder",
@@ -76,17 +79,27 @@ def test_the_conversation_is_recorded_and_streamed(workspace, tmp_path, llm_env)
     assert calls and all(c.payload["messages"] and c.payload["reply"] for c in calls if c.payload["ok"])
     told = " ".join(m["content"] for m in calls[0].payload["messages"] if isinstance(m.get("content"), str))
     assert state.instruction in told and GUIDANCE in told
-    streamed = ""
+    progress: list[dict] = []
     checked = 0
     for e in events:
         if e.kind == ev.LLM_STREAM:
-            streamed += e.payload["delta"]
+            assert "delta" not in e.payload and "text" not in e.payload
+            assert set(e.payload) >= {"role", "step", "chars", "tokens", "elapsed_s"}
+            progress.append(e.payload)
         elif e.kind == ev.LLM_CALL:
-            if streamed:
-                assert streamed == e.payload["reply"]
+            if progress:
+                assert progress[-1]["chars"] == len(e.payload["reply"]) and progress[-1]["tokens"] >= 1
+                assert [p["chars"] for p in progress] == sorted(p["chars"] for p in progress)
+                assert e.payload["server_model"] == "fake-coder"
                 checked += 1
-            streamed = ""
+            progress = []
     assert checked >= 1, "no reply was streamed"
+    stored = sum(len(json.dumps(e.payload)) for e in events if e.kind == ev.LLM_STREAM)
+    replies = sum(len(e.payload["reply"]) for e in calls)
+    assert stored < replies, "the stream events must not repeat the replies"
+    from engine.session import live
+
+    assert not live.live_path(db, "conv").exists()
     node = state.nodes[1]
     assert node.conversation and node.conversation[0]["reply"]
     store.close()

@@ -1,4 +1,5 @@
-"""The search policy (AIDE's plus human commands), as a pure function of folded events."""
+"""The search policy (AIDE's rule, befair's rule, plus human commands), as a pure function of folded events.
+The tests below use AIDE's rule unless they say `policy="befair"`."""
 from __future__ import annotations
 
 import random
@@ -12,6 +13,7 @@ from engine.session.state import fold
 
 class Log:
     def __init__(self, **config):
+        config.setdefault("policy", "aide")
         self.config = SessionConfig(**{"best": "validation", **config})
         self.events: list[ev.Event] = []
         self.add(ev.SESSION_STARTED, config=self.config.to_dict(), instruction="x",
@@ -21,11 +23,14 @@ class Log:
     def add(self, kind, **payload):
         self.events.append(ev.Event(seq=len(self.events) + 1, kind=kind, payload=payload, ts=float(len(self.events))))
 
-    def node(self, nid, stage="draft", parent=None, status="ok", auc=None, worst=None, claimed=None, origin="agent"):
+    def node(self, nid, stage="draft", parent=None, status="ok", auc=None, worst=None, claimed=None, origin="agent",
+             exc="KeyError", code="print(1)"):
         self.add(ev.NODE_CREATED, node_id=nid, parent_id=parent, step=nid, stage=stage, plan="p", guidance_ids=[],
                  components=None, origin=origin)
+        if code:
+            self.add(ev.CODE, node_id=nid, code=code)
         self.add(ev.EXEC_FINISHED, node_id=nid, status=status, exit_code=0 if status == "ok" else 1, exec_time=1.0,
-                 exc_type=None if status == "ok" else "KeyError", output_head="", output_tail="", truncated=False)
+                 exc_type=None if status == "ok" else exc, output_head="", output_tail="", truncated=False)
         self.add(ev.REVIEW, node_id=nid, is_bug=status != "ok", summary="", claimed_metric=claimed)
         if status == "ok" and auc is not None:
             self.add(ev.EVALUATED, node_id=nid, split="validation", ok=True, verdict="ok", reason=None,
@@ -152,3 +157,72 @@ def test_policy_rng_is_per_step():
     assert policy_rng(1, 5).random() == policy_rng(1, 5).random()
     assert policy_rng(1, 5).random() != policy_rng(1, 6).random()
     assert isinstance(policy_rng(0, 0), random.Random)
+
+
+# -- befair's rule ---------------------------------------------------------------------------
+
+def test_befair_draft_count_scales_with_the_budget():
+    from engine.agent.policy import draft_target
+
+    assert [draft_target(SessionConfig(steps=n), n) for n in (1, 4, 6, 8, 10, 20, 60)] == [1, 1, 2, 2, 3, 5, 5]
+    assert draft_target(SessionConfig(steps=20, num_drafts=2), 20) == 2          # given: kept
+    assert draft_target(SessionConfig(steps=4, policy="aide"), 4) == 5           # AIDE's 5, whatever the budget
+    assert draft_target(SessionConfig(steps=4, protocol="be-fair", best="claimed"), 4) == 5   # be-fair: aide
+
+
+def test_befair_debugs_a_failed_draft_once_the_drafts_are_done():
+    log = Log(steps=6, policy="befair")                       # 2 drafts
+    d = _decide(log)
+    assert d.action == "draft" and "draft 1 of 2" in d.reason and "scales with the budget" in d.reason
+    log.node(1, status="buggy", exc="ValueError")
+    d = _decide(log)
+    assert d.action == "draft" and "draft 2 of 2" in d.reason   # more drafts needed: draft first
+    log.node(2, status="buggy", exc="KeyError")
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("debug", 2)                 # then the latest failure is debugged
+    log.node(3, "debug", 2, status="buggy", exc="KeyError")
+    assert (_decide(log).action, _decide(log).node_id) == ("debug", 3)   # and its debug, down the chain
+    log.node(4, "debug", 3, auc=0.7)
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("improve", 4)               # a working node: improve the best
+
+
+def test_befair_a_second_draft_failing_the_same_way_is_always_debugged():
+    log = Log(steps=20, policy="befair")                      # 5 drafts
+    log.node(1, status="buggy", exc="ValueError")
+    assert _decide(log).action == "draft"
+    log.node(2, status="buggy", exc="ValueError")
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("debug", 2) and "as draft 1 did" in d.reason
+    log.node(3, "debug", 2, auc=0.7)
+    assert _decide(log).action == "draft"                        # the drafts go on after it worked
+
+
+def test_befair_the_depth_limit_and_nodes_without_code():
+    log = Log(steps=10, policy="befair", num_drafts=1, max_debug_depth=1)
+    log.node(1, status="buggy")
+    assert (_decide(log).action, _decide(log).node_id) == ("debug", 1)
+    log.node(2, "debug", 1, status="buggy")
+    d = _decide(log)                                           # depth 1 reached, nothing else to debug
+    assert d.action == "draft" and "no failure left to debug" in d.reason
+    log.node(3, status="buggy", exc="CoderError", code="")    # the model wrote no code: nothing to debug
+    assert _decide(log).action == "draft"
+
+
+def test_befair_debugs_a_failed_evaluation_with_its_reason():
+    log = Log(steps=6, policy="befair", num_drafts=1)
+    log.node(1)
+    log.add(ev.EVALUATED, node_id=1, split="validation", ok=False, verdict="predict_error",
+            reason="predict raised KeyError: 'x'", summary={}, medfair={}, blinded=False)
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("debug", 1) and "predict raised KeyError" in d.reason
+
+
+def test_befair_human_commands_still_come_first_and_old_sessions_keep_aides_rule():
+    log = Log(steps=6, policy="befair")
+    log.node(1, auc=0.7).node(2, status="buggy")
+    log.add(ev.EXPAND_REQUESTED, node_id=1, by="user", command_id=1)
+    assert (_decide(log).action, _decide(log).node_id, _decide(log).forced) == ("improve", 1, True)
+    recorded = SessionConfig().to_dict()
+    del recorded["policy"]                                     # a session recorded before the setting
+    assert SessionConfig.from_dict(recorded).policy == "aide"

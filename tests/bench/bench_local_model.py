@@ -1,0 +1,241 @@
+"""A real coding model, end to end: Qwen2.5-Coder-1.5B-Instruct (GGUF) behind llama.cpp's
+llama-server (`make local-model`), driving the LLM coder on small SynthDerm.
+
+For each seed (BEFAIR_BENCH_LOCAL_SEEDS, default 0,1,2), a BEFAIR_BENCH_LOCAL_STEPS-step session
+(default 6) at the fairness-metric level, run as a user runs it (`befair run --headless --coder
+openai`, a real subprocess, its own database):
+
+- **unsteered**: nothing but the instruction;
+- **steered**: the same, and one guidance, given with `befair steer SID guide TEXT` as soon as the
+  first node has failed (a person reading the failure; the same text for every seed).
+
+Rows per arm: nodes measured / nodes, seconds per step, tokens/s (the calls' writing speed),
+stored events per LLM call (llm_stream events, and all events), the step of the first measured
+node; and per session the failed nodes' reasons and whether any reply was cut while tokens were
+still arriving (a call ended by a time budget; a stall or the token cap are reported apart).
+`cat /proc/loadavg` is recorded with every session: the model's speed depends on the machine's load.
+
+Skipped (no rows) when the local model is not installed, and in `make bench` unless
+BEFAIR_BENCH_LOCAL=1: it takes one to several hours on 2 cores, depending on their load.
+Run alone: `.venv/bin/python -m tests.bench.bench_local_model [--seeds 0,1,2] [--arms unsteered,steered]`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+STEPS = int(os.environ.get("BEFAIR_BENCH_LOCAL_STEPS", "6"))
+SEEDS = [int(s) for s in os.environ.get("BEFAIR_BENCH_LOCAL_SEEDS", "0,1,2").split(",") if s.strip()]
+# sessions at a time against one llama-server (one slot each, decoded in one batch): on 2 cores a
+# slot's speed drops far less than the number of slots grows
+PARALLEL = int(os.environ.get("BEFAIR_BENCH_LOCAL_PARALLEL", "6"))
+LEVEL = "fairness-metric"
+SYNTH = ("--synth-n-train", "400", "--synth-n-test", "200", "--synth-size", "32")
+STEP_TIMEOUT = "300"
+# Sessions sharing one server wait for each other's prompts, and llama.cpp sends nothing to a
+# request whose prompt waits its turn: the stall timeout covers that wait (befair llm check
+# measures a lone request, which the default 120 s covers).
+LLM_TIMEOUT = os.environ.get("BEFAIR_BENCH_LOCAL_LLM_TIMEOUT", "900")
+GUIDANCE = ("Keep it simple and make it run: read ./input/skin_lesions.csv with pandas, load each row's image "
+            "./input/images/<image_name>.jpg with PIL, resize it to 32x32 and flatten it; the target is "
+            "label == 'malignant'. Train a scikit-learn LogisticRegression, print 'Validation AUROC: <value>', "
+            "save the model with joblib in ./working and define predict(folder).")
+
+
+def loadavg() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _steer_after_first_failure(db: Path, sid: str, done: threading.Event, out: dict[str, Any]) -> None:
+    from engine.agent.policy import is_buggy
+    from engine.session.store import SessionStore
+
+    while not done.wait(2.0):
+        try:
+            store = SessionStore(db)
+            try:
+                state = store.state(sid)
+            finally:
+                store.close()
+        except Exception:  # noqa: BLE001 - not created yet
+            continue
+        failed = [n for n in state.nodes.values() if n.finished and is_buggy(n)]
+        if failed:
+            out["after_node"] = min(n.node_id for n in failed)
+            out["at_step"] = state.agent_steps
+            subprocess.run([sys.executable, "-m", "befair_tui.cli", "steer", sid, "guide", GUIDANCE, "--db", str(db)],
+                           check=True, capture_output=True)
+            return
+
+
+def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STEPS) -> dict[str, Any]:
+    db = work / f"{arm}-s{seed}.db"
+    sid = f"{arm}-s{seed}"
+    log = work / f"{sid}.log"
+    cmd = [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--coder", "openai", "--base-url", base_url,
+           "--model", "qwen2.5-coder-1.5b-instruct", "--level", LEVEL, "--steps", str(steps), "--seed", str(seed),
+           *SYNTH, "--step-timeout", STEP_TIMEOUT, "--llm-timeout", LLM_TIMEOUT, "--db", str(db),
+           "--session-id", sid]
+    steer: dict[str, Any] = {}
+    done = threading.Event()
+    watcher = None
+    if arm == "steered":
+        watcher = threading.Thread(target=_steer_after_first_failure, args=(db, sid, done, steer), daemon=True)
+        watcher.start()
+    load_before = loadavg()
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        code = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT).returncode
+    wall = time.monotonic() - t0
+    done.set()
+    if watcher is not None:
+        watcher.join(5)
+    return {**summarise(db, sid), "seed": seed, "arm": arm, "exit_code": code, "wall_s": round(wall, 1),
+            "load_before": load_before, "load_after": loadavg(), "steered": steer or None, "db": str(db),
+            "log": str(log)}
+
+
+def summarise(db: Path, sid: str) -> dict[str, Any]:
+    from engine.agent.policy import is_buggy
+    from engine.session import events as ev
+    from engine.session.store import SessionStore
+
+    store = SessionStore(db)
+    try:
+        events = store.events(sid)
+        state = store.state(sid)
+    finally:
+        store.close()
+    nodes = sorted(state.nodes.values(), key=lambda n: n.node_id)
+    measured = [n for n in nodes if n.val_auc is not None]
+    calls = [e.payload for e in events if e.kind == ev.LLM_CALL]
+    streams = [e for e in events if e.kind == ev.LLM_STREAM]
+    speeds = [c["tokens_per_s"] for c in calls if c.get("tokens_per_s")]
+    errors = [str(c.get("error") or "") for c in calls if not c.get("ok", True)]
+    return {
+        "nodes": len(nodes), "measured": len(measured),
+        "first_measured_step": min((n.step for n in measured), default=None),
+        "seconds_per_step": round((state.last_ts - state.started_ts) / max(len(nodes), 1), 1)
+        if state.last_ts and state.started_ts else None,
+        "tokens_per_s": round(statistics.median(speeds), 2) if speeds else None,
+        "first_token_s": round(statistics.median([c["first_token_s"] for c in calls if c.get("first_token_s")]), 1)
+        if any(c.get("first_token_s") for c in calls) else None,
+        "llm_calls": len(calls), "llm_stream_events": len(streams),
+        "stream_events_per_call": round(len(streams) / len(calls), 1) if calls else None,
+        "stream_bytes_per_call": round(sum(len(json.dumps(e.payload)) for e in streams) / len(calls))
+        if calls else None,
+        "events_per_call": round(len(events) / len(calls), 1) if calls else None,
+        "cut_by_budget": sum("time budget" in e for e in errors),
+        "stalled": sum("stalled" in e for e in errors),
+        "truncated_at_cap": sum("truncated" in e for e in errors),
+        "nodes_detail": [{"node": n.node_id, "step": n.step, "stage": n.stage, "parent": n.parent_id,
+                          "auc": None if n.val_auc is None else round(n.val_auc, 4),
+                          "failure": n.failure_reason if is_buggy(n) else None,
+                          "summary": (n.review_summary or "")[:200]} for n in nodes],
+        "models": (state.coder.get("server") or {}),
+        "status": state.status,
+    }
+
+
+def arm_rows(sessions: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
+    mine = [s for s in sessions if s["arm"] == arm]
+    if not mine:
+        return []
+    nodes = sum(s["nodes"] for s in mine)
+    measured = sum(s["measured"] for s in mine)
+    firsts = [s["first_measured_step"] for s in mine if s["first_measured_step"] is not None]
+    speeds = [s["tokens_per_s"] for s in mine if s["tokens_per_s"]]
+    loads = "; ".join(f"s{s['seed']}: {s['load_before'].split()[0]}→{s['load_after'].split()[0]}" for s in mine)
+    note = f"{len(mine)} sessions × {STEPS} steps, seeds {','.join(str(s['seed']) for s in mine)}; load {loads}"
+    return [
+        {"name": f"local model {arm}: nodes measured / nodes", "value": f"{measured}/{nodes}", "unit": "nodes",
+         "note": note},
+        {"name": f"local model {arm}: seconds per step", "value": round(statistics.mean(
+            s["seconds_per_step"] for s in mine if s["seconds_per_step"]), 1), "unit": "s", "note": note},
+        {"name": f"local model {arm}: tokens/s (median of sessions' median call)",
+         "value": round(statistics.median(speeds), 2) if speeds else None, "unit": "tokens/s", "note": note},
+        {"name": f"local model {arm}: stored llm_stream events per LLM call", "value": round(
+            sum(s["llm_stream_events"] for s in mine) / max(sum(s["llm_calls"] for s in mine), 1), 1),
+         "unit": "events", "note": note + f"; {round(statistics.mean(s['stream_bytes_per_call'] or 0 for s in mine))} "
+                                          "bytes of stream events per call (offsets and times only)"},
+        {"name": f"local model {arm}: step of the first measured node (mean over sessions that measured one)",
+         "value": round(statistics.mean(firsts), 2) if firsts else None, "unit": "step",
+         "note": note + f"; per seed {[s['first_measured_step'] for s in mine]}"},
+    ]
+
+
+def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "steered"),
+        out: Path | None = None, parallel: int = PARALLEL, force: bool = False) -> list[dict[str, Any]]:
+    from engine.agent import local_model
+    from engine.agent.llm_check import check_server
+    from engine.agent.llm_config import LlmConfig
+
+    if not force and os.environ.get("BEFAIR_BENCH_LOCAL") != "1":
+        print("bench_local_model: set BEFAIR_BENCH_LOCAL=1 to run it (an hour or more); no rows")
+        return []
+    model = local_model.find()
+    if not model.present:
+        print(f"local model not installed ({model.root}): {local_model.INSTALL_HINT}; no rows")
+        return []
+    root = os.environ.get("BEFAIR_BENCH_LOCAL_WORK")   # default: a fresh folder under the temp dir
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="befair-bench-local-", dir=root))
+    sessions: list[dict[str, Any]] = []
+    plan = [(arm, seed) for arm in arms for seed in (seeds if seeds is not None else SEEDS)]
+    lanes = max(1, min(parallel, len(plan)))
+    lock = threading.Lock()
+    with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes,
+                                 context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
+        check = check_server(LlmConfig(model=local_model.MODEL_ALIAS, base_url=server.base_url))
+        print("\n".join(check.lines()), f"\nwork folder {work}; {lanes} session(s) at a time", flush=True)
+
+        def one(arm: str, seed: int) -> None:
+            s = run_session(server.base_url, seed, arm, work)
+            with lock:
+                sessions.append(s)
+                print(json.dumps({k: v for k, v in s.items() if k != "nodes_detail"}), flush=True)
+                for n in s["nodes_detail"]:
+                    print(f"   {arm} s{seed} node {n['node']} step {n['step']} {n['stage']}: "
+                          f"{'AUC ' + str(n['auc']) if n['auc'] is not None else 'FAILED ' + str(n['failure'])}",
+                          flush=True)
+                if out is not None:
+                    out.write_text(json.dumps({"check": check.to_dict(), "sessions": sessions}, indent=2))
+
+        pending = list(plan)
+        running: list[threading.Thread] = []
+        while pending or running:
+            running = [t for t in running if t.is_alive()]
+            while pending and len(running) < lanes:
+                t = threading.Thread(target=one, args=pending.pop(0), daemon=True)
+                t.start()
+                running.append(t)
+            time.sleep(1.0)
+    rows = [row for arm in arms for row in arm_rows(sessions, arm)]
+    for row in rows:
+        row["sessions"] = [{k: s[k] for k in ("seed", "arm", "nodes", "measured", "first_measured_step",
+                                              "load_before", "load_after")} for s in sessions]
+    return rows
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    ap.add_argument("--arms", default="unsteered,steered")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--parallel", type=int, default=PARALLEL)
+    a = ap.parse_args()
+    result = run([int(x) for x in a.seeds.split(",")], tuple(a.arms.split(",")), a.out, a.parallel, force=True)
+    print(json.dumps(result, indent=2))
