@@ -129,7 +129,7 @@ def _befair_step(state: SessionState, config: Any, drafts: int, target: int) -> 
         return Decision("debug", latest.node_id,
                         f"node {latest.node_id} failed ({_describe_failure(latest)}): debug it (debug depth "
                         f"{state.debug_depth(latest.node_id)} < {max_depth})")
-    if _best_good(state, str(_cfg(config, "best", "validation"))) is not None:
+    if selection.best(state, selection.current_criterion(state)) is not None:
         return None
     candidates = [n for n in state.nodes.values() if _fixable(state, n, max_depth)]
     if candidates:
