@@ -280,8 +280,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _metrics(split: Split, scores: np.ndarray):
-    return compute_metrics(split.labels, scores, split.groups)
+def _metrics(split: Split, scores: np.ndarray, *, intervals: bool = False):
+    return compute_metrics(split.labels, scores, split.groups, intervals=intervals)
 
 
 def _to_device_store(t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -439,11 +439,12 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
         raise RuntimeError(f"checkpoint bookkeeping disagrees with minimax Pareto ({fit.best_epoch})")
     model.load_state_dict(fit.best_state)
     assert fit.best_val_scores is not None  # set with best_state, which the line above needs
-    val_ms = _metrics(data.val, fit.best_val_scores)
+    val_ms = _metrics(data.val, fit.best_val_scores, intervals=True)  # the kept epoch's figures, with intervals
     test_ms = None
     if data.test is not None:
         test_ms = _metrics(data.test, core.predict_scores(model, stores["test"], size=config.size,
-                                                           batch_size=config.eval_batch_size, device=device))
+                                                           batch_size=config.eval_batch_size, device=device),
+                           intervals=True)
     peak_gpu = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     n_train = len(train_labels)
     return {

@@ -11,20 +11,37 @@ BEFAIR_BENCH_SEARCH_TRAIN / _TEST / _SIZE), for each seed (BEFAIR_BENCH_SEARCH_S
 - an **unsteered base-level** session: the same settings without guidance;
 - the **MEDFAIR-dedup** baseline (baselines.pipeline.train_variant) on the same workspace with
   the same seed, in a CPU-sized configuration (ResNet-18, BEFAIR_BENCH_SEARCH_EPOCHS epochs,
-  default 6, at 64 px; ImageNet weights only if cached, never downloaded).
+  default 6, at 64 px; ImageNet weights only if cached, never downloaded). Its test figures carry
+  95 % intervals (baselines.pipeline computes its kept epoch's figures with intervals); its test
+  predictions are replayed here from its checkpoint (and checked against its recorded figures) so
+  that it can be compared with a node on the same images.
 
 Every session runs BEFAIR_BENCH_SEARCH_STEPS steps (default 20) in-process through the real
-runner, sandbox and harness, with a BEFAIR_BENCH_STEP_TIMEOUT step limit (default 60 s).
+runner, sandbox and harness, with a BEFAIR_BENCH_STEP_TIMEOUT step limit (default 60 s), with the
+session's default criterion (since issue 20: robust, which the policy's "improve" follows too).
 
-What a session *reaches* is its own final choice by its own criterion (the session default,
-highest measured validation AUC; the runner's recorded final choice, made on validation only),
-scored on the held-out test split by the product's evaluator. A session beats the baseline on a
-seed when its chosen node's test gap is lower than the baseline's and its test AUC is no lower.
-The finding reproduces when the steered sessions beat it on at least 2 of 3 seeds and the base
-sessions do not. The best test gap any node reached (among nodes at least as accurate as the
-baseline) is reported as an oracle, for information only: it is chosen on test figures. Also for
-information: the same count had the sessions chosen by minimax (`--best minimax`, also a
-validation-only rule, recorded by the runner as by_minimax).
+What a session *reaches* is its final choice, recorded by the runner on validation only, by each
+criterion (`JUDGED`: validation AUC, minimax worst-group AUC, robust = the best lower 95 % bound
+of the worst-group AUC; the session's own is robust), scored on the held-out test split by the
+product's evaluator, with its 95 % intervals.
+
+- **Point verdict** (as before): a session beats the baseline on a seed when its chosen node's
+  test gap is lower than the baseline's and its test AUC is no lower. The finding reproduces
+  when the steered sessions beat it on at least 2 of 3 seeds and the base sessions do not.
+- **Told apart** (`beats_told_apart`): both predictions are on the same test images, so they are
+  compared by a paired bootstrap: the same stratified resamples (skin-tone group x label,
+  engine.evaluation.uncertainty) applied to both, and the 95 % percentile interval of
+  node − baseline, for the gap and for the AUC. A node beats the baseline *told apart* when the
+  gap difference's interval lies below 0 and the AUC difference's interval does not lie below 0
+  (its AUC is not shown to be lower). Paired, because the images' shared difficulty cancels; the
+  unpaired check (do the two gap intervals overlap?) is recorded beside it, more conservative.
+  Both gaps are biased upward (a max minus a min of noisy AUCs); the difference is left as it is.
+- **Runners-up**: whether the chosen node could be told apart on validation from the other nodes
+  (the final choice's `ties`, a paired bootstrap of the criterion's figure), and the test gaps of
+  the nodes it could not be told apart from.
+
+The best test gap any node reached (among nodes at least as accurate as the baseline) is reported
+as an oracle, for information only: it is chosen on test figures.
 """
 from __future__ import annotations
 
@@ -49,7 +66,8 @@ GUIDANCE = ("Reweight the training loss by skin-tone group (inverse group freque
             "minimax: the best worst-group validation AUC.")
 ARMS = ("steered", "base")
 BASELINE = "MEDFAIR-dedup"
-
+JUDGED = ("robust", "validation", "minimax")  # the session default first; claimed (an agent's claim) is not judged
+REPLAY_TOLERANCE = 1e-6  # the baseline's replayed test AUC/gap vs its recorded ones
 
 # --------------------------------------------------------------------------- judging (pure)
 
@@ -62,21 +80,68 @@ def beats(arm: dict[str, Any] | None, baseline: dict[str, Any]) -> bool:
     return bool(arm["gap"] < baseline["gap"] and arm["auc"] >= baseline["auc"])
 
 
+def direction(ci: list[float] | tuple[float, float] | None) -> str | None:
+    """Where the 95 % interval of a difference (node − baseline) lies: "lower" (all below 0),
+    "higher" (all above 0) or "tied" (it holds 0: cannot be told apart); None without one."""
+    if not ci or len(ci) != 2 or ci[0] is None or ci[1] is None:
+        return None
+    if ci[1] < 0:
+        return "lower"
+    if ci[0] > 0:
+        return "higher"
+    return "tied"
+
+
+def beats_told_apart(arm: dict[str, Any] | None) -> bool:
+    """The arm's test gap is told apart lower than the baseline's (paired interval of the gap
+    difference below 0) and its test AUC is not told apart lower (the AUC difference's interval
+    does not lie below 0)."""
+    if not arm:
+        return False
+    return direction(arm.get("gap_diff_ci")) == "lower" and direction(arm.get("auc_diff_ci")) in ("tied", "higher")
+
+
+def overlap(a: list[float] | None, b: list[float] | None) -> bool | None:
+    """Do two intervals overlap (the unpaired, conservative check)? None when one is missing."""
+    if not a or not b or None in (*a, *b):
+        return None
+    return bool(a[0] <= b[1] and b[0] <= a[1])
+
+
 def majority(n: int) -> int:
     """Seeds needed to call the finding reproduced: two thirds, rounded up (2 of 3)."""
     return math.ceil(2 * n / 3)
 
 
-def judge(per_seed: list[dict[str, Any]], suffix: str = "") -> dict[str, Any]:
-    """per_seed: [{"seed", "baseline": {auc, gap}, "steered": {auc, gap} | None, "base": ...}].
-    The wins of each arm (its figures under key arm + suffix) against the same seed's
-    baseline, and the verdict."""
+def judge(per_seed: list[dict[str, Any]], criterion: str) -> dict[str, Any]:
+    """per_seed: [{"seed", "baseline": {auc, gap}, "steered_<criterion>": {auc, gap, auc_diff_ci,
+    gap_diff_ci} | None, "base_<criterion>": ...}]. Each arm's wins against the same seed's
+    baseline when chosen by `criterion`: by point estimates and told apart; the verdicts."""
     n = len(per_seed)
-    wins = {arm: sum(beats(s.get(arm + suffix), s["baseline"]) for s in per_seed) for arm in ARMS}
+    chosen = {arm: [s.get(f"{arm}_{criterion}") for s in per_seed] for arm in ARMS}
+    wins = {arm: sum(beats(c, s["baseline"]) for c, s in zip(chosen[arm], per_seed, strict=True)) for arm in ARMS}
+    sure = {arm: sum(beats_told_apart(c) for c in chosen[arm]) for arm in ARMS}
+    gap_vs = {arm: {d: sum(direction((c or {}).get("gap_diff_ci")) == d for c in chosen[arm])
+                    for d in ("lower", "tied", "higher")} for arm in ARMS}
     need = majority(n)
-    reproduced = n > 0 and wins["steered"] >= need and wins["base"] < need
-    return {"seeds": n, "steered_wins": wins["steered"], "base_wins": wins["base"], "needed": need,
-            "reproduced": reproduced, "strict": n > 0 and wins["steered"] == n and wins["base"] == 0}
+    return {"criterion": criterion, "seeds": n, "steered_wins": wins["steered"], "base_wins": wins["base"],
+            "needed": need, "reproduced": n > 0 and wins["steered"] >= need and wins["base"] < need,
+            "strict": n > 0 and wins["steered"] == n and wins["base"] == 0,
+            "steered_wins_told_apart": sure["steered"], "base_wins_told_apart": sure["base"],
+            "reproduced_told_apart": n > 0 and sure["steered"] >= need and sure["base"] < need,
+            "gap_vs_baseline": gap_vs}
+
+
+def runners_up(chosen_id: int | None, ties: list[int] | tuple[int, ...] | None,
+               test_gaps: dict[int, float | None]) -> dict[str, Any]:
+    """Could the chosen node be told apart from the other nodes on validation? `ties`: the nodes
+    the final choice could not tell apart from it (None: nothing was compared). With the test
+    gaps of the chosen node and those it could not be told apart from."""
+    if chosen_id is None or ties is None:
+        return {"ties": None, "told_apart": None, "tied_test_gaps": None}
+    others = sorted(set(int(t) for t in ties) - {chosen_id})
+    gaps = {n: test_gaps.get(n) for n in [chosen_id, *others]}
+    return {"ties": others, "told_apart": not others, "tied_test_gaps": gaps}
 
 
 def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
@@ -93,6 +158,26 @@ def oracle(nodes: list[dict[str, Any]], baseline: dict[str, Any]) -> dict[str, A
     return min(fit, key=lambda n: (n["gap"], -n["auc"], n["node_id"])) if fit else None
 
 
+def paired_difference(node_scores, baseline_scores, labels, groups) -> dict[str, list[float] | None]:
+    """95 % intervals of node − baseline (test AUC and test gap), both scored on the same images
+    under the same stratified bootstrap resamples (engine.evaluation.uncertainty)."""
+    import numpy as np
+
+    from engine.evaluation.uncertainty import Strata, difference, replicates, shared_counts
+    from engine.task import GROUPS
+
+    names = [g for g in GROUPS if g in set(map(str, groups))] + sorted(set(map(str, groups)) - set(GROUPS))
+    strata = Strata.of(labels, groups, names)
+    counts = shared_counts(strata)
+    a = replicates(np.asarray(node_scores, dtype=float), strata, counts)
+    b = replicates(np.asarray(baseline_scores, dtype=float), strata, counts)
+
+    def rounded(ci):
+        return None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+
+    return {"auc_diff_ci": rounded(difference(a, b, "auc")), "gap_diff_ci": rounded(difference(a, b, "auc_gap"))}
+
+
 # --------------------------------------------------------------------------- measuring
 
 
@@ -102,10 +187,23 @@ def _workspace():
     return synth_workspace(n_train=N_TRAIN, n_test=N_TEST, size=IMAGE_PX)
 
 
+def _test_set(ws) -> tuple[list[str], Any, Any]:
+    """The test split's (files, labels, groups), as the evaluator reads them."""
+    from engine.evaluation.evaluator import heldout_splits
+    from engine.evaluation.harness import load_labels
+
+    frame = load_labels(heldout_splits(ws)["test"][1])
+    return frame["file"].astype(str).tolist(), frame["label"].to_numpy(), frame["group"].astype(str).to_numpy()
+
+
 def _figures(node) -> dict[str, Any]:
-    test = node.test or {}
-    return {"node_id": node.node_id, "auc": test.get("auc"), "gap": test.get("auc_gap"),
-            "val_auc": node.val_auc, "val_gap": node.val_gap,
+    test, val = node.test or {}, node.validation or {}
+    return {"node_id": node.node_id, "auc": test.get("auc"), "auc_ci": test.get("auc_ci"),
+            "gap": test.get("auc_gap"), "gap_ci": test.get("auc_gap_ci"),
+            "worst": test.get("worst_auc"), "worst_ci": test.get("worst_auc_ci"),
+            "val_auc": val.get("auc"), "val_auc_ci": val.get("auc_ci"), "val_gap": val.get("auc_gap"),
+            "val_gap_ci": val.get("auc_gap_ci"), "val_worst": val.get("worst_auc"),
+            "val_worst_ci": val.get("worst_auc_ci"),
             "fairness": (node.components or {}).get("fairness"), "selection": (node.components or {}).get("selection"),
             "model": (node.components or {}).get("model")}
 
@@ -115,7 +213,7 @@ def _session(ws, seed: int, guidance: str | None) -> dict[str, Any]:
     from engine.agent.runner import run, start_session
     from engine.config import SessionConfig
     from engine.session.store import SessionStore
-    from engine.session.views import best_choice
+    from engine.session.views import best_choice, session_criterion
 
     config = SessionConfig(level=LEVEL, steps=STEPS, seed=seed, data=str(ws.root), step_timeout=STEP_TIMEOUT,
                            extra={"device": "cpu"})
@@ -128,25 +226,66 @@ def _session(ws, seed: int, guidance: str | None) -> dict[str, Any]:
         started = time.perf_counter()
         state = run(store, writer.session_id, coder=coder, workspace=ws, writer=writer)
         elapsed = time.perf_counter() - started
+        picks = {c: best_choice(state, c) for c in JUDGED}
+        predictions = {p.node_id: store.predictions(writer.session_id, p.node_id, "test", unblind=True)
+                       for p in picks.values() if p.node_id is not None}
         store.close()
-    choice = best_choice(state)
     nodes = [_figures(n) for n in sorted(state.nodes.values(), key=lambda n: n.node_id) if n.status == "ok"]
-    minimax = (state.final_choice or {}).get("by_minimax")
-    chosen = _figures(state.nodes[choice.node_id]) if choice.node_id is not None else None
-    return {"seed": seed, "elapsed": elapsed, "criterion": choice.criterion, "chosen": chosen,
-            "reason": choice.reason, "nodes": nodes, "n_nodes": len(state.nodes),
+    gaps = {n["node_id"]: n["gap"] for n in nodes}
+    choices = {}
+    for c, pick in picks.items():
+        chosen = _figures(state.nodes[pick.node_id]) if pick.node_id is not None else None
+        choices[c] = {"chosen": chosen, "reason": pick.reason, "recorded": pick.recorded,
+                      "uncertainty": pick.uncertainty, **runners_up(pick.node_id, pick.ties, gaps)}
+    return {"seed": seed, "elapsed": elapsed, "criterion": session_criterion(state), "choices": choices,
+            "test_predictions": predictions, "nodes": nodes, "n_nodes": len(state.nodes),
             "timeouts": sum(n.status == "timeout" for n in state.nodes.values()),
             "guided_nodes": sum(bool(n.guidance_ids) for n in state.nodes.values()),
-            "minimax_choice": _figures(state.nodes[minimax]) if isinstance(minimax, int) else None}
+            "compared": bool(state.comparisons.get("validation"))}
 
 
-def _baselines(ws) -> tuple[list[dict[str, Any]], float]:
+def _baselines(ws, checkpoint_dir: str) -> tuple[list[dict[str, Any]], float, Any]:
     from baselines.pipeline import TrainConfig, train_variant
 
     config = TrainConfig(epochs=BASELINE_EPOCHS, size=BASELINE_PX, batch_size=64, device="cpu", threads=2)
     started = time.perf_counter()
-    rows = train_variant("medfair-dedup", None, SEEDS, config, workspace=ws, log=lambda s: print(s, flush=True))
-    return rows, time.perf_counter() - started
+    rows = train_variant("medfair-dedup", None, SEEDS, config, workspace=ws, checkpoint_dir=checkpoint_dir,
+                         log=lambda s: print(s, flush=True))
+    return rows, time.perf_counter() - started, config
+
+
+def _baseline_predictions(ws, rows: list[dict[str, Any]], config) -> list[dict[str, Any]]:
+    """Each baseline run's test predictions, replayed from its checkpoint (the epoch it kept), with
+    how far the replay's AUC and gap are from the figures the run recorded."""
+    import torch
+
+    from baselines import core
+    from baselines.pipeline import load_data
+    from baselines.tensor_cache import load_store
+    from engine.evaluation.metrics import compute_metrics
+
+    data = load_data("medfair-dedup", None, ws, log=lambda s: None)
+    assert data.test is not None
+    images = load_store(data.test.paths, config.resize, cache=config.cache)
+    out = []
+    for row in rows:
+        model, _ = core.build_model("random")
+        model.load_state_dict(torch.load(row["checkpoint"], map_location="cpu", weights_only=True)["model"])
+        scores = core.predict_scores(model, images, size=config.size, batch_size=config.eval_batch_size,
+                                     device=torch.device("cpu"))
+        replay = compute_metrics(data.test.labels, scores, data.test.groups)
+        off = max(abs(replay.auc - row["test_auc"]), abs(replay.auc_gap - row["test_gap"]))
+        out.append({"scores": dict(zip(data.test.names, scores.tolist(), strict=True)), "replay_off": off})
+    return out
+
+
+def _baseline_figures(row: dict[str, Any], replay_off: float) -> dict[str, Any]:
+    test, val = row.get("test_metrics") or {}, row.get("val_metrics") or {}
+    return {"auc": row["test_auc"], "auc_ci": test.get("auc_ci"), "gap": row["test_gap"],
+            "gap_ci": test.get("auc_gap_ci"), "worst": row["test_worst"], "worst_ci": test.get("worst_auc_ci"),
+            "val_auc": row["val_auc"], "val_gap": row["val_gap"], "val_gap_ci": val.get("auc_gap_ci"),
+            "val_worst_ci": val.get("worst_auc_ci"), "epoch": row["selected_epoch"],
+            "replay_off": replay_off}
 
 
 # --------------------------------------------------------------------------- rows
@@ -156,15 +295,29 @@ def _fmt(v: float | None) -> str:
     return "—" if v is None else f"{v:.3f}"
 
 
-def _arm_rows(label: str, name: str, figures: list[dict[str, Any] | None],
+def _fmt_ci(v: float | None, ci: list[float] | None) -> str:
+    return _fmt(v) + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " [no interval]")
+
+
+def _arm_label(arm: str) -> str:
+    return {"steered": "steered (base level + reweighting/minimax guidance)", "base": "unsteered base level",
+            "baseline": f"{BASELINE} baseline"}[arm]
+
+
+def _arm_rows(arm: str, criterion: str | None, figures: list[dict[str, Any] | None],
               baseline: tuple[float | None, float | None] | None, note: str) -> list[dict[str, Any]]:
     rows = []
+    chosen_by = f", chosen by {criterion}" if criterion else ""
     for key, unit in (("auc", "test AUC"), ("gap", "test AUC gap")):
         values = [f.get(key) if f else None for f in figures]
+        intervals = [f.get(f"{key}_ci") if f else None for f in figures]
         mean, std = mean_std(values)
-        row: dict[str, Any] = {"name": f"search quality: {label}, {unit}", "value": mean, "unit": unit, "std": std,
-                               "per_seed": values, "arm": name, "note": f"mean ± std over seeds: {_fmt(mean)} ± "
-                                                                       f"{_fmt(std)}; {note}"}
+        row: dict[str, Any] = {
+            "name": f"search quality: {_arm_label(arm)}{chosen_by}, {unit}", "value": mean, "unit": unit,
+            "std": std, "per_seed": values, "per_seed_ci95": intervals, "arm": arm, "criterion": criterion,
+            "per_seed_node": [f.get("node_id") if f else None for f in figures],
+            "note": f"mean ± std over seeds: {_fmt(mean)} ± {_fmt(std)}; per seed with its 95 % interval: "
+                    + ", ".join(_fmt_ci(v, ci) for v, ci in zip(values, intervals, strict=True)) + f"; {note}"}
         ref = baseline[0 if key == "auc" else 1] if baseline else None
         if ref and mean is not None:
             row["reference"] = f"{BASELINE} (CPU config), mean over the same seeds"
@@ -173,82 +326,124 @@ def _arm_rows(label: str, name: str, figures: list[dict[str, Any] | None],
     return rows
 
 
-def _per_seed(sessions: dict[str, list[dict[str, Any]]], base_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _per_seed(sessions: dict[str, list[dict[str, Any]]], base_rows: list[dict[str, Any]],
+              replays: list[dict[str, Any]], test_set) -> list[dict[str, Any]]:
+    files, labels, groups = test_set
     out = []
     for i, seed in enumerate(SEEDS):
-        baseline = {"auc": base_rows[i]["test_auc"], "gap": base_rows[i]["test_gap"]}
+        baseline = _baseline_figures(base_rows[i], replays[i]["replay_off"])
+        base_scores = [replays[i]["scores"][f] for f in files]
         entry: dict[str, Any] = {"seed": seed, "baseline": baseline}
         for arm in ARMS:
             s = sessions[arm][i]
-            entry[arm] = s["chosen"]
+            for c in JUDGED:
+                pick = s["choices"][c]
+                chosen = pick["chosen"]
+                if chosen is not None:
+                    preds = s["test_predictions"].get(chosen["node_id"]) or {}
+                    paired = (paired_difference([preds[f] for f in files], base_scores, labels, groups)
+                              if all(f in preds for f in files) else {"auc_diff_ci": None, "gap_diff_ci": None})
+                    chosen = {**chosen, **paired, "gap_ci_overlap": overlap(chosen["gap_ci"], baseline["gap_ci"]),
+                              **{k: pick[k] for k in ("ties", "told_apart", "tied_test_gaps")}}
+                entry[f"{arm}_{c}"] = chosen
             entry[f"{arm}_oracle"] = oracle(s["nodes"], baseline)
-            entry[f"{arm}_minimax_choice"] = s["minimax_choice"]
         out.append(entry)
     return out
 
 
-def _summary_line(entry: dict[str, Any]) -> str:
-    parts = [f"seed {entry['seed']}: {BASELINE} {_fmt(entry['baseline']['auc'])}/{_fmt(entry['baseline']['gap'])}"]
+def _summary_line(entry: dict[str, Any], criterion: str) -> str:
+    b = entry["baseline"]
+    parts = [f"seed {entry['seed']}: {BASELINE} {_fmt_ci(b['auc'], b['auc_ci'])} / "
+             f"gap {_fmt_ci(b['gap'], b['gap_ci'])}"]
     for arm in ARMS:
-        f = entry[arm] or {}
-        mark = "beats" if beats(entry[arm], entry["baseline"]) else "not"
-        parts.append(f"{arm} node {f.get('node_id')} {_fmt(f.get('auc'))}/{_fmt(f.get('gap'))} ({mark})")
+        f = entry[f"{arm}_{criterion}"]
+        if not f:
+            parts.append(f"{arm}: no node")
+            continue
+        mark = "beats" if beats(f, b) else "not"
+        sure = direction(f.get("gap_diff_ci")) or "no paired interval"
+        ties = ("not compared" if f["ties"] is None else "told apart on validation" if not f["ties"]
+                else f"ties on validation with nodes {f['ties']}")
+        parts.append(f"{arm} node {f['node_id']} {_fmt_ci(f['auc'], f['auc_ci'])} / "
+                     f"gap {_fmt_ci(f['gap'], f['gap_ci'])} ({mark}; gap vs baseline, paired: {sure} "
+                     f"{f.get('gap_diff_ci')}; {ties})")
     return "; ".join(parts)
 
 
 def run() -> list[dict[str, Any]]:
-    started = time.perf_counter()
+    started, load_start = time.perf_counter(), os.getloadavg()
     ws = _workspace()
-    base_rows, base_wall = _baselines(ws)
+    test_set = _test_set(ws)
+    with tempfile.TemporaryDirectory(prefix="befair-bench-search-ckpt-") as ckpt:
+        base_rows, base_wall, config = _baselines(ws, ckpt)
+        replays = _baseline_predictions(ws, base_rows, config)
+    print(f"  baseline replayed from checkpoints: largest |AUC or gap - recorded| = "
+          f"{max(r['replay_off'] for r in replays):.2g}", flush=True)
     sessions: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     for seed in SEEDS:
         for arm in ARMS:
             s = _session(ws, seed, GUIDANCE if arm == "steered" else None)
-            print(f"  {arm} seed {seed}: {s['n_nodes']} nodes in {s['elapsed']:.0f} s, chose "
-                  f"{s['chosen']} ({s['reason']})", flush=True)
+            picks = {c: (s["choices"][c]["chosen"] or {}).get("node_id") for c in JUDGED}
+            print(f"  {arm} seed {seed}: {s['n_nodes']} nodes in {s['elapsed']:.0f} s, chose {picks} "
+                  f"(session criterion {s['criterion']})", flush=True)
             sessions[arm].append(s)
-    per_seed = _per_seed(sessions, base_rows)
-    verdict = judge(per_seed)
-    verdict["by_minimax"] = judge(per_seed, "_minimax_choice")
-    return _rows(per_seed, verdict, sessions, base_rows, base_wall, time.perf_counter() - started)
+    per_seed = _per_seed(sessions, base_rows, replays, test_set)
+    verdicts = {c: judge(per_seed, c) for c in JUDGED}
+    load = {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]}
+    return _rows(per_seed, verdicts, sessions, base_rows, base_wall, time.perf_counter() - started, load)
 
 
-def _rows(per_seed, verdict, sessions, base_rows, base_wall: float, total: float) -> list[dict[str, Any]]:
+def _rows(per_seed, verdicts, sessions, base_rows, base_wall: float, total: float,
+          load: dict[str, list[float]]) -> list[dict[str, Any]]:
     data = f"SynthDerm {N_TRAIN} training / {N_TEST} test images at {IMAGE_PX} px"
     b_auc, _ = mean_std([r["test_auc"] for r in base_rows])
     b_gap, _ = mean_std([r["test_gap"] for r in base_rows])
-    session_note = (f"{STEPS}-step sessions, base level, offline coder fitted to CPU, step limit {STEP_TIMEOUT:g} s; "
-                    f"the session's own final choice (validation AUC); {data}")
-    rows = _arm_rows("steered (base level + reweighting/minimax guidance)", "steered",
-                     [s["steered"] for s in per_seed], (b_auc, b_gap),
-                     f"guidance \"{GUIDANCE}\" queued as a guide command before step 1; {session_note}")
-    rows += _arm_rows("unsteered base level", "base", [s["base"] for s in per_seed], (b_auc, b_gap), session_note)
+    criterion = sessions[ARMS[0]][0]["criterion"] if SEEDS else None
+    session_note = (f"{STEPS}-step sessions, base level, offline coder fitted to CPU, step limit {STEP_TIMEOUT:g} s, "
+                    f"session criterion {criterion}; the runner's final choice on validation; {data}")
+    rows: list[dict[str, Any]] = []
+    for c in JUDGED:
+        rows += _arm_rows("steered", c, [s[f"steered_{c}"] for s in per_seed], (b_auc, b_gap),
+                          f"guidance \"{GUIDANCE}\" queued as a guide command before step 1; {session_note}")
+        rows += _arm_rows("base", c, [s[f"base_{c}"] for s in per_seed], (b_auc, b_gap), session_note)
     weights = "random init" if str(base_rows[0]["weights"]).startswith("random") else "ImageNet weights"
-    rows += _arm_rows(f"{BASELINE} baseline", "baseline",
-                      [{"auc": r["test_auc"], "gap": r["test_gap"]} for r in base_rows], None,
+    rows += _arm_rows("baseline", None, [s["baseline"] for s in per_seed], None,
                       f"ResNet-18 ({weights}), at most {BASELINE_EPOCHS} epochs at "
                       f"{BASELINE_PX} px on CPU (the study's: 30 at 224 on a GPU), patience 5, epoch kept by "
                       f"minimax Pareto on validation; {base_wall:.0f} s for {len(base_rows)} seeds; {data}")
-    rows.append(_headline(per_seed, verdict, sessions, total))
+    for c in JUDGED:
+        rows.append(_verdict_row(per_seed, verdicts[c], sessions, total, load, default=c == criterion))
     rows.append(_oracle_row(per_seed))
     return rows
 
 
-def _headline(per_seed, verdict, sessions, total: float) -> dict[str, Any]:
-    n = verdict["seeds"]
+def _verdict_row(per_seed, verdict, sessions, total: float, load, *, default: bool) -> dict[str, Any]:
+    n, c = verdict["seeds"], verdict["criterion"]
     said = "reproduced" if verdict["reproduced"] else "NOT reproduced"
-    elapsed = {arm: [round(s["elapsed"]) for s in sessions[arm]] for arm in ARMS}
-    return {"name": f"search quality: seeds where the steered session beats {BASELINE} (lower test gap, AUC no worse)",
-            "value": verdict["steered_wins"], "unit": f"seeds of {n}", "base_wins": verdict["base_wins"],
-            "reproduced": verdict["reproduced"], "strict": verdict["strict"], "per_seed": per_seed,
-            "if_chosen_by_minimax": {k: verdict["by_minimax"][k] for k in ("steered_wins", "base_wins", "reproduced")},
-            "timeouts": {arm: [s["timeouts"] for s in sessions[arm]] for arm in ARMS},
-            "session_s": elapsed, "total_s": round(total),
-            "note": f"finding {said}: steered {verdict['steered_wins']}/{n}, unsteered base {verdict['base_wins']}/{n} "
-                    f"(needs steered >= {verdict['needed']} and base < {verdict['needed']}); "
-                    + " | ".join(_summary_line(e) for e in per_seed)
-                    + f" | for information, had both chosen by minimax (--best minimax): steered "
-                      f"{verdict['by_minimax']['steered_wins']}/{n}, base {verdict['by_minimax']['base_wins']}/{n}"}
+    said_sure = "reproduced" if verdict["reproduced_told_apart"] else "NOT reproduced"
+    whose = " (the session default)" if default else ""
+    row = {"name": f"search quality: seeds where the steered session beats {BASELINE} (lower test gap, AUC no worse), "
+                   f"chosen by {c}{whose}",
+           "value": verdict["steered_wins"], "unit": f"seeds of {n}", **{k: v for k, v in verdict.items()
+                                                                        if k not in ("steered_wins",)},
+           "per_seed": [{"seed": e["seed"], "baseline": e["baseline"], "steered": e[f"steered_{c}"],
+                         "base": e[f"base_{c}"]} for e in per_seed],
+           "told_apart_rule": "paired bootstrap on the same test images (stratified by skin-tone group x label, "
+                              "2000 resamples): a win told apart when the 95 % interval of the gap difference "
+                              "(node - baseline) lies below 0 and the AUC difference's does not",
+           "note": f"point estimates: finding {said}: steered {verdict['steered_wins']}/{n}, unsteered base "
+                   f"{verdict['base_wins']}/{n} (needs steered >= {verdict['needed']} and base < {verdict['needed']}); "
+                   f"told apart (paired 95 %): finding {said_sure}: steered {verdict['steered_wins_told_apart']}/{n}, "
+                   f"base {verdict['base_wins_told_apart']}/{n}; gap vs baseline (lower/tied/higher, paired): "
+                   + ", ".join(f"{arm} {g['lower']}/{g['tied']}/{g['higher']}"
+                               for arm, g in verdict["gap_vs_baseline"].items())
+                   + " | " + " | ".join(_summary_line(e, c) for e in per_seed)}
+    if default:
+        row.update({"timeouts": {arm: [s["timeouts"] for s in sessions[arm]] for arm in ARMS},
+                    "nodes": {arm: [s["n_nodes"] for s in sessions[arm]] for arm in ARMS},
+                    "session_s": {arm: [round(s["elapsed"]) for s in sessions[arm]] for arm in ARMS},
+                    "total_s": round(total), "loadavg": load})
+    return row
 
 
 def _oracle_row(per_seed) -> dict[str, Any]:
@@ -259,6 +454,7 @@ def _oracle_row(per_seed) -> dict[str, Any]:
     return {"name": "search quality oracle (chosen on TEST, information only): lowest test gap of a steered node "
                     f"at AUC >= {BASELINE}",
             "value": mean, "unit": "test AUC gap", "per_seed": gaps, "oracle_wins": wins,
+            "oracle_nodes": {arm: [(e[f"{arm}_oracle"] or {}).get("node_id") for e in per_seed] for arm in ARMS},
             "note": f"not what a session reaches; any node at test AUC >= the seed's baseline beating its gap: "
                     f"steered {wins['steered']}/{len(per_seed)}, base {wins['base']}/{len(per_seed)}; base oracle "
                     f"gaps {[_fmt(g) for g in gaps['base']]}"}

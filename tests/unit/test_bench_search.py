@@ -1,6 +1,7 @@
-"""The search-quality bench's judging (pure functions) and its steering path: the bench's guidance,
-queued as a command before the first step of a base-level session, reaches the offline coder's
-plans and pipelines."""
+"""The search-quality bench's judging (pure functions: point verdict, paired intervals against the
+baseline, runners-up on validation) and its steering path: the bench's guidance, queued as a
+command before the first step of a base-level session, reaches the offline coder's plans and
+pipelines."""
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,6 @@ import pytest
 from tests.bench import bench_search as bs
 
 BASELINE = {"auc": 0.70, "gap": 0.10}
-
-
-def seed(steered, base, baseline=BASELINE, n=0):
-    return {"seed": n, "baseline": baseline, "steered": steered, "base": base}
 
 
 def test_beats_needs_a_lower_gap_at_an_auc_no_lower():
@@ -22,12 +19,20 @@ def test_beats_needs_a_lower_gap_at_an_auc_no_lower():
     assert not bs.beats({"auc": None, "gap": 0.01}, BASELINE)
 
 
+def win_sure(auc=0.75, gap=0.05):  # figures whose paired gap difference lies below 0, AUC not shown lower
+    return {"auc": auc, "gap": gap, "gap_diff_ci": [-0.09, -0.01], "auc_diff_ci": [-0.02, 0.10]}
+
+
+def seed_by(steered, base, criterion="robust", baseline=BASELINE, n=0):
+    return {"seed": n, "baseline": baseline, f"steered_{criterion}": steered, f"base_{criterion}": base}
+
+
 def test_verdict_counts_wins_per_seed_against_that_seeds_baseline():
     win, lose = {"auc": 0.75, "gap": 0.05}, {"auc": 0.75, "gap": 0.20}
     other = {"auc": 0.80, "gap": 0.04}  # a seed whose baseline is stronger: the same figures lose
-    v = bs.judge([seed(win, lose, n=0), seed(win, lose, n=1), seed(win, win, other, n=2)])
+    v = bs.judge([seed_by(win, lose, n=0), seed_by(win, lose, n=1), seed_by(win, win, baseline=other, n=2)], "robust")
     assert (v["steered_wins"], v["base_wins"], v["needed"]) == (2, 0, 2)
-    assert v["reproduced"] and not v["strict"]
+    assert v["reproduced"] and not v["strict"] and v["criterion"] == "robust"
 
 
 @pytest.mark.parametrize("steered_wins, base_wins, reproduced, strict", [
@@ -36,17 +41,90 @@ def test_verdict_counts_wins_per_seed_against_that_seeds_baseline():
 ])
 def test_verdict_needs_steered_two_thirds_and_base_not(steered_wins, base_wins, reproduced, strict):
     win, lose = {"auc": 0.75, "gap": 0.05}, {"auc": 0.65, "gap": 0.05}
-    seeds = [seed(win if i < steered_wins else lose, win if i < base_wins else lose, n=i) for i in range(3)]
-    v = bs.judge(seeds)
+    seeds = [seed_by(win if i < steered_wins else lose, win if i < base_wins else lose, n=i) for i in range(3)]
+    v = bs.judge(seeds, "robust")
     assert (v["steered_wins"], v["base_wins"]) == (steered_wins, base_wins)
     assert (v["reproduced"], v["strict"]) == (reproduced, strict)
 
 
-def test_verdict_on_another_choice_reads_its_own_key():
+def test_verdict_by_each_criterion_reads_that_criterions_choice():
     win, lose = {"auc": 0.75, "gap": 0.05}, {"auc": 0.65, "gap": 0.30}
-    s = {**seed(lose, lose), "steered_minimax_choice": win, "base_minimax_choice": lose}
-    assert bs.judge([s])["steered_wins"] == 0 and bs.judge([s], "_minimax_choice")["steered_wins"] == 1
-    assert bs.judge([])["reproduced"] is False
+    s = {**seed_by(lose, lose, "robust"), **seed_by(win, lose, "minimax"), **seed_by(lose, None, "validation")}
+    assert {c: bs.judge([s], c)["steered_wins"] for c in bs.JUDGED} == {"robust": 0, "minimax": 1, "validation": 0}
+    assert bs.judge([], "robust")["reproduced"] is False
+    assert bs.JUDGED[0] == "robust" and set(bs.JUDGED) == {"robust", "validation", "minimax"}
+
+
+def test_the_first_judged_criterion_is_the_sessions_default():
+    from engine.config import SessionConfig
+
+    assert bs.JUDGED[0] == SessionConfig().best
+
+
+@pytest.mark.parametrize("ci, said", [
+    ([-0.10, -0.01], "lower"), ([0.01, 0.2], "higher"), ([-0.05, 0.05], "tied"), ([0.0, 0.1], "tied"),
+    ([-0.1, 0.0], "tied"), (None, None), ([None, None], None),
+])
+def test_direction_of_a_difference_interval(ci, said):
+    assert bs.direction(ci) == said
+
+
+def test_a_win_told_apart_needs_the_gap_interval_below_zero_and_the_auc_not_shown_lower():
+    assert bs.beats_told_apart(win_sure())
+    assert bs.beats_told_apart({**win_sure(), "auc_diff_ci": [0.01, 0.2]})         # more accurate too
+    assert not bs.beats_told_apart({**win_sure(), "gap_diff_ci": [-0.09, 0.01]})   # cannot be told apart
+    assert not bs.beats_told_apart({**win_sure(), "auc_diff_ci": [-0.2, -0.01]})   # fairer, surely less accurate
+    assert not bs.beats_told_apart({"auc": 0.8, "gap": 0.01})                       # no paired interval
+    assert not bs.beats_told_apart(None)
+
+
+def test_verdict_told_apart_counts_only_wins_the_intervals_support():
+    tied = {"auc": 0.75, "gap": 0.05, "gap_diff_ci": [-0.09, 0.03], "auc_diff_ci": [-0.02, 0.10]}
+    worse = {"auc": 0.75, "gap": 0.20, "gap_diff_ci": [0.02, 0.2], "auc_diff_ci": [-0.02, 0.10]}
+    v = bs.judge([seed_by(win_sure(), tied, n=0), seed_by(tied, worse, n=1), seed_by(win_sure(), tied, n=2)], "robust")
+    assert (v["steered_wins"], v["base_wins"]) == (3, 2)        # every `tied` beats on the point estimates
+    assert (v["steered_wins_told_apart"], v["base_wins_told_apart"]) == (2, 0)
+    assert not v["reproduced"] and v["reproduced_told_apart"]
+    assert v["gap_vs_baseline"] == {"steered": {"lower": 2, "tied": 1, "higher": 0},
+                                    "base": {"lower": 0, "tied": 2, "higher": 1}}
+
+
+def test_overlap_is_the_unpaired_check():
+    assert bs.overlap([0.02, 0.10], [0.08, 0.20]) and not bs.overlap([0.02, 0.07], [0.08, 0.20])
+    assert bs.overlap(None, [0.0, 1.0]) is None and bs.overlap([0.1, None], [0.0, 1.0]) is None
+
+
+def test_runners_up_from_the_final_choices_ties():
+    gaps = {3: 0.10, 6: 0.04, 7: 0.12, 9: 0.30}
+    got = bs.runners_up(3, [6, 7], gaps)
+    assert got == {"ties": [6, 7], "told_apart": False, "tied_test_gaps": {3: 0.10, 6: 0.04, 7: 0.12}}
+    assert bs.runners_up(3, [], gaps) == {"ties": [], "told_apart": True, "tied_test_gaps": {3: 0.10}}
+    assert bs.runners_up(3, None, gaps)["told_apart"] is None      # nothing was compared
+    assert bs.runners_up(None, [1], gaps)["ties"] is None
+
+
+def _scores(rng, labels, groups, strength):
+    """Scores separating the classes by `strength` per group (a larger value: a better AUC there)."""
+    import numpy as np
+
+    shift = np.array([strength[g] for g in groups])
+    return 1 / (1 + np.exp(-(rng.normal(size=labels.size) + shift * (2 * labels - 1))))
+
+
+def test_paired_difference_tells_a_fairer_model_apart_and_not_itself():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(["group_0", "group_1", "group_2"], 200)
+    labels = (rng.random(groups.size) < 0.4).astype(int)
+    even = _scores(rng, labels, groups, {"group_0": 1.2, "group_1": 1.2, "group_2": 1.2})
+    uneven = _scores(rng, labels, groups, {"group_0": 1.8, "group_1": 1.2, "group_2": 0.2})
+    same = bs.paired_difference(uneven, uneven, labels, groups)
+    assert same == {"auc_diff_ci": [0.0, 0.0], "gap_diff_ci": [0.0, 0.0]}
+    assert bs.direction(same["gap_diff_ci"]) == "tied"
+    diff = bs.paired_difference(even, uneven, labels, groups)
+    assert bs.direction(diff["gap_diff_ci"]) == "lower"        # the even model's gap is surely smaller
+    assert bs.beats_told_apart({"auc": None, "gap": None, **diff}) == (bs.direction(diff["auc_diff_ci"]) != "lower")
 
 
 def test_oracle_picks_the_lowest_gap_among_nodes_as_accurate_as_the_baseline():
