@@ -102,7 +102,7 @@ def node_label(state: SessionState, node: NodeState, *, best: bool = False, fram
     if summary.kind == "measured" and node.validation and figures_module.has_intervals(node.validation):
         # narrower: the intervals go first (the node panel's Groups tab has them), then the badges
         auc, gap = node.validation.get("auc"), node.validation.get("auc_gap")
-        figures += [f"{num(auc, 2)} · gap {num(gap, 2)}", f"{num(auc)} / {num(gap)}"]
+        figures += [f"{num(auc)} · gap {num(gap)}", f"{num(auc)} / {num(gap)}"]
     if node.status == "running" and now is not None:
         ran = running_clock(state, node, now)
         figures = [f"running {ran}", f"running {ran.split('/')[0]}", ran.split("/")[0]]

@@ -67,7 +67,7 @@ class ConsoleScreen(Screen):
         Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
         Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
         Binding("c", "choose_criterion", "Best means", id="choose-criterion"),
-        Binding("r", "summary", "Summary", id="summary"),
+        Binding("r", "summary", "Summary", id="session-summary"),
         Binding("u", "resume_runner", "Resume run", id="resume-runner"),
         Binding("b", "train_baselines", "Train baselines", id="train-baselines"),
         Binding("l", "sessions", "Sessions", id="sessions"),

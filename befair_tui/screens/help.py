@@ -144,7 +144,7 @@ STATUS_MEANING = {
 
 def _pairs(rows: list[tuple[str, str]], key_style: str = "bold") -> Table:
     table = Table(box=None, show_header=False, pad_edge=False, expand=True, padding=(0, 1, 0, 0))
-    table.add_column(no_wrap=True, style=key_style, max_width=28)
+    table.add_column(no_wrap=True, style=key_style, max_width=32)
     table.add_column(ratio=1, overflow="fold")
     for key, meaning in rows:
         table.add_row(key, meaning)

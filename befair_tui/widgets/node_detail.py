@@ -218,7 +218,7 @@ class NodeDetail(Vertical):
         blinded = views.test_withheld(state, node)
         for split, summary in (("validation", node.validation), ("test", None if blinded else node.test)):
             if split == "test" and blinded:
-                parts.append(Text(f"\ntest: {views.blinded_note(state)}", style="dim italic"))
+                parts.append(Text(f"\ntest: hidden ({views.blinded_note(state)})", style="dim italic"))
                 continue
             parts.append(_split_groups(split, summary, node.eval_verdicts.get(split), node.eval_reasons.get(split)))
         parts.append(Text(f"\n{figures.INTERVAL_HELP} {figures.TOO_FEW_HELP}", style="dim"))

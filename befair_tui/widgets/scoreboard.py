@@ -202,9 +202,17 @@ class Scoreboard(VerticalScroll, can_focus=True):
         if not [r for r in self.rows if r.kind == "node"]:
             row(Text("no measured node yet", style="dim"), "", "", None, "No node has been measured yet.")
         tags = compare.reference_tags(self.baselines, self.published, self.split)
+        said = False
         references = iter([("baseline", b["name"]) for b in self.baselines]
                           + [("published", p["name"]) for p in self.published])
         for r in self.rows:
+            if r.kind != "node" and self.certainty and not said:  # how sure the ★ is, under the node rows
+                said = True
+                add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}",
+                         style="italic"),
+                    "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
+                    "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
+                    "well be any of them.")
             name = Text("★ " if r.chosen else "")
             if r.kind != "node":  # the letter or number it is drawn as on the plot
                 tag = tags.get(next(references, ("", "")), "")
@@ -218,12 +226,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
                 name.append(f" · {r.note}", style="dim")
             auc, gap = ("hidden", "hidden") if r.hidden else _cells(r, spread)
             row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), _row_help(r))
-        if self.certainty:
-            add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}",
-                     style="italic"),
-                "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
-                "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
-                "well be any of them.")
+
         if self.training:
             add(Text(f"⏳ {self.training}", style="bold cyan"),
                 "Expert baselines are training in the background; their rows appear here when they finish.")

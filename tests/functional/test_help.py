@@ -92,8 +92,10 @@ async def test_help_lists_every_key_badge_marker_and_term(db, tmp_path):
     assert set(BADGE_LEGEND) == {"ST", "PG", "RW", "UP", "FI", "PA", "!", "≠", "G", "?"}
     for marker in ("●", "★", "A B", "1 2", "✎", "✂"):  # baselines lettered, published rows numbered
         assert marker in text
-    for term in ("AUC", "skin-tone AUC gap", "validation", "test", "blinded", "best: the agent's claim",
-                 "best: validation AUC", "best: minimax", "Pareto", "worst group", "(published)",
+    for term in ("AUC", "skin-tone AUC gap", "validation", "test", "blinded", "best: agent's own score",
+                 "best: validation AUC", "best: worst group AUC", "best: worst group AUC, low end", "worst group",
+                 "± and 95 % interval", "too few to judge", "cannot be told apart", "missed malignant",
+                 "(published)",
                  compare.SYNTH_NOTE, compare.BLINDED_NOTE, "measured here", "trained here"):
         assert term in text, term
 

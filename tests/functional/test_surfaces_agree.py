@@ -37,6 +37,7 @@ from .conftest import wait_for
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 # The truth about the session below, by hand.
 BEST = {"claimed": 1, "validation": 5, "minimax": 4}          # node 2 (pruned) and 3 (failed) never
+CHOICES = {**BEST, "robust": None}   # robust: none of these nodes has intervals (no predictions kept)
 BADGES = {1: ["ST", "PG", "≠"], 2: ["RW"], 3: ["!"], 4: ["PA"], 5: ["RW", "UP", "G"], 6: ["G"]}
 TEST_AUC = {1: 0.6611, 2: 0.8512, 4: 0.7713, 5: 0.7214}       # appear nowhere else
 STATES = [("running", None), ("finished", None), ("finished", "st-1")]
@@ -124,7 +125,7 @@ async def test_every_surface_agrees(db, store, tmp_path, status, study):
     summaries = {nid: views.node_line(state, node) for nid, node in state.nodes.items()}
 
     # the truth, in the presentation model itself
-    assert views.final_choices(state) == BEST
+    assert views.final_choices(state) == CHOICES
     assert {nid: views.audit_badges(n) for nid, n in state.nodes.items()} == BADGES
     assert [nid for nid, line in summaries.items() if "★ best" in line] == [BEST["validation"]]
     assert "✂ pruned" in summaries[2] and "bug: KeyError" in summaries[3]
@@ -136,14 +137,14 @@ async def test_every_surface_agrees(db, store, tmp_path, status, study):
     text = cli("show", sid, "--db", str(db))
     for line in summaries.values():
         assert line in text
-    assert f"best by validation: node {BEST['validation']}" in text
-    assert ", ".join(f"{c} → {n}" for c, n in BEST.items()) in text
+    assert f"★ follows validation: node {BEST['validation']}" in text
+    assert ", ".join(f"{c} → {'–' if n is None else n}" for c, n in CHOICES.items()) in text
     assert all((views.fmt(auc) in text) is visible for auc in TEST_AUC.values())
     assert ("test metrics:" in text) is not visible  # the reason they are hidden, said once
 
     # `befair show --json`
     data = json.loads(cli("show", sid, "--json", "--db", str(db)))
-    assert data["final_choice"] == BEST and data["best_node"] == BEST["validation"]
+    assert data["final_choice"] == CHOICES and data["best_node"] == BEST["validation"]
     assert data["visibility"]["test_hidden"] is not visible
     nodes = {n["node_id"]: n for n in data["nodes"]}
     assert {nid: n["summary"] for nid, n in nodes.items()} == summaries
@@ -159,7 +160,7 @@ async def test_every_surface_agrees(db, store, tmp_path, status, study):
     # the export: tree.json and nodes.csv
     cli("export", sid, "--out", str(tmp_path / "x"), "--db", str(db))
     tree = json.loads((tmp_path / "x" / "tree.json").read_text())
-    assert tree["final_choice"] == BEST and tree["export"]["best_node"] == BEST["validation"]
+    assert tree["final_choice"] == CHOICES and tree["export"]["best_node"] == BEST["validation"]
     assert {n["node_id"]: n["summary"] for n in tree["nodes"]} == summaries
     rows = {int(r["node_id"]): r for r in csv.DictReader((tmp_path / "x" / "nodes.csv").open())}
     assert {nid for nid, r in rows.items() if r["best"] == "1"} == {BEST["validation"]}
