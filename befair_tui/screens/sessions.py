@@ -4,6 +4,8 @@ The list refreshes itself every REFRESH seconds (a thread worker reads the table
 the cursor stays on the same session, and an unchanged list is not redrawn."""
 from __future__ import annotations
 
+import json
+
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Static
 
+from engine.session import figures
 from engine.session.store import SessionStore
 
 from befair_tui.format import UNSANDBOXED, date, num, row_unsandboxed, warning_style
@@ -56,7 +59,8 @@ def _coder(row: dict) -> str:
 def row_cells(row: dict) -> tuple[str, ...]:
     """The cells of a row, in COLUMNS' order."""
     steps = f"{row.get('steps') or 0}/{row.get('budget') or 0}"
-    cells = {"status": _status(row), "best_auc": num(row.get("best_auc")), "best_gap": num(row.get("best_gap")),
+    cells = {"status": _status(row), "best_auc": _with_ci(row.get("best_auc"), row.get("best_auc_ci")),
+             "best_gap": _with_ci(row.get("best_gap"), row.get("best_gap_ci")),
              "steps": steps, "level": row.get("level") or "?", "coder": _coder(row),
              "created_at": date(row.get("created_at")), "id": row["id"],
              "participant_id": row.get("participant_id") or ""}
@@ -352,3 +356,13 @@ class SessionsScreen(Screen):
             self.app.pop_screen()
         else:
             self.app.open_setup()
+
+
+def _with_ci(value: float | None, ci: str | None) -> str:
+    """`.734 ±.05` when the sessions row has the ★ node's 95 % interval, else `.734`."""
+    try:
+        bounds = json.loads(ci) if ci else None
+    except ValueError:
+        bounds = None
+    return figures.plus_minus(value, bounds) if bounds and value is not None else num(value)
+

@@ -219,6 +219,7 @@ def _m007_predictions(db: sqlite_utils.Database) -> None:
     for column in INTERVAL_COLUMNS:
         if column not in db.table("nodes").columns_dict:
             db.execute(f"alter table nodes add column {column} text")
+
     db.execute("drop view if exists node_overview")
     db.execute(f"create view node_overview as {_NODE_OVERVIEW_007}")
 
@@ -249,9 +250,16 @@ def _m008_participants(db: sqlite_utils.Database) -> None:
                {_iso('consumed_at')} as consumed, result from commands""")
 
 
+def _m009_best_intervals(db: sqlite_utils.Database) -> None:
+    """The sessions row's ★ node with its 95 % validation intervals (JSON [lo, hi] or null)."""
+    for column in ("best_auc_ci", "best_gap_ci"):
+        if column not in db.table("sessions").columns_dict:
+            db.execute(f"alter table sessions add column {column} text")
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),
               ("004_study", _m004_study), ("006_sealed", _m006_sealed), ("007_predictions", _m007_predictions),
-              ("008_participants", _m008_participants)]
+              ("008_participants", _m008_participants), ("009_best_intervals", _m009_best_intervals)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

@@ -380,6 +380,8 @@ def session_summary(state: SessionState, best: int | None = _UNSET) -> dict[str,
         "steps": state.agent_steps, "n_nodes": len(state.nodes), "best_criterion": selection.current_criterion(state),
         "best_node": node.node_id if node else None,
         "best_auc": node.val_auc if node else None, "best_gap": node.val_gap if node else None,
+        "best_auc_ci": _ci(node.validation or {}, "auc_ci") if node else None,
+        "best_gap_ci": _ci(node.validation or {}, "auc_gap_ci") if node else None,
         "tokens_in": state.tokens_in, "tokens_out": state.tokens_out, "cost": round(state.cost, 10),
     }
 
