@@ -34,7 +34,6 @@ import pandas as pd
 TRAIN, TEST, SIZE = 300, 120, 32
 TRUTH_SEED, DRAW_SEED = 9001, 9002
 FIGURES = ("auc", "worst_auc", "auc_gap", "group_0", "group_1", "group_2")
-CI_KEY = {"auc": "auc_ci", "worst_auc": "worst_auc_ci", "auc_gap": "auc_gap_ci"}
 
 
 @dataclass
@@ -136,8 +135,9 @@ def _figures(summary: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _interval(summary: dict[str, Any], figure: str) -> list[float] | None:
-    ci = summary.get(CI_KEY[figure]) if figure in CI_KEY else (summary.get("group_auc_ci") or {}).get(figure)
-    return list(ci) if ci is not None else None
+    from engine.session.figures import interval
+
+    return interval(summary, figure)
 
 
 def tally(scores: np.ndarray, labels: pd.DataFrame, truth: dict[str, float | None],

@@ -273,7 +273,7 @@ def _split_groups(split: str, summary: dict | None, verdict: str | None, reason:
     if not summary:
         why = f"{verdict}: {reason}" if verdict and verdict != "ok" else "not measured"
         return Group(Text(f"\n{split}: {why}", style="red" if verdict and verdict != "ok" else "dim"))
-    n, malignant = summary.get("n"), sum((summary.get("group_positives") or {}).values())
+    n, malignant = summary.get("n"), sum(g.malignant or 0 for g in figures.groups(summary))
     head = Text(f"\n{split}", style="bold")
     head.append(f" · {n} images" + (f", {malignant} malignant" if malignant else ""), style="dim")
     if not figures.has_intervals(summary):
@@ -287,7 +287,6 @@ def _split_groups(split: str, summary: dict | None, verdict: str | None, reason:
         cases = f"{g.malignant} of {g.n}" if g.malignant is not None else "–"
         table.add_row(g.words, auc, cases, g.missed_text() if g.malignant is not None else "–")
     for label, key in (("overall", "auc"), ("worst group", "worst_auc"), ("gap (best − worst)", "auc_gap")):
-        ci_key = {"auc": "auc_ci", "worst_auc": "worst_auc_ci", "auc_gap": "auc_gap_ci"}[key]
-        table.add_row(label, figures.with_interval(summary.get(key), summary.get(ci_key)), "", "")
+        table.add_row(label, figures.with_interval(summary.get(key), figures.interval(summary, key)), "", "")
     return Group(head, table)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
 
-from engine.session import views
+from engine.session import figures, views
 from engine.session.state import SessionState
 
 from befair_tui import compare
@@ -80,7 +80,7 @@ def tagged(references: Sequence[tuple[str, float, float, str]], tags: dict[tuple
 def _intervals(state: SessionState, node_id: int, split: str) -> tuple[tuple[float, float] | None, ...]:
     node = state.nodes[node_id]
     summary = (node.validation if split == "validation" else views.visible_test(state, node)) or {}
-    return tuple(_pair(summary.get(k)) for k in ("auc_ci", "auc_gap_ci"))
+    return tuple(_pair(figures.interval(summary, k)) for k in ("auc", "auc_gap"))
 
 
 def _pair(ci: object) -> tuple[float, float] | None:

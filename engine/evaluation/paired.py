@@ -19,13 +19,13 @@ import numpy as np
 
 from engine.evaluation.harness import load_labels
 from engine.evaluation.uncertainty import N_RESAMPLES, Replicates, Strata, difference, replicates, shared_counts
-from engine.session import selection
+from engine.session import figures, selection
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUPS
 
-METHOD = (f"paired bootstrap: the same {N_RESAMPLES} stratified resamples (skin-tone group x label) of the same "
-          "images for both nodes; tied when the 95 % percentile interval of the difference contains 0")
-CI_KEY = {"auc": "auc_ci", "worst_auc": "worst_auc_ci"}
+METHOD = f"paired-bootstrap-{N_RESAMPLES}-v1"   # a tie: the 95 % interval of the difference contains 0
+METHOD_WORDS = (f"paired bootstrap: the same {N_RESAMPLES} stratified resamples (skin-tone group x label) of the "
+                "same images for both nodes; tied when the 95 % percentile interval of the difference contains 0")
 
 PredictionsOf = Callable[[int], "Mapping[str, float] | None"]
 
@@ -75,22 +75,22 @@ class Comparer:
         for node in sorted(state.nodes.values(), key=lambda n: n.node_id):
             if node.node_id == leader.node_id or not selection.is_candidate(node, pruned):
                 continue
-            if not _overlap(leader, node, CI_KEY[statistic]):
+            if not _overlap(leader, node, statistic):
                 continue
             other = self.replicates(node.node_id)
             ci = difference(lead, other, statistic) if other is not None else None
             if ci is None:
                 continue
-            out["differences"].append({"node_id": node.node_id, "ci": [round(ci[0], 6), round(ci[1], 6)]})
-            if ci[0] <= 0.0 <= ci[1]:
+            if ci[0] <= 0.0 <= ci[1]:  # kept: the tied nodes' differences (the others are told apart)
                 out["ties"].append(node.node_id)
+                out["differences"].append({"node_id": node.node_id, "ci": [round(ci[0], 4), round(ci[1], 4)]})
         return out
 
 
-def _overlap(a: NodeState, b: NodeState, key: str) -> bool:
+def _overlap(a: NodeState, b: NodeState, statistic: str) -> bool:
     """Do the two nodes' intervals of a figure overlap? (Without intervals: compare them.)"""
-    ia, ib = (a.validation or {}).get(key), (b.validation or {}).get(key)
-    if not (isinstance(ia, list) and isinstance(ib, list) and len(ia) == 2 and len(ib) == 2):
+    ia, ib = figures.interval(a.validation, statistic), figures.interval(b.validation, statistic)
+    if ia is None or ib is None:
         return True
     return bool(ia[0] <= ib[1] and ib[0] <= ia[1])
 

@@ -41,12 +41,18 @@ from typing import Any
 
 import numpy as np
 
+from engine.task import GROUPS
+
 CI_LEVEL = 0.95
 N_RESAMPLES = 2000
 SEED = 20_261_124
 METHOD = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} resamples, fixed seed; AUCs: logit "
           "interval from the resamples' spread; worst-group AUC and gap: percentile interval; "
           "missed malignant cases: Wilson score interval")
+# What a stored summary says (kept short: every evaluated event carries it); METHODS spells it out.
+METHOD_ID = f"stratified-bootstrap-{N_RESAMPLES}-v1"
+METHODS = {METHOD_ID: METHOD}
+DIGITS = 4  # interval bounds are stored to 4 decimals
 MIN_CASES = 10  # fewer malignant (or benign) cases than this in a group: too few to judge its AUC
 FNR_THRESHOLD = 0.5
 
@@ -192,40 +198,92 @@ def wilson(successes: int, trials: int, level: float = CI_LEVEL) -> Interval | N
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float] | None:
-    return None if interval is None else [round(float(interval[0]), 6), round(float(interval[1]), 6)]
+def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float | None]:
+    if interval is None:
+        return [None, None]
+    return [round(float(interval[0]), DIGITS), round(float(interval[1]), DIGITS)]
 
 
 def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point: Mapping[str, Any],
                     counts: np.ndarray | None = None) -> dict[str, Any]:
-    """The summary fields an `evaluated` event gains: intervals, each group's n, malignant and
-    missed cases. `point`: the summary's point estimates (auc, group_auc, worst_auc, auc_gap)."""
+    """The summary fields an `evaluated` event gains, kept compact (every event of a long session is
+    decoded when it opens; `Intervals` reads them, engine.session.figures.public spells them out):
+
+    - `ci`: [AUC lo, hi, worst-group lo, hi, gap lo, hi, then each group's AUC lo, hi] (null where a
+      figure has none);
+    - `cases`: [images, malignant, missed malignant] per group;
+    - `ci_groups`: the groups' names, in both lists' order, only when not the three skin-tone groups;
+    - `ci_method`: the method's id (METHODS spells it out).
+    `point`: the summary's point estimates (auc, group_auc, worst_auc, auc_gap)."""
     s = np.asarray(scores, dtype=float)
     rep = replicates(s, strata, shared_counts(strata) if counts is None else counts)
     y = strata.labels
     group_point = point.get("group_auc") or {}
-    fields: dict[str, Any] = {
-        "auc_ci": _rounded(logit_interval(rep.auc, float(point["auc"]))) if point.get("auc") is not None else None,
-        "worst_auc_ci": None, "auc_gap_ci": None,
-        "group_auc_ci": {g: _rounded(logit_interval(v, float(group_point[g]))) for g, v in rep.group_auc.items()
-                         if group_point.get(g) is not None},
-        "group_n": {}, "group_positives": {}, "group_missed": {}, "group_fnr": {}, "group_fnr_ci": {},
-        "ci_level": CI_LEVEL, "ci_method": METHOD, "ci_resamples": int(rep.auc.size), "min_cases": MIN_CASES,
-    }
-    if rep.worst is not None and point.get("worst_auc") is not None:
-        fields["worst_auc_ci"] = _rounded(percentile(rep.worst))
-    if rep.gap is not None and point.get("auc_gap") is not None:
-        fields["auc_gap_ci"] = _rounded(percentile(rep.gap))
+    ci: list[float | None] = []
+    ci += _rounded(logit_interval(rep.auc, float(point["auc"]))) if point.get("auc") is not None else [None, None]
+    ci += _rounded(percentile(rep.worst)) if rep.worst is not None and point.get("worst_auc") is not None \
+        else [None, None]
+    ci += _rounded(percentile(rep.gap)) if rep.gap is not None and point.get("auc_gap") is not None else [None, None]
+    cases: list[int] = []
     for name in strata.names:
+        values = rep.group_auc.get(name)
+        ci += _rounded(logit_interval(values, float(group_point[name]))) \
+            if values is not None and group_point.get(name) is not None else [None, None]
         idx = strata.groups == name
-        positives = int(y[idx].sum())
-        missed = int(((s < FNR_THRESHOLD) & idx & (y == 1)).sum())
-        fields["group_n"][name] = int(idx.sum())
-        fields["group_positives"][name] = positives
-        fields["group_missed"][name] = missed
-        fields["group_fnr"][name] = round(missed / positives, 6) if positives else None
-        fields["group_fnr_ci"][name] = _rounded(wilson(missed, positives))
+        cases += [int(idx.sum()), int(y[idx].sum()), int(((s < FNR_THRESHOLD) & idx & (y == 1)).sum())]
+    fields: dict[str, Any] = {"ci": ci, "cases": cases, "ci_method": METHOD_ID}
+    if tuple(strata.names) != GROUPS:
+        fields["ci_groups"] = list(strata.names)
     return fields
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """A summary's compact interval fields (see interval_fields), read back."""
+
+    ci: Sequence[float | None]
+    cases: Sequence[int]
+    groups: tuple[str, ...]
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any] | None) -> Intervals | None:
+        """None for a summary recorded without intervals (predictions not kept)."""
+        if not summary or not isinstance(summary.get("ci"), list):
+            return None
+        return cls(summary["ci"], summary.get("cases") or [], tuple(summary.get("ci_groups") or GROUPS))
+
+    def _pair(self, i: int) -> list[float] | None:
+        lo, hi = (self.ci[i], self.ci[i + 1]) if len(self.ci) > i + 1 else (None, None)
+        return None if lo is None or hi is None else [float(lo), float(hi)]
+
+    @property
+    def auc(self) -> list[float] | None:
+        return self._pair(0)
+
+    @property
+    def worst(self) -> list[float] | None:
+        return self._pair(2)
+
+    @property
+    def gap(self) -> list[float] | None:
+        return self._pair(4)
+
+    def group(self, name: str) -> list[float] | None:
+        return self._pair(6 + 2 * self.groups.index(name)) if name in self.groups else None
+
+    def counts(self, name: str) -> tuple[int, int, int] | None:
+        """(images, malignant, missed malignant) of a group."""
+        if name not in self.groups:
+            return None
+        i = 3 * self.groups.index(name)
+        return (int(self.cases[i]), int(self.cases[i + 1]), int(self.cases[i + 2])) if len(self.cases) > i + 2 \
+            else None
+
+
+def missed_interval(missed: int | None, positives: int | None) -> list[float] | None:
+    """The Wilson interval of a group's share of missed malignant cases (from its stored counts)."""
+    interval = wilson(missed, positives) if missed is not None and positives else None
+    return None if interval is None else [round(interval[0], DIGITS), round(interval[1], DIGITS)]
 
 
 def too_few(positives: int | None, n: int | None) -> bool:

@@ -29,9 +29,9 @@ evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" 
                   group_auc: {group_0?, group_1?, group_2?}, group_auc_reason: {group: str},
                   n: int, and since 007_predictions (engine.evaluation.uncertainty): auc_ci?,
                   worst_auc_ci?, auc_gap_ci?: [lo, hi], group_auc_ci: {group: [lo, hi]},
-                  group_n, group_positives, group_missed: {group: int}, group_fnr: {group: float?},
-                  group_fnr_ci: {group: [lo, hi]?}, ci_level: 0.95, ci_method: str,
-                  ci_resamples: int, min_cases: int}, medfair: dict (MEDFAIR-named metrics, no
+                  group_n, group_positives, group_missed: {group: int} (missed: malignant cases
+                  scored below 0.5), ci_method: str (an id: uncertainty.METHODS spells it out)},
+                  medfair: dict (MEDFAIR-named metrics, no
                   split prefix), blinded: bool, predictions_kept: bool (each image's prediction is
                   in the predictions table, keyed by this event's seq),
                   and since 006_sealed: sealed: bool (the figures were moved to sealed_metrics
@@ -75,7 +75,7 @@ criterion_set     criterion: claimed|validation|minimax|robust, by: str, command
                   the search's improve step follow from now on (engine.session.selection)
 compared          split: str, method: str, by: {criterion: {leader: int?, statistic: str,
                   ties: [int] (nodes whose paired difference from the leader contains 0),
-                  differences: [{node_id, ci: [lo, hi]}] (leader minus node)}}
+                  differences: [{node_id, ci: [lo, hi]}] (leader minus each tied node)}}
 final_choice      by_claimed: int?, by_validation: int?, by_minimax: int?, by_robust: int?,
                   reasons: {criterion: str}, criterion: str? (the one in force at the end),
                   ties: {criterion: [int]}?

@@ -55,7 +55,7 @@ def _split_row(prefix: str, split: dict[str, Any]) -> dict[str, Any]:
         row[f"{prefix}_n_{tone}"] = (split.get("group_n") or {}).get(tone)
         row[f"{prefix}_malignant_{tone}"] = (split.get("group_positives") or {}).get(tone)
         row[f"{prefix}_missed_{tone}"] = (split.get("group_missed") or {}).get(tone)
-    row[f"{prefix}_interval"] = split.get("ci_method") or split.get("interval") if split else None
+    row[f"{prefix}_interval"] = (split.get("ci_method") or split.get("interval")) if split else None
     return row
 
 

@@ -13,11 +13,11 @@ node panel, `befair show`, JSON, CSV, the session report) renders them from here
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.evaluation.uncertainty import MIN_CASES, too_few
+from engine.evaluation.uncertainty import CI_LEVEL, METHODS, MIN_CASES, Intervals, missed_interval, too_few
 from engine.task import GROUP_LABELS, GROUPS
 
 GROUP_KEY = {"group_0": "12", "group_1": "34", "group_2": "56"}   # the public name of a group (DDI's)
@@ -44,19 +44,25 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return text[1:] if text.startswith("0.") else text.replace("-0.", "-.")
 
 
-def half_width(ci: Any) -> float | None:
-    return (float(ci[1]) - float(ci[0])) / 2 if _is_interval(ci) else None
-
-
-def _is_interval(ci: Any) -> bool:
-    return isinstance(ci, (list, tuple)) and len(ci) == 2 and all(isinstance(x, (int, float)) for x in ci)
+def half_width(ci: Sequence[float] | None) -> float | None:
+    return None if ci is None else (ci[1] - ci[0]) / 2
 
 
 def has_intervals(summary: Mapping[str, Any] | None) -> bool:
-    return bool(summary) and "ci_method" in (summary or {})
+    return Intervals.of(summary) is not None
 
 
-def plus_minus(value: float | None, ci: Any, digits: int = 2) -> str:
+def interval(summary: Mapping[str, Any] | None, figure: str) -> list[float] | None:
+    """A stored summary's 95 % interval of "auc", "worst_auc", "auc_gap" or a group's AUC (its
+    stored name, e.g. "group_2"); None without one."""
+    found = Intervals.of(summary)
+    if found is None:
+        return None
+    return {"auc": found.auc, "worst_auc": found.worst, "auc_gap": found.gap}.get(figure) if figure in (
+        "auc", "worst_auc", "auc_gap") else found.group(figure)
+
+
+def plus_minus(value: float | None, ci: Sequence[float] | None, digits: int = 2) -> str:
     """`.81 ±.05`, or `.812` when there is no interval."""
     if value is None:
         return "–"
@@ -67,16 +73,17 @@ def plus_minus(value: float | None, ci: Any, digits: int = 2) -> str:
 def compact(summary: Mapping[str, Any]) -> str:
     """The tree's and scoreboard's figure: `.81 ±.05 · gap .16 ±.11` (`.812 / .052` without intervals)."""
     auc, gap = summary.get("auc"), summary.get("auc_gap")
-    if not has_intervals(summary):
+    found = Intervals.of(summary)
+    if found is None:
         return f"{fmt(auc)} / {fmt(gap)}"
-    return f"{plus_minus(auc, summary.get('auc_ci'))} · gap {plus_minus(gap, summary.get('auc_gap_ci'))}"
+    return f"{plus_minus(auc, found.auc)} · gap {plus_minus(gap, found.gap)}"
 
 
-def with_interval(value: float | None, ci: Any, digits: int = 3) -> str:
+def with_interval(value: float | None, ci: Sequence[float] | None, digits: int = 3) -> str:
     """`.812 (.774–.851)`; the bare value without an interval."""
     if value is None:
         return "–"
-    if not _is_interval(ci):
+    if ci is None:
         return fmt(value, digits)
     return f"{fmt(value, digits)} ({fmt(ci[0], digits)}–{fmt(ci[1], digits)})"
 
@@ -114,19 +121,19 @@ def groups(summary: Mapping[str, Any] | None) -> list[GroupFigure]:
     """Each group's figures, in skin-tone order (the groups the summary names)."""
     summary = summary or {}
     aucs = dict(summary.get("group_auc") or {})
-    names = [g for g in GROUPS if g in aucs or g in (summary.get("group_n") or {})]
+    found = Intervals.of(summary)
+    names = [g for g in GROUPS if g in aucs or (found is not None and g in found.groups)]
     names += sorted(set(aucs) - set(names))
     out = []
     for name in names:
-        n = (summary.get("group_n") or {}).get(name)
-        positives = (summary.get("group_positives") or {}).get(name)
+        n, positives, missed = (found.counts(name) if found is not None else None) or (None, None, None)
         key = group_key(name)
         out.append(GroupFigure(
             key=key, words=GROUP_WORDS.get(key, key), n=n, malignant=positives, auc=aucs.get(name),
-            auc_ci=(summary.get("group_auc_ci") or {}).get(name),
+            auc_ci=found.group(name) if found is not None else None,
             auc_reason=(summary.get("group_auc_reason") or {}).get(name), too_few=too_few(positives, n),
-            missed=(summary.get("group_missed") or {}).get(name), fnr=(summary.get("group_fnr") or {}).get(name),
-            fnr_ci=(summary.get("group_fnr_ci") or {}).get(name)))
+            missed=missed, fnr=missed / positives if missed is not None and positives else None,
+            fnr_ci=missed_interval(missed, positives)))
     return out
 
 
@@ -135,18 +142,27 @@ def too_few_groups(summary: Mapping[str, Any] | None) -> list[str]:
     return [g.key for g in groups(summary) if g.too_few]
 
 
-_GROUP_FIELDS = ("group_auc", "group_auc_reason", "group_auc_ci", "group_n", "group_positives", "group_missed",
-                 "group_fnr", "group_fnr_ci")
+_COMPACT = ("ci", "cases", "ci_groups")   # the stored form of the intervals (uncertainty.interval_fields)
 
 
 def public(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A summary for JSON and exports: groups keyed 12/34/56, and a note when it has no interval."""
+    """A summary for JSON and exports: groups keyed 12/34/56, every interval spelled out (auc_ci,
+    worst_auc_ci, auc_gap_ci, group_auc_ci, group_n, group_positives, group_missed, group_fnr(_ci),
+    ci_level, ci_method), and a note when it has none."""
     if summary is None:
         return None
-    out = {k: ({group_key(g): v for g, v in value.items()} if k in _GROUP_FIELDS and isinstance(value, Mapping)
-               else value) for k, value in summary.items()}
-    if not has_intervals(summary):
+    out = {k: ({group_key(g): v for g, v in value.items()} if k in ("group_auc", "group_auc_reason")
+               and isinstance(value, Mapping) else value) for k, value in summary.items() if k not in _COMPACT}
+    found = Intervals.of(summary)
+    if found is None:
         out["interval"] = NO_INTERVAL
-    else:
-        out["too_few_to_judge"] = too_few_groups(summary)
+        return out
+    method = str(summary.get("ci_method"))
+    rows = groups(summary)
+    out.update(auc_ci=found.auc, worst_auc_ci=found.worst, auc_gap_ci=found.gap,
+               group_auc_ci={g.key: g.auc_ci for g in rows}, group_n={g.key: g.n for g in rows},
+               group_positives={g.key: g.malignant for g in rows}, group_missed={g.key: g.missed for g in rows},
+               group_fnr={g.key: g.fnr for g in rows}, group_fnr_ci={g.key: g.fnr_ci for g in rows},
+               ci_level=CI_LEVEL, ci_method=METHODS.get(method, method), ci_method_id=method, min_cases=MIN_CASES,
+               too_few_to_judge=[g.key for g in rows if g.too_few])
     return out

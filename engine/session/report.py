@@ -154,8 +154,8 @@ def split_figures(summary: dict[str, object] | None) -> str:
     """`.794 (.741–.845) · gap .116 (.031–.251)`, or the point figures with a note."""
     if not summary or summary.get("auc") is None:
         return "not measured"
-    auc = figures.with_interval(_f(summary.get("auc")), summary.get("auc_ci"))
-    gap = figures.with_interval(_f(summary.get("auc_gap")), summary.get("auc_gap_ci"))
+    auc = figures.with_interval(_f(summary.get("auc")), figures.interval(summary, "auc"))
+    gap = figures.with_interval(_f(summary.get("auc_gap")), figures.interval(summary, "auc_gap"))
     text = f"{auc} · gap {gap}"
     return text if figures.has_intervals(summary) else f"{text} ({figures.NO_INTERVAL})"
 
@@ -254,7 +254,7 @@ def figure_points(state: SessionState, *, unblind: bool = False) -> list[Any]:
     for node_id, gap, auc in views.plot_points(state, "test", unblind):
         test = views.visible_test(state, state.nodes[node_id], unblind) or {}
         out.append(Point(label=f"node {node_id}", auc=auc, gap=gap, group="this session", level=f"node {node_id}",
-                         auc_ci=_pair(test.get("auc_ci")), gap_ci=_pair(test.get("auc_gap_ci"))))
+                         auc_ci=_pair(figures.interval(test, "auc")), gap_ci=_pair(figures.interval(test, "auc_gap"))))
     return out
 
 

@@ -209,12 +209,19 @@ def _m006_sealed(db: sqlite_utils.Database) -> None:
 
 def _m007_predictions(db: sqlite_utils.Database) -> None:
     """Each image's prediction of an evaluation (engine.evaluation.uncertainty recomputes intervals
-    and paired comparisons from them), keyed by the `evaluated` event's seq. A blinded test
-    evaluation's predictions stay in sealed_metrics with its figures until they are revealed."""
+    and paired comparisons from them), keyed by the `evaluated` event's seq: the probabilities as
+    little-endian float64 (`scores`), in the order of a list of image files kept once per list
+    (`prediction_files`, keyed by the list's SHA-256). Compact on purpose: rows beside the events
+    slow down reading a long session's log. A blinded test evaluation's predictions stay in
+    sealed_metrics with its figures until they are revealed."""
+    db.execute("""create table if not exists prediction_files (
+        session_id text not null references sessions(id), files_sha256 text not null, files text not null,
+        primary key (session_id, files_sha256))""")
     db.execute("""create table if not exists predictions (
         session_id text not null references sessions(id), seq integer not null, node_id integer not null,
-        split text not null, n integer not null, predictions text not null, created_at float not null,
-        primary key (session_id, seq))""")
+        split text not null, n integer not null, files_sha256 text not null, scores blob not null,
+        created_at float not null, primary key (session_id, seq),
+        foreign key (session_id, files_sha256) references prediction_files(session_id, files_sha256))""")
     db.execute("create index if not exists predictions_node on predictions(session_id, node_id, split)")
     for column in INTERVAL_COLUMNS:
         if column not in db.table("nodes").columns_dict:

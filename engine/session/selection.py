@@ -32,6 +32,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any, TypeVar
 
 from engine.session import events as ev
+from engine.session import figures
 from engine.session.state import NodeState, SessionState, derived
 
 CRITERIA = ("claimed", "validation", "minimax", "robust")
@@ -149,8 +150,8 @@ def figure(node: NodeState, criterion: str) -> float | None:
     if criterion == "minimax":
         return _number(validation.get("worst_auc"))
     if criterion == "robust":
-        bounds = validation.get("worst_auc_ci")
-        return _number(bounds[0]) if isinstance(bounds, list) and bounds else None
+        bounds = figures.interval(validation, "worst_auc")
+        return bounds[0] if bounds else None
     raise ValueError(f"unknown criterion {criterion!r}")
 
 

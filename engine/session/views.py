@@ -641,8 +641,7 @@ def node_rows(state: SessionState, split: str, unblind: bool = False, criterion:
         rows.append(Row(name=f"node {node_id} · best {'/'.join(CRITERION_SHORT[c] for c in crits)}", auc=auc,
                         gap=gap, source=source, kind="node", node_id=node_id, criteria=crits,
                         chosen=chosen in crits, hidden=hidden, note=note, explain=explain,
-                        auc_ci=summary.get("auc_ci") if measured else None,
-                        gap_ci=summary.get("auc_gap_ci") if measured else None,
+                        auc_ci=figures.interval(summary, "auc"), gap_ci=figures.interval(summary, "auc_gap"),
                         interval=INTERVAL_MEASURED if measured else (figures.NO_INTERVAL if auc is not None else "")))
     return rows
 

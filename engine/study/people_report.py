@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.session import figures
 from engine.session import events as ev
 from engine.session import participants as log
 from engine.session.sealed import unsealed_events
@@ -97,8 +98,8 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
         "active_seconds": round(active_seconds(events), 3),
         "seconds_to_first_measured": _to_first_measured(events),
     }
-    for name, key in (("test_auc", "auc_ci"), ("test_auc_gap", "auc_gap_ci")):
-        lo, hi = _interval(test.get(key))
+    for name, key in (("test_auc", "auc"), ("test_auc_gap", "auc_gap")):
+        lo, hi = _interval(figures.interval(test, key))
         out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = lo, hi
     out.update(steering_counts(events, participant))
     return out

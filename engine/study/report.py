@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.session import figures
 from engine.config import BEST_CRITERIA
 from engine.errors import UsageError
 from engine.session.state import SessionState
@@ -75,7 +76,7 @@ def run_intervals(state: SessionState, node_id: int | None) -> dict[str, Any]:
     """The chosen node's own 95 % test intervals (from its predictions), where it has them."""
     node = state.nodes.get(node_id) if node_id is not None else None
     test = (node.test or {}) if node is not None else {}
-    return {"test_auc_ci": test.get("auc_ci"), "test_auc_gap_ci": test.get("auc_gap_ci")}
+    return {"test_auc_ci": figures.interval(test, "auc"), "test_auc_gap_ci": figures.interval(test, "auc_gap")}
 
 
 def choice_metrics(state: SessionState, criterion: str) -> tuple[int | None, dict[str, float | None], str | None]:

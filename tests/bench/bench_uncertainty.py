@@ -7,7 +7,8 @@
   intervals;
 - opening a 1,000-node session (load its events from SQLite, fold them, lay out its tree and
   choose its best nodes) with the new fields (intervals in every summary, a `compared` event per
-  node, predictions kept) against the same database without them, in the same run.
+  node, predictions kept) against the same database without them, in the same run; both with the
+  full MEDFAIR metric set in every evaluation, as the harness records it.
 """
 from __future__ import annotations
 
@@ -76,10 +77,11 @@ def _interval_rows() -> list[dict[str, Any]]:
     ]
 
 
-def _with_new_fields(events: list[Any]) -> tuple[list[Any], dict[int, dict[str, float]]]:
-    """The same session as recorded with the new fields: intervals in every summary (a real
-    computation's fields, so the payloads have their real size), a compared event after each
-    node's evaluations, predictions kept for each evaluation."""
+def _realistic(events: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The demo session as a real one records it, (without, with) the new fields: every evaluation
+    carries the full MEDFAIR metric set (45 figures, as the harness writes it; the demo keeps a
+    few), and with them its intervals (a real computation's fields, so the payloads have their
+    real size), predictions kept, and a `compared` event after each node's evaluations."""
     from engine.evaluation.metrics import compute_metrics
     from engine.session import events as ev
     from engine.session.fixtures import demo_labels
@@ -87,27 +89,29 @@ def _with_new_fields(events: list[Any]) -> tuple[list[Any], dict[int, dict[str, 
     labels = demo_labels(656)
     rng = np.random.default_rng(0)
     scores = rng.random(len(labels))
-    template = compute_metrics(labels["label"].to_numpy(), scores, labels["group"].to_numpy(), intervals=True)
-    fields = {k: v for k, v in template.summary().items()
-              if k not in ("auc", "worst_auc", "best_auc", "auc_gap", "group_auc", "group_auc_reason", "n")}
+    metrics = compute_metrics(labels["label"].to_numpy(), scores, labels["group"].to_numpy(), intervals=True)
+    point = ("auc", "worst_auc", "best_auc", "auc_gap", "group_auc", "group_auc_reason", "n")
+    fields = {k: v for k, v in metrics.summary().items() if k not in point}
+    medfair = metrics.medfair()
     predictions = dict(zip(labels["file"], scores.tolist(), strict=True))
-    out, kept = [], {}
+    without, with_fields = [], []
     for e in events:
-        if e.kind == ev.EVALUATED and e.payload.get("ok"):
-            payload = copy.deepcopy(e.payload)
-            payload["summary"].update(copy.deepcopy(fields))
-            payload["predictions_kept"] = True
-            out.append((e.kind, payload, e.ts, predictions))
-            if payload.get("split") == "test":
-                node = int(payload["node_id"])
-                kept[node] = predictions
-                out.append((ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
-                    c: {"leader": node, "statistic": "auc", "ties": [max(1, node - 1)],
-                        "differences": [{"node_id": max(1, node - 1), "ci": [-0.01, 0.02]}]}
-                    for c in ("validation", "minimax", "robust")}}, e.ts, None))
-        else:
-            out.append((e.kind, e.payload, e.ts, None))
-    return out, kept
+        if e.kind != ev.EVALUATED or not e.payload.get("ok"):
+            without.append((e.kind, e.payload, e.ts, None))
+            with_fields.append((e.kind, e.payload, e.ts, None))
+            continue
+        plain = {**copy.deepcopy(e.payload), "medfair": dict(medfair)}
+        rich = copy.deepcopy(plain)
+        rich["summary"].update(copy.deepcopy(fields))
+        without.append((e.kind, plain, e.ts, None))
+        with_fields.append((e.kind, rich, e.ts, predictions))
+        if rich.get("split") == "test":
+            node = int(rich["node_id"])
+            with_fields.append((ev.COMPARED, {"split": "validation", "method": "paired-bootstrap-2000-v1", "by": {
+                c: {"leader": node, "statistic": "auc", "ties": [max(1, node - 1)],
+                    "differences": [{"node_id": max(1, node - 1), "ci": [-0.01, 0.02]}]}
+                for c in ("validation", "minimax", "robust")}}, e.ts, None))
+    return without, with_fields
 
 
 def _write(path: Path, items: list[Any]) -> str:
@@ -145,8 +149,7 @@ def _open_rows() -> list[dict[str, Any]]:
     from engine.session.fixtures import demo_events
 
     events = demo_events(n_nodes=N_NODES, seed=2, intervals=False)
-    plain = [(e.kind, e.payload, e.ts, None) for e in events]
-    rich, _ = _with_new_fields(events)
+    plain, rich = _realistic(events)
     with tempfile.TemporaryDirectory(prefix="befair-bench-open-") as tmp:
         before, after = Path(tmp) / "before.db", Path(tmp) / "after.db"
         _write(before, plain)

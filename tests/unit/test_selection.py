@@ -24,7 +24,7 @@ def _summary(groups: dict[str, float | None], *, bounds: dict[str, float] | None
            "auc_gap": None if worst is None else top - worst, "group_auc": dict(groups), "group_auc_reason": {},
            "n": 60}
     if bounds is not None:
-        out.update({"ci_method": "test", "worst_auc_ci": [bounds["worst_lo"], 1.0], "auc_ci": [0.0, 1.0]})
+        out.update({"ci_method": "test", "ci": [0.0, 1.0, bounds["worst_lo"], 1.0, 0.0, 1.0], "cases": []})
     return out
 
 

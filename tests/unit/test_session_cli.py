@@ -63,11 +63,11 @@ def test_show_text(db, capsys):
     assert "✎ guidance #1 (global): 'reweight dark skin in the loss'" in out
     assert "[ST][PG][RW]" in out and "★ follows validation: node 12" in out
     # figures with ± half their 95 % interval; node 3 claimed .9731, measured .762
-    assert "● 3 draft  val .76 ±.06 · gap .11 ±.11  test .63 ±.05 · gap .23 ±.12  [PG][≠]" in out
+    assert "● 3 draft  val .76 ±.06 · gap .11 ±.13  test .63 ±.05 · gap .23 ±.12  [PG][≠]" in out
     assert "final choice: claimed → 3, validation → 12, minimax → 12, robust → 12" in out
     # the session summary, once it ended: each choice with its intervals and how sure it is
     assert "Session summary · fairness-metric" in out and "⚠ simulated agent" in out
-    assert "validation .794 (.731–.853) · gap .116 (.013–.234)" in out
+    assert "validation .794 (.727–.848) · gap .116 (.027–.280)" in out
     assert "AUC: nodes 12, 3, 4, 5, 6, 7 and 11 cannot be told apart on validation" in out
     assert "an agent's own score has no interval" in out
 
@@ -86,7 +86,8 @@ def test_show_json(db, capsys):
     assert val["group_positives"] == {"12": 34, "34": 22, "56": 11} and val["ci_level"] == 0.95
     for key in ("auc_ci", "auc_gap_ci", "worst_auc_ci"):
         assert val[key][0] <= val[key.removesuffix("_ci")] <= val[key][1]
-    assert "stratified" in val["ci_method"] and val["too_few_to_judge"] == []
+    assert "stratified" in val["ci_method"] and val["too_few_to_judge"] == [] and val["min_cases"] == 10
+    assert set(val["group_fnr"]) == {"12", "34", "56"}
     assert data["best"]["validation"]["uncertainty"].startswith("nodes 12, 3")
     assert data["guidance"][0]["used_by"] == [4]
 

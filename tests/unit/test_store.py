@@ -337,3 +337,15 @@ def test_threads_get_their_own_connection(store):
     th.start()
     th.join()
     assert seen[0][1] == 1 and seen[0][0] != id(store.db)
+
+
+def test_deleting_a_session_removes_its_kept_predictions(store):
+    """Predictions refer to their files' list (prediction_files): the delete goes in key order."""
+    sid = write_demo_session(store, n_nodes=3)
+    assert store.predictions(sid, 1, "validation")
+    assert store.db.execute("select count(*) from prediction_files").fetchone()[0] == 2   # one list per split
+    kept = store.predictions(sid, 1, "test")
+    assert len(kept) == 656 and all(0.0 <= p <= 1.0 for p in kept.values())
+    store.delete_session(sid)
+    for table in ("predictions", "prediction_files", "events"):
+        assert store.db.execute(f"select count(*) from {table}").fetchone()[0] == 0

@@ -10,7 +10,8 @@ from sklearn.metrics import roc_auc_score
 
 from engine.evaluation.metrics import compute_metrics
 from engine.evaluation.uncertainty import (
-    MIN_CASES, N_RESAMPLES, Strata, difference, logit_interval, percentile, replicates, too_few, weighted_auc, wilson,
+    MIN_CASES, N_RESAMPLES, Intervals, Strata, difference, logit_interval, missed_interval, percentile, replicates,
+    too_few, weighted_auc, wilson,
 )
 
 GROUPS = ("group_0", "group_1", "group_2")
@@ -51,16 +52,17 @@ def test_intervals_contain_the_estimate_and_are_deterministic():
     y, s, g = _data(3)
     metrics = compute_metrics(y, s, g, intervals=True)
     summary = metrics.summary()
-    for key, point in (("auc_ci", "auc"), ("worst_auc_ci", "worst_auc"), ("auc_gap_ci", "auc_gap")):
-        lo, hi = summary[key]
-        assert lo <= summary[point] <= hi, key
-    for group, (lo, hi) in summary["group_auc_ci"].items():
+    found = Intervals.of(summary)
+    for ci, point in ((found.auc, "auc"), (found.worst, "worst_auc"), (found.gap, "auc_gap")):
+        lo, hi = ci
+        assert lo <= summary[point] <= hi, point
+    for group in GROUPS:
+        lo, hi = found.group(group)
         assert lo <= summary["group_auc"][group] <= hi
-    assert summary["group_n"] == {"group_0": 208, "group_1": 241, "group_2": 207}
-    assert summary["group_positives"] == {"group_0": 49, "group_1": 74, "group_2": 48}
+    assert [found.counts(g)[:2] for g in GROUPS] == [(208, 49), (241, 74), (207, 48)]
+    assert "ci_groups" not in summary   # the three skin-tone groups: their order goes without saying
     assert compute_metrics(y, s, g, intervals=True).summary() == summary
-    assert summary["ci_level"] == 0.95 and "stratified" in summary["ci_method"]
-    assert summary["ci_resamples"] == N_RESAMPLES
+    assert summary["ci_method"] == f"stratified-bootstrap-{N_RESAMPLES}-v1"
 
 
 def test_the_resampling_agrees_with_scipy_bootstrap():
@@ -91,7 +93,7 @@ def test_auc_intervals_are_logit_intervals_of_the_resamples():
     spread = np.std(np.log(rep.auc / (1 - rep.auc)), ddof=1)
     centre = np.log(summary["auc"] / (1 - summary["auc"]))
     expected = 1 / (1 + np.exp(-(centre + np.array([-1, 1]) * 1.959964 * spread)))
-    assert summary["auc_ci"] == pytest.approx(expected.tolist(), abs=2e-6)
+    assert Intervals.of(summary).auc == pytest.approx(expected.tolist(), abs=6e-5)   # stored to 4 decimals
     lo, hi = logit_interval(np.array([1.0, 1.0, 0.98]), 1.0)   # a perfect group stays within [0, 1]
     assert 0 < lo < hi <= 1
 
@@ -100,9 +102,10 @@ def test_a_group_with_one_class_has_no_interval_and_the_others_still_do():
     y, s, g = _data(5)
     keep = ~((g == "group_2") & (y == 1))
     summary = compute_metrics(y[keep], s[keep], g[keep], intervals=True).summary()
-    assert "group_2" not in summary["group_auc_ci"] and summary["group_auc"]["group_2"] is None
-    assert set(summary["group_auc_ci"]) == {"group_0", "group_1"} and summary["auc_gap_ci"] is not None
-    assert summary["group_positives"]["group_2"] == 0 and summary["group_fnr_ci"]["group_2"] is None
+    found = Intervals.of(summary)
+    assert found.group("group_2") is None and summary["group_auc"]["group_2"] is None
+    assert found.group("group_0") and found.group("group_1") and found.gap is not None
+    assert found.counts("group_2")[1] == 0 and missed_interval(0, 0) is None
 
 
 def test_missed_malignant_cases_and_their_wilson_interval():
@@ -110,10 +113,10 @@ def test_missed_malignant_cases_and_their_wilson_interval():
     summary = compute_metrics(y, s, g, intervals=True).summary()
     idx = (g == "group_2") & (y == 1)
     missed = int((s[idx] < 0.5).sum())
-    assert summary["group_missed"]["group_2"] == missed
-    assert summary["group_fnr"]["group_2"] == pytest.approx(missed / idx.sum(), abs=1e-6)
-    lo, hi = summary["group_fnr_ci"]["group_2"]
-    assert lo <= summary["group_fnr"]["group_2"] <= hi
+    n, positives, counted = Intervals.of(summary).counts("group_2")
+    assert counted == missed and positives == idx.sum()
+    lo, hi = missed_interval(counted, positives)
+    assert lo <= missed / idx.sum() <= hi
     lo, hi = wilson(0, 10)   # no miss among 10: not [0, 0]
     assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.2775, abs=1e-3)
     assert wilson(0, 0) is None
