@@ -294,7 +294,7 @@ def test_two_participants_pilot_and_the_report_by_expertise(tmp_path, study_env)
         # the final choice's own 95 % test interval, from its kept predictions
         assert row["test_auc_ci_lo"] <= row["test_auc"] <= row["test_auc_ci_hi"]
         assert_events_sound(db, row["session_id"])
-        final = store.state(row["session_id"]).final_choice["by_validation"]
+        final = store.state(row["session_id"]).final_choice[f"by_{spec.best}"]
         test = [e.payload for e in store.events(row["session_id"])
                 if e.kind == ev.EVALUATED and e.payload["node_id"] == final and e.payload["split"] == "test"][-1]
         assert row["test_auc"] == test["medfair"]["Overall AUC"]

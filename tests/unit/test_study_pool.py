@@ -358,7 +358,7 @@ def test_a_blind_study_reports_its_sealed_test_metrics_only_unblinded(tmp_path, 
     con = sqlite3.connect(db)
     aucs = []
     for row in grid.grid_rows(store, spec.name):
-        choice = store.state(row["session_id"]).final_choice["by_validation"]
+        choice = store.state(row["session_id"]).final_choice[f"by_{spec.best}"]
         (payload,) = con.execute("select payload from sealed_metrics where session_id = ? and node_id = ? "
                                  "and split = 'test'", [row["session_id"], choice]).fetchone()
         aucs.append(json.loads(payload)["medfair"]["Overall AUC"])
