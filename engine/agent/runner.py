@@ -319,6 +319,7 @@ class Runner:
             if not t.is_alive():
                 self._flush_stream(final=True)
                 break
+            raise_if_signalled()
             self._flush_stream()
             self.poll_commands()
         if "error" in box:
@@ -333,6 +334,7 @@ class Runner:
         heartbeat.start()
         try:
             while True:
+                raise_if_signalled()
                 self.poll_commands(force=True)
                 self._wait_while_paused()
                 if self.stop and self._time_up:
@@ -347,6 +349,7 @@ class Runner:
                 self.step(decision)
                 self._check_cost()
         except KeyboardInterrupt:
+            SIGNALLED.clear()
             self._reload()
             self._mark_running_interrupted(INTERRUPTED)
             return self._finish("stopped", INTERRUPTED)
@@ -555,6 +558,7 @@ class Runner:
                         if chunk.text:
                             self.emit(ev.OUTPUT, {"node_id": node_id, "text": chunk.text, "stream": chunk.stream})
                 self.poll_commands()
+                raise_if_signalled()
                 if self.stop and self.interrupt and not cancelled:
                     self.executor.cancel(handle)
                     cancelled = True
@@ -751,9 +755,20 @@ def resume(store: SessionStore, session_id: str, *, coder: Any = None, executor:
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"  # the finish reason of a session ended by a signal
 
 
+# Set by the SIGTERM handler. Python may swallow the KeyboardInterrupt it raises (e.g. when it lands
+# in an at-fork callback while a worker thread starts a subprocess), so the runner also polls this.
+SIGNALLED = threading.Event()
+
+
+def raise_if_signalled() -> None:
+    if SIGNALLED.is_set():
+        raise KeyboardInterrupt
+
+
 def install_sigterm_handler() -> None:
     """SIGTERM ends a headless session like Ctrl-C: the running node is interrupted, the session stopped."""
     def handler(_signum: int, _frame: FrameType | None) -> None:
+        SIGNALLED.set()
         raise KeyboardInterrupt
 
     try:

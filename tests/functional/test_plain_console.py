@@ -404,7 +404,9 @@ async def test_at_80x24_the_footer_has_only_whole_keys(db, store, tmp_path):
         app = create_app(db, start=start, session_id="demo-2-5-live", settings_file=tmp_path / "s.json",
                          poll_interval=0.05)
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda app=app: "Help" in screen_text(app).splitlines()[-1], what=f"{start}'s footer")
+            # the footer is recomposed when bindings change (a live session's state): wait until it settles
+            await wait_for(pilot, lambda app=app: screen_text(app).splitlines()[-1].rstrip().endswith("? Help"),
+                           what=f"{start}'s footer")
             await pilot.pause(0.3)
             footer = screen_text(app).splitlines()[-1].rstrip()
             assert "▏" not in footer and "palette" not in footer, (start, footer)

@@ -207,6 +207,25 @@ def test_stop_interrupts_the_running_pipeline(store, workspace):
     assert kinds[-3:] == [ev.AUDITED, ev.FINAL_CHOICE, ev.SESSION_FINISHED]
 
 
+def test_a_signal_whose_interrupt_was_swallowed_still_stops_the_session(store, workspace):
+    """Python can swallow the KeyboardInterrupt a SIGTERM handler raises (in an at-fork callback while
+    a worker thread starts a subprocess): the runner also polls the flag the handler sets."""
+    from engine.agent import runner as runner_module
+
+    writer = _new(store, workspace, StubCoder(sleep=60), steps=5)
+
+    def on_event(e, s):
+        if e.kind == ev.OUTPUT:
+            runner_module.SIGNALLED.set()   # as the handler does, without the exception reaching the loop
+
+    try:
+        state = _run(store, writer, workspace, on_event=on_event)
+    finally:
+        runner_module.SIGNALLED.clear()
+    assert state.status == "stopped" and state.finish_reason == runner_module.INTERRUPTED
+    assert state.nodes[1].status == "interrupted" and not runner_module.SIGNALLED.is_set()
+
+
 def test_coder_failures_become_buggy_nodes_and_llm_calls_are_recorded(store, workspace):
     writer = _new(store, workspace, StubCoder(none_steps=(1,), fail_steps=(2,), llm=True), steps=3,
                   debug_prob=0.0)
