@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from engine.session import events as ev
 from engine.session import views
 from engine.session.state import NodeState, SessionState
+from engine.session.selection import CRITERIA, DEFAULT_CRITERION
 
 
 class Progress:
@@ -154,12 +155,19 @@ class Progress:
         elif kind == ev.ERROR:
             self.write(f"  ! {p.get('message')}")
         elif kind == ev.FINAL_CHOICE:
-            reasons = p.get("reasons") or {}
-            self.write("final choice: " + "; ".join(
-                f"{c}: {reasons.get(c, p.get('by_' + c))}" for c in ("claimed", "validation", "minimax")))
+            self.write(final_choice_line(p))
         elif kind == ev.SESSION_FINISHED:
             self.write(f"session {state.session_id} {p.get('status')}: {p.get('reason') or ''} "
                        f"({_clock(time.monotonic() - self.started)})")
+
+
+def final_choice_line(p: dict[str, Any]) -> str:
+    """The session's own criterion first (marked ★), then the others, each with its reason."""
+    reasons = p.get("reasons") or {}
+    own = p.get("criterion") or DEFAULT_CRITERION
+    order = [own] + [c for c in CRITERIA if c != own]
+    return "final choice: " + "; ".join(
+        f"{'★ ' if c == own else ''}{c}: {reasons.get(c, p.get('by_' + c))}" for c in order)
 
 
 def _short_payload(p: dict[str, Any]) -> str:

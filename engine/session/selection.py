@@ -225,7 +225,8 @@ def reason(node: NodeState | None, criterion: str) -> str:
     if node is None:
         return f"no working, unpruned node has {words}"
     value = figure(node, criterion)
-    return f"node {node.node_id}: the highest {words}" + (f" ({value:.4f})" if value is not None else "")
+    shown = f" ({value:.4f})" if value is not None else ""
+    return f"node {node.node_id}: highest {CRITERION_LABEL[criterion]}{shown}"
 
 
 def final_choice(state: SessionState) -> dict[str, Any]:

@@ -1,0 +1,11 @@
+
+
+def test_the_final_choice_line_names_every_criterion_the_sessions_own_first():
+    from engine.agent.headless import final_choice_line
+    from engine.session.selection import CRITERIA
+
+    payload = {"criterion": "robust", "by_claimed": 5, "by_validation": 1, "by_minimax": 5, "by_robust": 2,
+               "reasons": {"validation": "node 1: highest validation AUC (0.8969)"}}
+    line = final_choice_line(payload)
+    assert line.startswith("final choice: ★ robust: 2; ")
+    assert all(f"{c}: " in line for c in CRITERIA) and "validation: node 1: highest validation AUC" in line
