@@ -278,15 +278,16 @@ def _split_groups(split: str, summary: dict | None, verdict: str | None, reason:
     head.append(f" · {n} images" + (f", {malignant} malignant" if malignant else ""), style="dim")
     if not figures.has_intervals(summary):
         head.append(f" · {figures.NO_INTERVAL}", style="yellow")
-    table = Table(expand=False, box=None, pad_edge=False)
-    for column, justify in (("skin tone", "left"), ("AUC (95 % interval)", "left"), ("malignant", "right"),
-                            ("missed malignant (at 0.5)", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table = Table(expand=True, box=None, pad_edge=False)
+    for column in ("skin tone · malignant", "AUC (95 %)", "missed malignant (at 0.5)"):
+        table.add_column(column, justify="left", ratio=1)
     for g in figures.groups(summary):
         auc = Text(g.auc_text(), style="yellow" if g.too_few else "")
-        cases = f"{g.malignant} of {g.n}" if g.malignant is not None else "–"
-        table.add_row(g.words, auc, cases, g.missed_text() if g.malignant is not None else "–")
+        who = Text(g.words)
+        if g.malignant is not None:
+            who.append(f"\n{g.malignant} of {g.n} images", style="dim")
+        table.add_row(who, auc, g.missed_text() if g.malignant is not None else "–")
     for label, key in (("overall", "auc"), ("worst group", "worst_auc"), ("gap (best − worst)", "auc_gap")):
-        table.add_row(label, figures.with_interval(summary.get(key), figures.interval(summary, key)), "", "")
+        table.add_row(label, figures.with_interval(summary.get(key), figures.interval(summary, key)), "")
     return Group(head, table)
 
