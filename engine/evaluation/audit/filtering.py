@@ -67,6 +67,7 @@ def _drop_selection(a: Analysis, drop: ast.Call) -> tuple[str, ast.AST | None] |
                 return ("drop", mask)
     return None
 
+
 def is_condition(node: ast.AST) -> bool:
     """A boolean row mask (a comparison, isin, notna, ~, &, |), not an index array from resampling."""
     if isinstance(node, (ast.Compare, ast.BoolOp)):

@@ -43,6 +43,7 @@ FLAGS = ("reads_skin_tone", "per_group_metric", "reweighting", "upsampling", "fi
 
 @dataclass
 class AuditResult:
+    """The flags raised on one pipeline's code and their evidence, or a note when it was not audited."""
     flags: dict[str, bool] = field(default_factory=lambda: {f: False for f in FLAGS})
     evidence: dict[str, str] = field(default_factory=dict)
     note: str | None = None

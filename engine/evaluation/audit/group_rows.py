@@ -13,6 +13,7 @@ from engine.evaluation.audit.syntax import (
 from engine.evaluation.audit.taint import Taint
 from engine.evaluation.audit.vocabulary import METRIC_FUNCS, ROW_METHODS, SPLIT_FUNCS
 
+
 class Analysis(Taint):
     """Scopes, bindings, the skin-tone taint, S (names holding a group's rows) and the user functions
     that compute a metric (directly or through other user functions)."""

@@ -14,6 +14,7 @@ from engine.evaluation.audit.group_rows import Analysis
 from engine.evaluation.audit.syntax import name_of, number_value, str_value
 from engine.evaluation.audit.vocabulary import LOGGERS, MIN_FUNCS, SELECT_FUNCS, identifier_words, worstish_identifier
 
+
 class ModelChoice:
     """Pareto / worst-group selection: the names and keys that hold per-group metrics (P) and
     worst-group values (W), and the places where a model / epoch / configuration is chosen on W."""

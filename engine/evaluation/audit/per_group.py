@@ -13,6 +13,7 @@ from engine.evaluation.audit.group_rows import Analysis
 from engine.evaluation.audit.syntax import name_of
 from engine.evaluation.audit.vocabulary import METRIC_FUNCS
 
+
 def group_apply_of(call: ast.Call, a: Analysis) -> ast.Call | None:
     """The groupby call of df.groupby(<skin tone>).apply / agg / transform(...) (also with [cols])."""
     if name_of(call.func) not in ("apply", "agg", "aggregate", "transform") or not isinstance(call.func, ast.Attribute):

@@ -13,6 +13,7 @@ from typing import Any
 from engine.evaluation.audit.syntax import COMPREHENSIONS, SCOPES, name_of, str_value
 from engine.evaluation.audit.vocabulary import MUTATORS
 
+
 class Scopes:
     """The scopes, bindings and assigned values of one module's syntax tree."""
 

@@ -13,6 +13,7 @@ from engine.evaluation.audit.vocabulary import (
     FRAME_METHODS, METRIC_FUNCS, NON_PROPAGATING, SPLIT_FUNCS, groupish_identifier, is_skin_key,
 )
 
+
 class Taint(Scopes):
     """Scopes plus the taint: T (names), T_cols (column keys), T_attrs (attributes), T_ret (functions
     whose return value is tainted)."""
@@ -27,6 +28,7 @@ class Taint(Scopes):
 
     # -- taint: is this expression derived from skin tone?
     def t(self, e: ast.AST | None) -> bool:
+        """The expression's value derives from skin tone."""
         if e is None:
             return False
         if isinstance(e, ast.Constant):
