@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.evaluation.audit.claims import CLAIM_DIFFERENCE_FLAG
 from engine.session import figures, selection
 from engine.session.figures import fmt
 from engine.session.state import NodeState, SessionState, derived
@@ -83,7 +84,6 @@ BADGE_HELP: dict[str, str] = {
     "?": "not audited: its code could not be read, so what it does about skin tone is unknown",
 }
 NOT_AUDITED = "?"
-CLAIM_DIFFERENCE_FLAG = 0.05
 
 
 @dataclass(frozen=True)
