@@ -87,7 +87,8 @@ class SessionReport:
                 out.append(f"      test       {c.test}")
                 out += [f"      {sentence}" for sentence in c.certainty]
                 if c.too_few:
-                    out.append(f"      {figures.TOO_FEW} on validation: skin-tone group {', '.join(c.too_few)}")
+                    out.append(f"      {figures.TOO_FEW} on validation: "
+                               + ", ".join(figures.GROUP_WORDS.get(g, g) for g in c.too_few))
         if self.guidance:
             out.append("  What each guidance changed:")
             for g in self.guidance:
