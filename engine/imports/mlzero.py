@@ -323,12 +323,9 @@ def import_mlzero(store: SessionStore, path: str | Path, *, session_id: str | No
                   predictions: str | Path | None = None, metadata: str | Path | None = None,
                   tag: RunTag | None = None) -> str:
     """Import one MLZero run folder; returns the new session's id (see the module doc)."""
-    from engine.errors import UsageError
-    from engine.imports.predictions import score_published
+    from engine.imports.predictions import published_scores
 
-    if predictions is not None and metadata is None:
-        raise UsageError("scoring published predictions needs the DDI metadata (--metadata)")
-    scored = score_published(predictions, metadata) if predictions is not None and metadata is not None else None
+    scored = published_scores(predictions, metadata)
     run = _read_run(path)
     return guarded_import(store, run.path,
                           lambda created: _import(store, run, session_id, tag or RunTag(), scored, created))

@@ -2,7 +2,8 @@
 
 The import graph is built with `ast` from every import statement (top level, inside functions,
 under `if TYPE_CHECKING:`), since import-linter sees none of the in-function ones that closed the
-old cycles. The SQL scan looks for `.execute(` / `.executescript(` / `.executemany(` calls and for
+old cycles. The SQL scan looks for `.execute(` / `.executescript(` / `.executemany(` calls, the
+store's database object used directly (`store.db.conn`, `.db.query`, `.db.table`), and for
 string literals that begin with an SQL statement's keyword.
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ KNOWN_CYCLES: list[frozenset[str]] = [
 SQL_HOMES = ("engine/session/store/", "engine/session/schema.py")
 
 _SQL_CALL = re.compile(r"\.(execute|executescript|executemany)\(")
+# The store's database object used directly (sqlite-utils' query/table/insert write SQL too).
+_STORE_INSIDES = re.compile(r"\.db\.(conn|query|table|execute)\b|\.db\[|\._write\(\)")
 # A string literal that is an SQL statement: a keyword and the shape that follows it (not the
 # English "Update the plan" or "Insert guidance into the session").
 _SQL_STATEMENT = re.compile(
@@ -143,7 +146,7 @@ def sql_findings(source: str, where: str = "<string>") -> list[str]:
     """`file:line: what` for each SQL call and each string literal that is an SQL statement."""
     out = []
     for number, line in enumerate(source.splitlines(), 1):
-        if _SQL_CALL.search(line):
+        if _SQL_CALL.search(line) or _STORE_INSIDES.search(line):
             out.append(f"{where}:{number}: {line.strip()}")
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.JoinedStr):
@@ -209,12 +212,13 @@ def test_the_sql_scanner_finds_sql() -> None:
 def f(store, name):
     store.db.conn.execute("select 1")
     rows = store.query(f"SELECT spec FROM studies WHERE name = {name!r}")
+    store.db.table("sessions").insert({"id": name})
     sql = """
         update sessions set pid = ? where id = ?"""
     return "Update the plan", "select a node", "delete it?", rows, sql
 '''
     found = sql_findings(sample)
-    assert [f.split(":")[1] for f in found] == ["3", "3", "4", "5"], found
+    assert [f.split(":")[1] for f in found] == ["3", "3", "4", "5", "6"], found
     assert sql_findings('label = "Insert guidance into the running session"\n') == []
     assert _in_sql_home("engine/session/store/writer.py") and _in_sql_home("engine/session/schema.py")
     assert not _in_sql_home("engine/session/sealed.py")
