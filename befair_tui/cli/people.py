@@ -114,7 +114,7 @@ class PeopleReport:
         from engine.study.figure import draw_figure, reference_points
         from engine.study.people_report import expertise_points
 
-        from befair_tui.cli.study import study_references
+        from befair_tui.cli.study_references import study_references
 
         refs = [r for r in study_references(self.store, self.report) if r["kind"] != "published"]
         note = (f"final choice by {self.report.criterion}; colour: expertise (role), marker: level; n per point: "

@@ -103,11 +103,8 @@ def _json_out(obj: Any) -> None:
 
 
 def _session_rows(store: SessionStore) -> list[dict[str, Any]]:
-    counts: dict[str, dict[str, int]] = {}
-    for r in store.db.query("select session_id, status, count(*) as n from nodes group by session_id, status"):
-        counts.setdefault(r["session_id"], {})[r["status"]] = r["n"]
-    pending = {r["session_id"]: r["n"] for r in store.db.query(
-        "select session_id, count(*) as n from commands where consumed_at is null group by session_id")}
+    counts = store.node_status_counts()
+    pending = store.pending_command_counts()
     out = []
     for s in store.sessions():
         out.append({

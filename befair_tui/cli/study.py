@@ -17,6 +17,8 @@ from engine.session.lifecycle import open_store
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC, write_csv
 
+from befair_tui.cli.study_references import study_references
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("study", help="user studies: run a grid of sessions, follow it, aggregate it",
@@ -359,8 +361,7 @@ def _imported_report(store: Any, args: argparse.Namespace) -> Any:
         grid.study_row(store, args.name)
         return None
     except grid.StudyNotFound:
-        if not store.db.execute("select 1 from sessions where study_id = ? and origin = 'import' limit 1",
-                                [args.name]).fetchone():
+        if not store.has_imported_sessions(args.name):
             raise
     from engine.imports.be_fair import imported_report
 
@@ -393,33 +394,6 @@ def run_points(report: Any) -> list[Any]:
         out.append(Point(label=str(s.get("repeat")), auc=float(s["test_auc"]), gap=float(s["test_auc_gap"]),
                          group=str(s["model"]), level=report.level_name(str(s["prompt"])),
                          auc_ci=tuple(s["test_auc_ci"]), gap_ci=tuple(gap_ci)))
-    return out
-
-
-def study_references(store: Any, report: Any, *, published_agents: bool = False) -> list[dict[str, Any]]:
-    """Expert baselines trained here on the study's data, and the published rows (experts,
-    dermatologists; the published agents at the study's levels when asked), each with its source."""
-    from baselines.reference import load_reference_rows
-    from befair_tui.compare import baseline_points
-
-    out: list[dict[str, Any]] = []
-    state = next((store.state(s["session_id"]) for s in report.sessions if s.get("session_id")), None)
-    for b in baseline_points(store.baselines(), state):
-        if b.get("same_data") is False:
-            continue
-        out.append({"name": b["name"], "auc": b["auc"], "auc_std": b["auc_std"], "gap": b["gap"],
-                    "gap_std": b["gap_std"], "kind": "baseline",
-                    "source": f"expert baselines trained here ({b['dataset'] or 'data unknown'})"})
-    levels = {s["prompt"] for s in report.sessions}
-    for row in load_reference_rows():
-        agent = row.get("agent")
-        if agent not in ("expert", "dermatologists") and not (published_agents and row.get("level") in levels):
-            continue
-        kind = {"dermatologists": "human", "expert": "expert"}.get(str(agent), "published")
-        source = row["source"] if "DDI" in row["source"] else f"{row['source']}, DDI"
-        what = {"expert": "expert pipelines (MEDFAIR)", "published": "agents"}.get(kind)
-        out.append({"name": row["name"], "auc": row["auc_mean"], "auc_std": row["auc_std"], "gap": row["gap_mean"],
-                    "gap_std": row["gap_std"], "kind": kind, "source": f"{what}; {source}" if what else source})
     return out
 
 

@@ -7,7 +7,6 @@ session) is recomputed only when a session finishes."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -254,6 +253,4 @@ def study_of(store: SessionStore, session_id: str | None) -> str | None:
     """The study a session belongs to (its grid cell), else None."""
     if not session_id:
         return None
-    found: Any = store.db.conn.execute("select study from study_sessions where session_id = ?",
-                                       [session_id]).fetchone()
-    return str(found[0]) if found else None
+    return store.study_of_session(session_id)

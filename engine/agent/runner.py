@@ -737,8 +737,7 @@ def recover(store: SessionStore, session_id: str, *, by: str = "user", force: bo
             writer.emit(ev.NODE_INTERRUPTED, {"node_id": node.node_id, "reason": INTERRUPTED_ON_RESUME})
             interrupted.append(node.node_id)
     writer.emit(ev.SESSION_RESUMED, {"by": by, "interrupted": interrupted})
-    with store._write():
-        store.db.conn.execute("update sessions set pid = ? where id = ?", (os.getpid(), session_id))
+    store.set_runner_pid(session_id, os.getpid())
     return writer, interrupted
 
 

@@ -345,11 +345,9 @@ def import_aide(store: SessionStore, path: str | Path, *, session_id: str | None
     """Import an AIDE run into `store`; returns the new session's id. `predictions` (the run's
     published DDI predictions) need `metadata` (DDI-format labels) to be scored. A journal or
     config of an unexpected shape is a DataError, and leaves no half-imported session behind."""
-    from engine.imports.predictions import score_published
+    from engine.imports.predictions import published_scores
 
-    if predictions is not None and metadata is None:
-        raise UsageError("scoring published predictions needs the DDI metadata (--metadata)")
-    scored = score_published(predictions, metadata) if predictions is not None and metadata is not None else None
+    scored = published_scores(predictions, metadata)
     run = _read_run(path)
     return guarded_import(store, run.journal,
                           lambda created: _import(store, run, session_id, tag or RunTag(), scored, created))

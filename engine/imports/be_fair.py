@@ -17,7 +17,6 @@ aggregates them (engine.study.aggregate) into the published table's shape.
 """
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from engine.session import figures
 from engine.errors import BefairError, DataError, UsageError
 from engine.imports.common import SHAPE_ERRORS, Clock, RunTag, emit_end, read_text
 from engine.imports.predictions import PUBLISHED_SOURCE, predictions_for
+from engine.imports.run_names import PROMPT_LEVELS, parse_run_name
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
 STUDY_ID = "be-fair"
 PROTOCOL = "be-fair"
 AIDE, MLZERO = "AIDE", "MLZero"
-PROMPT_LEVELS = {
-    "basic_prompt": "base", "mlzero_bp": "base",
-    "addition_1": "fairness-hint", "mlzero_add1": "fairness-hint",
-    "addition_2": "fairness-metric", "mlzero_add2": "fairness-metric",
-    "addition_3": "fairness-methods", "mlzero_add3": "fairness-methods",
-}
 # The prompt labels of the study's aggregated table, per agent and level.
 TABLE_PROMPTS = {
     AIDE: {"base": "basic_prompt", "fairness-hint": "addition_1", "fairness-metric": "addition_2",
@@ -58,18 +52,7 @@ NOT_IN_PUBLISHED_TABLE = {
     (MLZERO, 48): "MLZero run 48 (addition_2) has published predictions and is in the published individual runs, "
                   "but the published aggregated table was computed without it (5 runs for mlzero_add2)",
 }
-_RUN_NAME = re.compile(r"^(?:(\d+)[-_])?(" + "|".join(sorted(PROMPT_LEVELS, key=len, reverse=True)) + r")(.*)$")
-
 ProgressFn = Callable[[str, int, int], None]
-
-
-def parse_run_name(name: str) -> tuple[int | None, str, str] | None:
-    """(run id, prompt, variant) of a run folder name ("30-basic_prompt" -> (30, "basic_prompt",
-    ""); "4-basic_prompt_killed" -> (4, "basic_prompt", "_killed")); None if it names no prompt."""
-    m = _RUN_NAME.match(name)
-    if m is None:
-        return None
-    return (int(m.group(1)) if m.group(1) else None), m.group(2), m.group(3)
 
 
 @dataclass
@@ -191,7 +174,7 @@ def import_be_fair(store: SessionStore, root: str | Path, *, metadata: str | Pat
 
 
 def _import_one(store: SessionStore, run: BeFairRun, metadata: str | Path | None, report: ImportReport) -> None:
-    if _exists(store, run.session_id):
+    if store.session_exists(run.session_id):
         report.existing.append((run.label, run.session_id))
         return
     preds = run.predictions if metadata is not None else None
@@ -241,10 +224,6 @@ def _failed_stub(store: SessionStore, run: BeFairRun, reason: str) -> str:
     return writer.session_id
 
 
-def _exists(store: SessionStore, session_id: str) -> bool:
-    return bool(list(store.db.query("select 1 from sessions where id = ?", [session_id])))
-
-
 def _short(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if isinstance(exc, BefairError) else f"{type(exc).__name__}: {text}"[:300]
@@ -258,17 +237,16 @@ def study_rows(store: SessionStore, study_id: str = STUDY_ID, *, as_published: b
     session and the MEDFAIR test metrics ("Test " + name), in the study's run order.
     `as_published`: only the runs the published aggregated table was computed from."""
     rows = []
-    sessions = store.db.query("select id, config from sessions where study_id = ? and origin = 'import'", [study_id])
-    for session in sessions:
-        meta = (json.loads(session["config"] or "{}").get("extra") or {}).get("be_fair") or {}
-        published = _published_evaluation(store, session["id"])
+    for session_id, config in store.imported_sessions(study_id):
+        meta = (config.get("extra") or {}).get("be_fair") or {}
+        published = _published_evaluation(store, session_id)
         if published is None or not meta:
             continue
         if as_published and (meta["agent"], meta["run_id"]) in NOT_IN_PUBLISHED_TABLE:
             continue
         medfair, summary = published
         rows.append({"model": meta["agent"], "id": meta["run_id"], "prompt": meta["table_prompt"],
-                     "session": session["id"], **{"Test " + k: v for k, v in medfair.items()},
+                     "session": session_id, **{"Test " + k: v for k, v in medfair.items()},
                      "test_auc_ci": figures.interval(summary, "auc"),
                      "test_auc_gap_ci": figures.interval(summary, "auc_gap")})
     return sorted(rows, key=lambda r: (r["model"] != AIDE, r["id"], r["session"]))
@@ -276,9 +254,7 @@ def study_rows(store: SessionStore, study_id: str = STUDY_ID, *, as_published: b
 
 def _published_evaluation(store: SessionStore, session_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(MEDFAIR metrics, summary with its intervals) of a run's published predictions, scored here."""
-    for (payload,) in store.db.execute(
-            "select payload from events where session_id = ? and kind = 'evaluated' order by seq desc", [session_id]):
-        p = json.loads(payload)
+    for p in store.evaluated_payloads(session_id):
         if p.get("source") == PUBLISHED_SOURCE and p.get("ok") and p.get("medfair"):
             return dict(p["medfair"]), dict(p.get("summary") or {})
     return None

@@ -34,6 +34,7 @@ from engine.errors import DataError
 from engine.imports.common import (
     Clock, RunTag, audit_payload, emit_end, emit_published, guarded_import, head_tail, number, read_text,
 )
+from engine.imports.run_names import level_of
 from engine.session import events as ev
 
 if TYPE_CHECKING:
@@ -322,24 +323,12 @@ def import_mlzero(store: SessionStore, path: str | Path, *, session_id: str | No
                   predictions: str | Path | None = None, metadata: str | Path | None = None,
                   tag: RunTag | None = None) -> str:
     """Import one MLZero run folder; returns the new session's id (see the module doc)."""
-    from engine.errors import UsageError
-    from engine.imports.predictions import score_published
+    from engine.imports.predictions import published_scores
 
-    if predictions is not None and metadata is None:
-        raise UsageError("scoring published predictions needs the DDI metadata (--metadata)")
-    scored = score_published(predictions, metadata) if predictions is not None and metadata is not None else None
+    scored = published_scores(predictions, metadata)
     run = _read_run(path)
     return guarded_import(store, run.path,
                           lambda created: _import(store, run, session_id, tag or RunTag(), scored, created))
-
-
-def level_of(name: str) -> str | None:
-    """The study level a prompt name stands for (basic_prompt/mlzero_bp -> base, addition_1 or
-    mlzero_add1 -> fairness-hint, ...); None when the name holds none."""
-    from engine.imports.be_fair import PROMPT_LEVELS, parse_run_name
-
-    parsed = parse_run_name(name)
-    return PROMPT_LEVELS.get(parsed[1]) if parsed else None
 
 
 def _session_config(run: _Run, tag: RunTag) -> tuple[dict[str, Any], str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import DataError
+from engine.errors import DataError, UsageError
 from engine.evaluation.metrics import MetricSet
 
 PUBLISHED_SOURCE = "published predictions, scored here"
@@ -31,6 +31,16 @@ class ScoredPredictions:
 
     def medfair(self, prefix: str = "") -> dict[str, Any]:
         return self.metrics.medfair(prefix=prefix)
+
+
+def published_scores(predictions: str | Path | None, metadata: str | Path | None) -> ScoredPredictions | None:
+    """A run's published predictions scored (score_published), None when none are given; a
+    UsageError when they are given without the metadata to score them against."""
+    if predictions is None:
+        return None
+    if metadata is None:
+        raise UsageError("scoring published predictions needs the DDI metadata (--metadata)")
+    return score_published(predictions, metadata)
 
 
 def score_published(predictions: str | Path, metadata: str | Path) -> ScoredPredictions:

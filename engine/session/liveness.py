@@ -16,13 +16,14 @@ session. Sessions recorded before the heartbeat existed (heartbeat_at NULL) rely
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from collections.abc import Callable, Mapping
 from types import TracebackType
+
+from engine.session.store.heartbeat import HeartbeatConnection
 
 RunnerStatus = Literal["alive", "stopped", "finished"]
 
@@ -33,7 +34,12 @@ BUSY_TIMEOUT_MS = 2_000
 # than this after the last beat was written by another process (a resume taking over).
 TAKEOVER_MARGIN = 1.5 * INTERVAL
 ENDED = ("finished", "stopped", "failed")
-_BEAT = "update sessions set heartbeat_at = ? where id = ?"
+
+
+class LivenessSource(Protocol):
+    """What runner_status reads of the store (engine.session.store.SessionStore)."""
+
+    def liveness_row(self, session_id: str) -> dict[str, Any]: ...
 
 
 class Heartbeat:
@@ -85,18 +91,14 @@ class Heartbeat:
         return self._thread is not None and self._thread.is_alive()
 
     # -- the thread ---------------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                               check_same_thread=True)
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous=NORMAL")  # WAL (set by the store): no fsync per beat
-        return conn
+    def _connect(self) -> HeartbeatConnection:
+        return HeartbeatConnection(self.db_path, busy_timeout_ms=BUSY_TIMEOUT_MS)
 
-    def beat(self, conn: sqlite3.Connection) -> None:
-        conn.execute(_BEAT, (float(self.clock()), self.session_id))
+    def beat(self, conn: HeartbeatConnection) -> None:
+        conn.beat(self.session_id, float(self.clock()))
 
     def _loop(self) -> None:
-        conn: sqlite3.Connection | None = None
+        conn: HeartbeatConnection | None = None
         try:
             while True:
                 try:
@@ -120,7 +122,7 @@ class Heartbeat:
             _close(conn)
 
 
-def _close(conn: sqlite3.Connection | None) -> None:
+def _close(conn: HeartbeatConnection | None) -> None:
     if conn is not None:
         try:
             conn.close()
@@ -157,8 +159,8 @@ def pid_alive(pid: Any) -> bool | None:
         return True
 
 
-def runner_status(row_or_store: Any, session_id: str | None = None, *, now: float | None = None,
-                  stale_after: float = STALE_AFTER) -> RunnerStatus:
+def runner_status(row_or_store: Mapping[str, Any] | LivenessSource, session_id: str | None = None, *,
+                  now: float | None = None, stale_after: float = STALE_AFTER) -> RunnerStatus:
     """"alive", "stopped" (the session says running or paused but nothing runs it: killed,
     crashed, frozen) or "finished" (the session ended).
 
@@ -169,7 +171,7 @@ def runner_status(row_or_store: Any, session_id: str | None = None, *, now: floa
     else:
         if session_id is None:
             raise TypeError("runner_status(store, session_id): the session id is missing")
-        row = _row(row_or_store, session_id)
+        row = row_or_store.liveness_row(session_id)
     if (row.get("status") or "") in ENDED:
         return "finished"
     now = time.time() if now is None else float(now)
@@ -188,18 +190,6 @@ def runner_status(row_or_store: Any, session_id: str | None = None, *, now: floa
     if updated is not None and updated > beat + TAKEOVER_MARGIN:
         return "alive"
     return "stopped"
-
-
-def _row(store: Any, session_id: str) -> Mapping[str, Any]:
-    conn = store.db.conn
-    cursor = conn.execute(
-        "select status, heartbeat_at, pid, updated_at from sessions where id = ?", [session_id])
-    found = cursor.fetchone()
-    if found is None:
-        from engine.session.store import SessionNotFound
-
-        raise SessionNotFound(f"no session {session_id!r} in {store.path}")
-    return dict(zip([d[0] for d in cursor.description], found, strict=True))
 
 
 def _float(value: Any) -> float | None:

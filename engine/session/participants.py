@@ -21,13 +21,12 @@ seconds, so the researcher's grid can say who is on which cell now.
 """
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import UsageError
 from engine.session.store import SessionNotFound, SessionStore
+from engine.session.store.participants import StudyEvent
 
 CONSENT, PROFILE, CELL_STARTED, ANSWERS, COMMAND_REFUSED, COMPLETED = (
     "consent", "profile", "cell_started", "answers", "command_refused", "completed")
@@ -40,18 +39,6 @@ class CommandRefused(UsageError):
     """A participant's command for a session that is not theirs (recorded before it is raised)."""
 
 
-@dataclass(frozen=True)
-class StudyEvent:
-    study: str
-    seq: int
-    ts: float
-    kind: str
-    participant_id: str | None
-    session_id: str | None = None
-    cell: int | None = None
-    payload: dict[str, Any] = field(default_factory=dict)
-
-
 def append(store: SessionStore, study: str, kind: str, *, participant_id: str | None,
            payload: dict[str, Any] | None = None, session_id: str | None = None, cell: int | None = None,
            ts: float | None = None) -> StudyEvent:
@@ -60,59 +47,39 @@ def append(store: SessionStore, study: str, kind: str, *, participant_id: str | 
         raise ValueError(f"unknown study event kind {kind!r}")
     payload = dict(payload or {})
     now = time.time() if ts is None else float(ts)
-    conn = store.db.conn
-    with store._write():
-        seq = int(conn.execute("select coalesce(max(seq), 0) + 1 from study_events where study = ?",
-                               [study]).fetchone()[0])
-        conn.execute("insert into study_events (study, seq, ts, kind, participant_id, session_id, cell, payload) "
-                     "values (?, ?, ?, ?, ?, ?, ?, ?)",
-                     [study, seq, now, kind, participant_id, session_id, cell, json.dumps(payload, sort_keys=True)])
+    with store.transaction():
+        event = store.insert_study_event(study, kind, ts=now, participant_id=participant_id, session_id=session_id,
+                                         cell=cell, payload=payload)
         if participant_id is not None:
-            _fold(conn, study, participant_id, kind, payload, cell, now)
-    return StudyEvent(study, seq, now, kind, participant_id, session_id, cell, payload)
+            _fold(store, study, participant_id, kind, payload, cell, now)
+    return event
 
 
-def _fold(conn: Any, study: str, participant_id: str, kind: str, payload: dict[str, Any], cell: int | None,
-          ts: float) -> None:
-    conn.execute("insert or ignore into study_participants (study, participant_id) values (?, ?)",
-                 [study, participant_id])
-    where = [study, participant_id]
+def _fold(store: SessionStore, study: str, participant_id: str, kind: str, payload: dict[str, Any],
+          cell: int | None, ts: float) -> None:
+    store.ensure_participant(study, participant_id)
     if kind == CONSENT:
-        conn.execute("update study_participants set joined_at = coalesce(joined_at, ?), consent_sha256 = ? "
-                     "where study = ? and participant_id = ?", [ts, payload.get("consent_sha256"), *where])
+        store.record_consent(study, participant_id, at=ts, consent_sha256=payload.get("consent_sha256"))
     elif kind == PROFILE:
-        values = [payload.get(c) for c in PROFILE_COLUMNS]
-        conn.execute("update study_participants set role = ?, years_dermatology = ?, years_ml = ?, notes = ?, "
-                     "profile_at = ? where study = ? and participant_id = ?", [*values, ts, *where])
+        store.record_profile(study, participant_id, at=ts, **{c: payload.get(c) for c in PROFILE_COLUMNS})
     elif kind == CELL_STARTED:
-        conn.execute("update study_participants set cell = ? where study = ? and participant_id = ?", [cell, *where])
+        store.record_cell(study, participant_id, cell)
 
 
 def events(store: SessionStore, study: str, *, participant_id: str | None = None,
            kinds: tuple[str, ...] | None = None) -> list[StudyEvent]:
     """The study's events in seq order (one participant's, some kinds only)."""
-    sql = "select study, seq, ts, kind, participant_id, session_id, cell, payload from study_events where study = ?"
-    params: list[Any] = [study]
-    if participant_id is not None:
-        sql += " and participant_id = ?"
-        params.append(participant_id)
-    if kinds:
-        sql += f" and kind in ({', '.join('?' * len(kinds))})"
-        params += list(kinds)
-    rows = store.db.conn.execute(sql + " order by seq", params).fetchall()
-    return [StudyEvent(r[0], int(r[1]), float(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7])) for r in rows]
+    return store.study_events(study, participant_id=participant_id, kinds=kinds)
 
 
 def participant(store: SessionStore, study: str, participant_id: str) -> dict[str, Any] | None:
-    rows = list(store.db.query("select * from study_participants where study = ? and participant_id = ?",
-                               [study, participant_id]))
-    return rows[0] if rows else None
+    return store.participant_row(study, participant_id)
 
 
 def participants(store: SessionStore, study: str, *, now: float | None = None) -> list[dict[str, Any]]:
     """Every participant row of the study, with `online` (their tab was seen in the last ONLINE_S s)."""
     now = time.time() if now is None else now
-    rows = list(store.db.query("select * from study_participants where study = ? order by participant_id", [study]))
+    rows = store.participant_rows(study)
     for row in rows:
         row["online"] = row.get("seen_at") is not None and now - float(row["seen_at"]) <= ONLINE_S
     return rows
@@ -120,19 +87,12 @@ def participants(store: SessionStore, study: str, *, now: float | None = None) -
 
 def touch(store: SessionStore, study: str, participant_id: str, *, cell: int | None, client: str) -> None:
     """Presence: this participant's tab is open, on `cell` (not an event: it changes nothing recorded)."""
-    with store._write():
-        store.db.conn.execute("insert or ignore into study_participants (study, participant_id) values (?, ?)",
-                              [study, participant_id])
-        store.db.conn.execute("update study_participants set seen_at = ?, cell = coalesce(?, cell), client = ? "
-                              "where study = ? and participant_id = ?",
-                              [time.time(), cell, client, study, participant_id])
+    store.touch_participant(study, participant_id, cell=cell, client=client, at=time.time())
 
 
 def leave(store: SessionStore, study: str, participant_id: str, *, client: str) -> None:
     """The tab closed: not seen any more (only when no other tab of theirs took over)."""
-    with store._write():
-        store.db.conn.execute("update study_participants set seen_at = null where study = ? and participant_id = ? "
-                              "and client = ?", [study, participant_id, client])
+    store.leave_participant(study, participant_id, client=client)
 
 
 def issue_command(store: SessionStore, study: str, participant_id: str, session_id: str, kind: str,

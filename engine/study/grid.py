@@ -7,28 +7,20 @@ or interrupted, even after the study runner was killed.
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from engine.errors import UsageError
-from engine.session.liveness import runner_status
+from engine.session.liveness import pid_alive, runner_status
 from engine.session.store import SessionStore
+from engine.session.store.studies import GridCell, NewStudy
 from engine.study.spec import StudySpec, parse_spec
 
 QUEUED, RUNNING, FINISHED, FAILED, INTERRUPTED = "queued", "running", "finished", "failed", "interrupted"
 RUNNABLE = (QUEUED, INTERRUPTED)
 EXIT_BUSY = 75  # a worker found its session alive in another process
-
-_GRID_SQL = """
-    select g.*, s.status as session_status, s.heartbeat_at, s.pid, s.updated_at, s.steps, s.budget,
-           s.n_nodes, s.best_auc, s.best_gap
-    from study_sessions g left join sessions s on s.id = g.session_id
-    where g.study = ? order by g.cell"""
 
 
 class StudyNotFound(UsageError):
@@ -40,18 +32,6 @@ def runner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@contextmanager
-def _transaction(store: SessionStore) -> Iterator[Any]:
-    conn = store.db.conn
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 # --------------------------------------------------------------------------- the study
 
 
@@ -60,44 +40,32 @@ def ensure_study(store: SessionStore, spec: StudySpec, *, source: str | None = N
 
     Running the same spec again adds nothing; a different spec under a recorded name is refused
     (its sessions would no longer match their cells)."""
-    now = time.time()
-    cells = spec.cells()
-    with _transaction(store) as conn:
-        row = conn.execute("select spec_sha256 from studies where name = ?", [spec.name]).fetchone()
-        if row is not None and row[0] != spec.digest:
-            raise UsageError(f"study {spec.name!r} is recorded in {store.path} with another spec; "
-                             "give the new one another name (or delete the old study's sessions first)")
-        if row is None:
-            conn.execute("insert into studies (name, created_at, updated_at, spec, spec_sha256, source, n_cells) "
-                         "values (?, ?, ?, ?, ?, ?, ?)",
-                         [spec.name, now, now, spec.to_json(), spec.digest, source, len(cells)])
-        for cell in cells:  # cells deleted with their session come back queued
-            conn.execute(
-                "insert or ignore into study_sessions (study, cell, agent, level, instruction_level, participant_id, "
-                "repeat_index, seed, status) values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [spec.name, cell.index, cell.coder.label, cell.level.label, cell.level.level, cell.participant,
-                 cell.repeat, cell.seed, QUEUED])
-    return row is None
+    cells = [GridCell(cell.index, cell.coder.label, cell.level.label, cell.level.level, cell.participant,
+                      cell.repeat, cell.seed, QUEUED) for cell in spec.cells()]
+    before = store.record_study(NewStudy(spec.name, time.time(), spec.to_json(), spec.digest, source, cells))
+    if before is not None and before != spec.digest:
+        raise UsageError(f"study {spec.name!r} is recorded in {store.path} with another spec; "
+                         "give the new one another name (or delete the old study's sessions first)")
+    return before is None
 
 
 def stored_spec(store: SessionStore, name: str) -> StudySpec:
-    row = store.db.conn.execute("select spec from studies where name = ?", [name]).fetchone()
-    if row is None:
+    recorded = store.study_spec(name)
+    if recorded is None:
         known = ", ".join(study_names(store)) or "none"
         raise StudyNotFound(f"no study {name!r} in {store.path} (studies: {known})")
-    return parse_spec(json.loads(row[0]), where=f"study {name} in {store.path}")
+    return parse_spec(recorded, where=f"study {name} in {store.path}")
 
 
 def study_names(store: SessionStore) -> list[str]:
-    return [r[0] for r in store.db.conn.execute("select name from studies order by created_at, name")]
+    return store.study_names()
 
 
 def study_row(store: SessionStore, name: str) -> dict[str, Any]:
-    cursor = store.db.conn.execute("select * from studies where name = ?", [name])
-    found = cursor.fetchone()
+    found = store.study_row(name)
     if found is None:
         raise StudyNotFound(f"no study {name!r} in {store.path}")
-    return dict(zip([d[0] for d in cursor.description], found, strict=True))
+    return found
 
 
 # --------------------------------------------------------------------------- cells
@@ -105,10 +73,8 @@ def study_row(store: SessionStore, name: str) -> dict[str, Any]:
 
 def grid_rows(store: SessionStore, name: str) -> list[dict[str, Any]]:
     """Every cell with its session's summary columns and its reconciled `state`."""
-    cursor = store.db.conn.execute(_GRID_SQL, [name])
-    columns = [d[0] for d in cursor.description]
     now = time.time()
-    rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    rows = store.grid_rows(name)
     for row in rows:
         row["state"] = cell_status(row, now=now)
     return rows
@@ -144,8 +110,6 @@ def _beat_before_settled(row: dict[str, Any]) -> bool:
 def _claim_alive(runner: Any) -> bool:
     """A claim by a study runner on this host whose process is gone is void; one from another host
     is trusted (the session's heartbeat decides once the session exists)."""
-    from engine.session.liveness import pid_alive
-
     host, _, pid = str(runner or "").rpartition(":")
     if host != socket.gethostname():
         return bool(runner)
@@ -154,32 +118,27 @@ def _claim_alive(runner: Any) -> bool:
 
 def claim(store: SessionStore, name: str, cell: int, *, retry_failed: bool = False) -> bool:
     """Take a runnable cell for this process; False when it is not runnable (any more)."""
-    with _transaction(store) as conn:
-        cursor = conn.execute(_GRID_SQL.replace("order by g.cell", "and g.cell = ?"), [name, cell])
-        found = cursor.fetchone()
-        if found is None:
+    with store.transaction():
+        row = store.grid_cell(name, cell)
+        if row is None:
             return False
-        row = dict(zip([d[0] for d in cursor.description], found, strict=True))
         state = cell_status(row)
         if state not in RUNNABLE and not (retry_failed and state == FAILED):
             return False
-        conn.execute("update study_sessions set status = ?, runner = ?, claimed_at = ?, attempts = attempts + 1, "
-                     "exit_code = null, error = null, finished_at = null where study = ? and cell = ?",
-                     [RUNNING, runner_id(), time.time(), name, cell])
+        store.mark_cell_claimed(name, cell, status=RUNNING, runner=runner_id(), at=time.time())
     return True
 
 
 def link_session(store: SessionStore, name: str, cell: int, session_id: str) -> None:
-    with _transaction(store) as conn:
-        conn.execute("update study_sessions set session_id = ?, started_at = coalesce(started_at, ?) "
-                     "where study = ? and cell = ?", [session_id, time.time(), name, cell])
+    store.link_cell_session(name, cell, session_id, at=time.time())
 
 
 def settle(store: SessionStore, name: str, cell: int, *, exit_code: int | None, error: str | None = None) -> str:
     """Record a cell's outcome once its worker ended: the status its session says."""
-    with _transaction(store) as conn:
-        cursor = conn.execute(_GRID_SQL.replace("order by g.cell", "and g.cell = ?"), [name, cell])
-        row = dict(zip([d[0] for d in cursor.description], cursor.fetchone(), strict=True))
+    with store.transaction():
+        row = store.grid_cell(name, cell)
+        if row is None:
+            raise StudyNotFound(f"no cell {cell} in study {name!r} in {store.path}")
         row["status"] = INTERRUPTED if row.get("status") == RUNNING else row.get("status")
         row["finished_at"] = None if exit_code == EXIT_BUSY else time.time()
         state = cell_status(row)
@@ -188,9 +147,7 @@ def settle(store: SessionStore, name: str, cell: int, *, exit_code: int | None, 
         if state == QUEUED and exit_code not in (0, None):
             state = FAILED if error else QUEUED
         # finished_at: when the cell's worker ended, whatever its outcome (see _beat_before_settled)
-        conn.execute("update study_sessions set status = ?, exit_code = ?, error = ?, finished_at = ? "
-                     "where study = ? and cell = ?", [state, exit_code, error, time.time(), name, cell])
-        conn.execute("update studies set updated_at = ? where name = ?", [time.time(), name])
+        store.settle_cell(name, cell, status=state, exit_code=exit_code, error=error, at=time.time())
     return state
 
 

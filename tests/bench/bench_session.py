@@ -99,7 +99,7 @@ def _fold(tmp: Path) -> list[dict]:
     first = events[0].payload
     store.create_session(first["config"], instruction=first["instruction"], coder=first["coder"],
                          data=first["data"], session_id=events[0].session_id, ts=events[0].ts)
-    with store._write():
+    with store.transaction():
         store.db.conn.executemany(
             "insert into events (session_id, seq, ts, kind, payload) values (?, ?, ?, ?, ?)",
             [(e.session_id, e.seq, e.ts, e.kind, e.to_row()["payload"]) for e in events[1:]],

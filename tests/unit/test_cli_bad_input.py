@@ -184,7 +184,7 @@ def test_read_only_database(good_db, capsys, monkeypatch):
     write refuse it in one line (reading ones may work) and the file is untouched. Root ignores
     file modes, so the read-only connection is forced here; test_read_only_database_file_mode
     checks the file-mode case."""
-    import engine.session.store as store_mod
+    import engine.session.store.connection as store_mod
 
     real = sqlite3.connect
 
