@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from engine.agent.coder import CoderContext, NodeView
-from engine.agent.grammar import render
-from engine.agent.offline import OfflineCoder
+from engine.agent.offline import OfflineCoder, render
 
 MODELS = ("logreg", "gbm", "cnn", "resnet18")
 FAIRNESS = ("none", "reweight", "upsample", "group_balanced")
