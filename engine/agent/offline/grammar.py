@@ -24,20 +24,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-MODELS = ("logreg", "gbm", "cnn", "resnet18")
-MODEL_NAMES = {
+MODEL_NAMES = {  # each model, as a plan names it
     "logreg": "colour/texture features + logistic regression",
     "gbm": "colour/texture features + gradient boosting",
     "cnn": "a small CNN (PyTorch)",
     "resnet18": "ResNet-18 (torchvision)",
 }
-FAIRNESS = ("none", "reweight", "upsample", "group_balanced")
-FAIRNESS_NAMES = {
+MODELS = tuple(MODEL_NAMES)
+FAIRNESS_NAMES = {  # each fairness intervention, as a plan names it
     "none": "no fairness intervention",
     "reweight": "group reweighting (inverse skin-tone group frequency)",
     "upsample": "upsampling the darker skin-tone groups",
     "group_balanced": "a group-balanced loss (inverse group x label frequency)",
 }
+FAIRNESS = tuple(FAIRNESS_NAMES)
 BUGS = ("key_error", "shape", "missing_import", "slow")
 LEVELS = ("base", "fairness-hint", "fairness-metric", "fairness-methods", "custom")
 HEADER_TAG = "# befair-components: "
