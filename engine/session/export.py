@@ -95,7 +95,7 @@ def export_session(store: SessionStore, session_id: str, out: Path, *, criterion
     best = state.nodes.get(choice.node_id) if choice.node_id is not None else None
     written = []
     if best is not None and best.code:
-        from engine.agent.grammar import without_injected_failure
+        from engine.agent.offline.grammar import without_injected_failure
 
         injected = views.simulated_failure(best)
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"

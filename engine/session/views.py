@@ -118,7 +118,7 @@ def audit_badges(node: NodeState) -> list[str]:
 def simulated_failure(node: NodeState) -> str | None:
     """"simulated agent: this node was made to …" when the offline coder (a simulated agent) made
     this node fail on purpose, so that the debug path runs; None otherwise."""
-    from engine.agent.grammar import injected_failure
+    from engine.agent.offline.grammar import injected_failure
 
     return injected_failure(node.components) if node.components else None
 

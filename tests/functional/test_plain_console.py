@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from engine.agent import grammar as g
+from engine.agent import offline as g
 from engine.config import SessionConfig
 from engine.session import events as ev
 from engine.session.fixtures import write_demo_session

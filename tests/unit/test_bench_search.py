@@ -140,7 +140,7 @@ def test_mean_std_skips_missing_seeds():
 
 
 def test_the_guidance_asks_for_reweighting_and_minimax_selection():
-    from engine.agent.grammar import parse_guidance
+    from engine.agent.offline.guidance import parse_guidance
 
     asked = {d.key: d.value for d in parse_guidance([bs.GUIDANCE])}
     assert asked == {"fairness": "reweight", "selection": "minimax"}

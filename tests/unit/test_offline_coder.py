@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from engine.agent import grammar as g
+from engine.agent import offline as g
 from engine.agent.coder import CoderContext, NodeView
 from engine.agent.offline import LABEL, OfflineCoder
 from engine.evaluation.audit import audit_code

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from engine.agent import grammar as g
+from engine.agent import offline as g
 from engine.agent.offline import OfflineCoder, detect_device
 
 

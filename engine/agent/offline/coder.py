@@ -1,6 +1,6 @@
 """The offline coder: the embedded default agent. A SIMULATED agent, labelled as such everywhere.
 
-It writes real, runnable pipelines from the component grammar (engine/agent/grammar.py):
+It writes real, runnable pipelines from the component grammar (grammar.py, composed by composer.py):
 draft samples a pipeline, improve changes one component of its parent, debug repairs a failing
 parent. Its choices follow what the study observed agents do at each instruction level (base
 never touches skin tone; fairness-hint rarely; fairness-metric monitors per-group AUC about half
@@ -20,8 +20,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from engine.agent import grammar as g
 from engine.agent.coder import CoderContext, CoderReply, NodeView, Review
+from engine.agent.offline.composer import render
+from engine.agent.offline.grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
+from engine.agent.offline.guidance import Directive, apply_directive, parse_guidance, satisfied
+from engine.agent.offline.sampling import level_profile, lighten, mutate_one, sample_draft
 
 LABEL = "offline coder (simulated agent)"
 
@@ -49,7 +52,7 @@ class OfflineCoder:
         from the whole grammar, as the study's agents did."""
         self.failure_rate = float(failure_rate)
         self.seed = int(seed)
-        self.compute = g.Compute(device or detect_device(), float(step_timeout or 600.0)) if fit_compute else None
+        self.compute = Compute(device or detect_device(), float(step_timeout or 600.0)) if fit_compute else None
 
     def info(self) -> dict[str, Any]:
         fits = {"device": self.compute.device, "step_timeout": self.compute.step_timeout} if self.compute else None
@@ -66,11 +69,11 @@ class OfflineCoder:
         c["bug"] = kind if roll < rate else None
 
     @staticmethod
-    def _directives(ctx: CoderContext) -> list[g.Directive]:
-        return g.parse_guidance(list(ctx.guidance_global) + list(ctx.guidance_node))
+    def _directives(ctx: CoderContext) -> list[Directive]:
+        return parse_guidance(list(ctx.guidance_global) + list(ctx.guidance_node))
 
     @staticmethod
-    def _guidance_note(applied: list[g.Directive], ctx: CoderContext, already: Sequence[g.Directive] = ()) -> str:
+    def _guidance_note(applied: list[Directive], ctx: CoderContext, already: Sequence[Directive] = ()) -> str:
         texts = list(ctx.guidance_global) + list(ctx.guidance_node)
         if not texts:
             return ""
@@ -85,7 +88,7 @@ class OfflineCoder:
         return "Following guidance: " + "; ".join(parts) + "."
 
     def _reply(self, plan: str, c: dict[str, Any]) -> CoderReply:
-        return CoderReply(plan=plan, code=g.render(c, plan), components=c)
+        return CoderReply(plan=plan, code=render(c, plan), components=c)
 
     def _fresh(self, ctx: CoderContext, why: str) -> CoderReply:
         """A new draft for a parent the grammar cannot read (foreign code), saying why."""
@@ -96,25 +99,25 @@ class OfflineCoder:
     # -- the Coder interface ------------------------------------------------------------
     def draft(self, ctx: CoderContext) -> CoderReply:
         rng = self._rng(ctx, "draft", None)
-        profile = g.level_profile(ctx.level, ctx.instruction)
-        c = g.sample_draft(rng, profile, self.compute)
+        profile = level_profile(ctx.level, ctx.instruction)
+        c = sample_draft(rng, profile, self.compute)
         applied = []
         for d in self._directives(ctx):
-            if g.apply_directive(c, d, rng):
+            if apply_directive(c, d, rng):
                 applied.append(d)
-        c = g.normalise(c)
+        c = normalise(c)
         self._maybe_bug(rng, c, self.failure_rate)
-        lines = [f"Draft a pipeline: {g.MODEL_NAMES[c['model']]}."]
+        lines = [f"Draft a pipeline: {MODEL_NAMES[c['model']]}."]
         note = self._guidance_note(applied, ctx)
         if note:
             lines.append(note)
-        lines += [f"- {line}" for line in g.describe(c)]
+        lines += [f"- {line}" for line in describe(c)]
         lines.append("- a stratified 80/20 train/validation split of the training data; report the validation AUROC")
         return self._reply("\n".join(lines), c)
 
     def improve(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
         rng = self._rng(ctx, "improve", parent.node_id)
-        profile = g.level_profile(ctx.level, ctx.instruction)
+        profile = level_profile(ctx.level, ctx.instruction)
         base = _parent_components(parent)
         if base is None:
             return self._fresh(ctx, f"Node {parent.node_id} was not written from my component grammar; "
@@ -124,22 +127,22 @@ class OfflineCoder:
         directives = self._directives(ctx)
         change, applied, already = None, [], []
         for d in directives:  # guidance first: one component per improvement
-            if g.satisfied(c, d):
+            if satisfied(c, d):
                 already.append(d)
                 continue
-            if change is None and g.apply_directive(c, d, rng):
+            if change is None and apply_directive(c, d, rng):
                 change = f"{d.label()} (asked for in guidance: \"{d.text}\")"
                 applied.append(d)
         if change is None:
-            c, change = g.mutate_one(rng, c, profile, self.compute)
-        c = g.normalise(c)
+            c, change = mutate_one(rng, c, profile, self.compute)
+        c = normalise(c)
         tried = [_without_bug(t) for t in parent.tried or []]
         for _ in range(12):  # an improvement a sibling already made teaches nothing new
             if _without_bug(c) not in tried:
                 break
             repeated = change
-            c, change = g.mutate_one(rng, json.loads(json.dumps(base)), profile, self.compute)
-            c = g.normalise(c)
+            c, change = mutate_one(rng, json.loads(json.dumps(base)), profile, self.compute)
+            c = normalise(c)
             applied = []
             change += f" (\"{repeated}\" was already tried on node {parent.node_id})"
         self._maybe_bug(rng, c, self.failure_rate)
@@ -155,7 +158,7 @@ class OfflineCoder:
         pending = [d for d in directives if d not in applied and d not in already]
         if pending:
             lines.append("Left for a later step: " + "; ".join(d.label() for d in pending) + ".")
-        lines += [f"- {line}" for line in g.describe(c)]
+        lines += [f"- {line}" for line in describe(c)]
         return self._reply("\n".join(lines), c)
 
     def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
@@ -171,20 +174,20 @@ class OfflineCoder:
             fix = BUG_FIXES[bug]
         elif parent.status == "timeout" or (parent.exc_type or "") in ("MemoryError", "OutOfMemoryError") or \
                 "killed by" in (parent.exc_type or ""):
-            c, what = g.lighten(c)
+            c, what = lighten(c)
             fix = f"The run {'timed out' if parent.status == 'timeout' else 'ran out of memory'}: {what}."
         else:
-            c, what = g.lighten(c)
+            c, what = lighten(c)
             fix = f"The run failed with {parent.exc_type or 'an error'}; simplify it: {what}."
         # guidance still applies to a repair (e.g. "use logistic regression")
-        applied = [d for d in self._directives(ctx) if g.apply_directive(c, d, rng)]
-        c = g.normalise(c)
+        applied = [d for d in self._directives(ctx) if apply_directive(c, d, rng)]
+        c = normalise(c)
         self._maybe_bug(rng, c, self.failure_rate / 2, exclude=bug)
         lines = [f"Debug node {parent.node_id} ({parent.exc_type or parent.status}). {fix}"]
         note = self._guidance_note(applied, ctx)
         if note and applied:
             lines.append(note)
-        lines += [f"- {line}" for line in g.describe(c)]
+        lines += [f"- {line}" for line in describe(c)]
         return self._reply("\n".join(lines), c)
 
     def review(self, ctx: CoderContext, node: NodeView) -> Review:
@@ -225,9 +228,9 @@ def _last_error_line(output: str) -> str | None:
 
 
 def _without_bug(components: dict[str, Any]) -> dict[str, Any]:
-    return {**g.normalise(components), "bug": None}
+    return {**normalise(components), "bug": None}
 
 
 def _parent_components(parent: NodeView) -> dict[str, Any] | None:
     """The parent's grammar choice: recorded on the node, else read from its code's header."""
-    return g.normalise(parent.components) if parent.components else g.components_from_code(parent.code)
+    return normalise(parent.components) if parent.components else components_from_code(parent.code)
