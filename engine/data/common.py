@@ -79,7 +79,7 @@ def bad_values(series: pd.Series, allowed: set[Any], column: str, what: str, pat
 
 def as_int_column(series: pd.Series, column: str, what: str, path: Path | str) -> pd.Series:
     num = pd.to_numeric(series, errors="coerce")
-    bad = num.isna() | (num != num.round())
+    bad = num.isna() | ~np.isfinite(num) | (num != num.round())
     if bad.any():
         vals = pd.unique(series[bad].astype(str))
         rows = line_numbers(bad)

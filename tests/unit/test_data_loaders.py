@@ -129,3 +129,15 @@ def test_real_ddi_counts(shared_data):
     g = ddi.groupby("skin_tone").malignant.agg(["size", "sum"])
     assert g["size"].to_dict() == {12: 208, 34: 241, 56: 207}
     assert g["sum"].to_dict() == {12: 49, 34: 74, 56: 48}
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf"])
+def test_an_infinite_skin_tone_is_a_clear_error_not_a_traceback(synth_dir, tmp_path, value):
+    # found by Hypothesis (test_fuzz_data_prepare): pandas reads "inf" as a float it cannot cast to int
+    ddi = pd.read_csv(synth_dir / "test" / "ddi_metadata.csv", index_col=0)
+    ddi["skin_tone"] = ddi["skin_tone"].astype(object)
+    ddi.loc[0, "skin_tone"] = value
+    out = tmp_path / "ddi.csv"
+    ddi.to_csv(out)
+    with pytest.raises(DataError, match="skin_tone must be an integer"):
+        load_ddi(out, check_images=False)
