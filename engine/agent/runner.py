@@ -26,7 +26,8 @@ from types import FrameType
 from typing import Any, cast
 from collections.abc import Callable
 
-from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, MemoryItem, NodeView, Review
+from engine.agent.coder import CoderContext, CoderReply, LlmCall, MemoryItem, NodeView, Review
+from engine.agent.coders import coder_info, make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
@@ -55,35 +56,6 @@ INTERRUPTED_ON_RESUME = "process ended while running"
 
 
 # --------------------------------------------------------------------------- set-up helpers
-
-
-def make_coder(config: SessionConfig, **llm_overrides: Any) -> Coder:
-    """The coder a session's settings name (offline, or openai through engine.agent.llm_coder)."""
-    if config.coder == "offline":
-        from engine.agent.offline import OfflineCoder
-
-        return OfflineCoder(failure_rate=config.failure_rate, seed=config.seed,
-                            device=config.extra.get("device"), step_timeout=config.step_timeout)
-    if config.coder == "openai":
-        from engine.agent.llm_coder import build_llm_coder  # lazily: needs the openai package and a server
-
-        return build_llm_coder(config, **{k: v for k, v in llm_overrides.items() if v is not None})
-    raise BefairError(f"unknown coder {config.coder!r}; use offline or openai")
-
-
-def coder_info(coder: Any) -> dict[str, Any]:
-    for name in ("describe", "info"):
-        fn = getattr(coder, name, None)
-        if callable(fn):
-            info = dict(fn())
-            break
-    else:
-        info = {}
-    info.setdefault("name", getattr(coder, "name", "custom"))
-    info.setdefault("label", getattr(coder, "label", info["name"]))
-    info.setdefault("simulated", bool(getattr(coder, "simulated", False)))
-    info.setdefault("model", getattr(coder, "model", None))
-    return info
 
 
 def synth_settings(config: SessionConfig) -> dict[str, Any]:
@@ -761,5 +733,5 @@ def install_sigterm_handler() -> None:
         pass
 
 
-__all__ = ["Runner", "start_session", "run", "resume", "recover", "make_coder", "coder_info", "resolve_workspace",
+__all__ = ["Runner", "start_session", "run", "resume", "recover", "resolve_workspace",
            "install_sigterm_handler"]
