@@ -21,6 +21,7 @@ from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, POLICIES, PROTOCOLS,
 from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
+from engine.agent.coders import CODERS
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.session import events as ev
 from engine.session.state import SessionState
@@ -39,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--level", choices=[*LEVELS, CUSTOM], default="base", help="instruction level (default: base)")
     p.add_argument("--custom-text", default=None, help="the instruction for --level custom (recorded verbatim)")
     p.add_argument("--steps", type=int, default=20, help="step budget: nodes the search may create (default 20)")
-    p.add_argument("--coder", choices=["offline", "openai"], default="offline",
-                   help="offline: the built-in simulated agent; openai: any OpenAI-compatible server")
+    p.add_argument("--coder", choices=list(CODERS), default="offline",
+                   help="; ".join(f"{kind.name}: {kind.help}" for kind in CODERS.values()))
     add_llm_arguments(p.add_argument_group("LLM coder (--coder openai)"))
     p.add_argument("--data", default="synth",
                    help="'synth' (generated SynthDerm, cached) or a prepared workspace folder")
@@ -144,7 +145,7 @@ def _best(args: argparse.Namespace) -> str:
 
 
 def _coder(config: SessionConfig, args: argparse.Namespace) -> Any:
-    from engine.agent.runner import make_coder
+    from engine.agent.coders import make_coder
 
     try:
         return make_coder(config, model=getattr(args, "model", None), base_url=getattr(args, "base_url", None),

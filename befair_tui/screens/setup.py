@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
                              Static, TextArea)
 
+from engine.agent.coders import CODERS
 from engine.config import BEST_CRITERIA
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
 
@@ -145,10 +146,8 @@ class SetupScreen(Screen):
                 with Vertical(classes="col-narrow"):
                     yield Label("Coder")
                     with RadioSet(id="coder"):
-                        yield PlainRadioButton("offline (simulated agent)", value=c.coder == "offline",
-                                               id="coder-offline")
-                        yield PlainRadioButton("OpenAI-compatible model", value=c.coder == "openai",
-                                               id="coder-openai")
+                        for kind in CODERS.values():
+                            yield PlainRadioButton(kind.label, value=c.coder == kind.name, id=f"coder-{kind.name}")
                 with Vertical(classes="col-wide"):
                     yield Static("", id="coder-note")
                     with Vertical(id="llm-fields", classes="hidden"):

@@ -1,7 +1,7 @@
 """The coder interface: what the search asks of an agent (draft, improve, debug, review).
 
 Two implementations: the offline coder (engine/agent/offline/, a simulated agent labelled as
-such) and the LLM coder (engine/agent/llm.py, any OpenAI-compatible Chat Completions server).
+such) and the LLM coder (engine/agent/llm_coder.py, any OpenAI-compatible Chat Completions server).
 A coder never raises for a bad reply: it returns a CoderReply with `code=None` and `error` set,
 which the search records as a failed step.
 """

@@ -171,7 +171,7 @@ def check_server(config: LlmConfig, *, timeout: float = 120.0) -> CheckReport:
 
 
 def _probe(config: LlmConfig, report: CheckReport, timeout: float) -> None:
-    from engine.agent.llm import ChatClient
+    from engine.agent.llm_client import ChatClient
 
     probe = LlmConfig(**{**asdict(config), "max_tokens": PROBE_MAX_TOKENS, "timeout": timeout,
                          "call_budget_s": None, "max_retries": 0})

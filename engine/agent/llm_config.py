@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from engine.agent.coder_options import CoderOption
 from engine.errors import BefairError
 
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -316,33 +317,40 @@ _RETIRED = {"retry_base_delay", "retry_max_delay"}
 
 # -- command line ----------------------------------------------------------------------------
 
-CLI_FLAGS: dict[str, tuple[str, type, str]] = {
-    # dest: (flag, type, help)
-    "model": ("--model", str, "LLM model for the openai coder (default: config file, then "
-              f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})"),
-    "review_model": ("--review-model", str, "model that reviews runs (default: --model)"),
-    "base_url": ("--base-url", str, "OpenAI-compatible server, e.g. http://localhost:8000/v1 "
-                 "(default: $OPENAI_BASE_URL, else OpenAI)"),
-    "api_key": ("--api-key", str, "API key (default: $OPENAI_API_KEY; not needed for a local server)"),
-    "temperature": ("--temperature", float, "sampling temperature for coding"),
-    "llm_timeout": ("--llm-timeout", float, "stall timeout: seconds the LLM client waits for the next "
-                    "bytes of a streamed reply (or for the answer of an unstreamed one; default 120)"),
-    "llm_retries": ("--llm-retries", int, "retries of a failed LLM request by the openai client "
-                    "(timeouts, connection errors, 429, 5xx; default 2)"),
-    "call_budget_s": ("--llm-call-budget", float, "an outer bound: seconds one LLM call may take in "
-                      "all, retries included (default: none; a streaming reply ends at its token cap or "
-                      "after --llm-timeout seconds without a token; `befair llm check` suggests one)"),
-    "max_tokens": ("--max-tokens", int, "completion cap (max_tokens) for draft/improve/debug "
-                   "replies (default 4096; 0: no cap)"),
-    "review_max_tokens": ("--review-max-tokens", int, "completion cap for reviews (default 512; "
-                          "0: no cap)"),
-    "budget_usd": ("--budget", float, "pause the session when the LLM cost reaches this many USD"),
-    "llm_config": ("--llm-config", str, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
-                   "~/.config/befair/llm.toml)"),
-}
-_CLI_TO_FIELD = {"llm_timeout": "timeout", "llm_retries": "max_retries"}
-_METAVARS = {"llm_timeout": "SECONDS", "llm_retries": "N", "call_budget_s": "SECONDS",
-             "max_tokens": "TOKENS", "review_max_tokens": "TOKENS", "budget_usd": "USD"}
+LLM_OPTIONS: tuple[CoderOption, ...] = (
+    # the LLM coder's settings a person may give (flags, or the setup screen); defaults: LlmConfig's
+    CoderOption("model", str, DEFAULT_MODEL, "LLM model for the openai coder (default: config file, then "
+                f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})", flag="--model"),
+    CoderOption("review_model", str, None, "model that reviews runs (default: --model)", flag="--review-model"),
+    CoderOption("base_url", str, None, "OpenAI-compatible server, e.g. http://localhost:8000/v1 "
+                "(default: $OPENAI_BASE_URL, else OpenAI)", flag="--base-url"),
+    CoderOption("api_key", str, None, "API key (default: $OPENAI_API_KEY; not needed for a local server)",
+                flag="--api-key"),
+    CoderOption("temperature", float, 0.5, "sampling temperature for coding", flag="--temperature"),
+    CoderOption("timeout", float, 120.0, "stall timeout: seconds the LLM client waits for the next "
+                "bytes of a streamed reply (or for the answer of an unstreamed one; default 120)",
+                flag="--llm-timeout", dest="llm_timeout", metavar="SECONDS"),
+    CoderOption("max_retries", int, 2, "retries of a failed LLM request by the openai client "
+                "(timeouts, connection errors, 429, 5xx; default 2)",
+                flag="--llm-retries", dest="llm_retries", metavar="N"),
+    CoderOption("call_budget_s", float, None, "an outer bound: seconds one LLM call may take in "
+                "all, retries included (default: none; a streaming reply ends at its token cap or "
+                "after --llm-timeout seconds without a token; `befair llm check` suggests one)",
+                flag="--llm-call-budget", metavar="SECONDS"),
+    CoderOption("max_tokens", int, 4096, "completion cap (max_tokens) for draft/improve/debug "
+                "replies (default 4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS"),
+    CoderOption("review_max_tokens", int, 512, "completion cap for reviews (default 512; "
+                "0: no cap)", flag="--review-max-tokens", metavar="TOKENS"),
+    CoderOption("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",
+                flag="--budget", metavar="USD"),
+    CoderOption("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
+                "~/.config/befair/llm.toml)", flag="--llm-config"),
+)
+# dest: (flag, type, help), in the order of the table
+CLI_FLAGS: dict[str, tuple[str, type, str]] = {o.cli_dest: (o.flag or f"--{o.name}", o.type, o.help)
+                                               for o in LLM_OPTIONS}
+_CLI_TO_FIELD = {o.cli_dest: o.name for o in LLM_OPTIONS if o.dest}
+_METAVARS = {o.cli_dest: o.metavar for o in LLM_OPTIONS if o.metavar}
 
 
 def add_cli_arguments(parser: Any) -> None:

@@ -1,4 +1,4 @@
-"""Reading an LLM's reply: plan and code, a review as JSON, a metric printed in the output.
+"""Reading an LLM's reply: plan and code, a review as JSON.
 
 Nothing here raises on a bad reply: the functions return None (or an empty plan) and the coder
 turns that into a failed step with a clear error.
@@ -14,10 +14,6 @@ from typing import Any
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+.#-]*)[^\n]*\n", re.MULTILINE)
 PY_LANGS = {"", "python", "py", "python3", "py3", "ipython", "sh-session-python"}
-METRIC_RE = re.compile(
-    r"validation\s+au(?:roc|c)\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)",
-    re.IGNORECASE,
-)
 
 
 @dataclass
@@ -211,12 +207,3 @@ def review_from_dict(data: dict[str, Any]) -> tuple[bool, str, float | None] | N
     metric = to_metric(data.get("metric", data.get("claimed_metric")))
     return is_bug, summary, metric
 
-
-def metric_from_output(output: str) -> float | None:
-    """The last `Validation AUROC: <value>` the script printed, or None."""
-    if not output:
-        return None
-    found = METRIC_RE.findall(output)
-    if not found:
-        return None
-    return to_metric(found[-1])

@@ -26,7 +26,8 @@ from types import FrameType
 from typing import Any, cast
 from collections.abc import Callable
 
-from engine.agent.coder import Coder, CoderContext, CoderReply, MemoryItem, NodeView, Review
+from engine.agent.coder import CoderContext, CoderReply, LlmCall, MemoryItem, NodeView, Review
+from engine.agent.coders import coder_info, make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
@@ -55,35 +56,6 @@ INTERRUPTED_ON_RESUME = "process ended while running"
 
 
 # --------------------------------------------------------------------------- set-up helpers
-
-
-def make_coder(config: SessionConfig, **llm_overrides: Any) -> Coder:
-    """The coder a session's settings name (offline, or openai through engine.agent.llm)."""
-    if config.coder == "offline":
-        from engine.agent.offline import OfflineCoder
-
-        return OfflineCoder(failure_rate=config.failure_rate, seed=config.seed,
-                            device=config.extra.get("device"), step_timeout=config.step_timeout)
-    if config.coder == "openai":
-        from engine.agent.llm import build_llm_coder  # lazily: needs the openai package and a server
-
-        return build_llm_coder(config, **{k: v for k, v in llm_overrides.items() if v is not None})
-    raise BefairError(f"unknown coder {config.coder!r}; use offline or openai")
-
-
-def coder_info(coder: Any) -> dict[str, Any]:
-    for name in ("describe", "info"):
-        fn = getattr(coder, name, None)
-        if callable(fn):
-            info = dict(fn())
-            break
-    else:
-        info = {}
-    info.setdefault("name", getattr(coder, "name", "custom"))
-    info.setdefault("label", getattr(coder, "label", info["name"]))
-    info.setdefault("simulated", bool(getattr(coder, "simulated", False)))
-    info.setdefault("model", getattr(coder, "model", None))
-    return info
 
 
 def synth_settings(config: SessionConfig) -> dict[str, Any]:
@@ -460,7 +432,7 @@ class Runner:
         finally:
             timing[stage] = time.perf_counter() - t
 
-    def _record_calls(self, calls: list[Any], node_id: int | None) -> None:
+    def _record_calls(self, calls: list[LlmCall], node_id: int | None) -> None:
         for call in calls:
             self.emit(ev.LLM_CALL, _call_payload(call, node_id))
 
@@ -627,15 +599,14 @@ def _crash_summary(result: ExecResult) -> str:
     return f"The run {what}" + (f": {lines[-1][:300]}" if lines else f" ({result.exc_type or 'no output'})")
 
 
-def _call_payload(call: Any, node_id: int | None) -> dict[str, Any]:
+def _call_payload(call: LlmCall, node_id: int | None) -> dict[str, Any]:
     """An llm_call event: usage, and what the agent was told and answered (see events.py)."""
     return {"node_id": node_id, "role": call.role, "model": call.model, "tokens_in": int(call.tokens_in),
             "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
-            "ok": bool(call.ok), "error": call.error,
-            "tokens_estimated": bool(getattr(call, "tokens_estimated", False)),
-            "messages": list(getattr(call, "messages", None) or []), "reply": str(getattr(call, "reply", "") or ""),
+            "ok": bool(call.ok), "error": call.error, "tokens_estimated": bool(call.tokens_estimated),
+            "messages": list(call.messages or []), "reply": str(call.reply or ""),
             **{k: getattr(call, k) for k in ("first_token_s", "tokens_per_s", "server_model")
-               if getattr(call, k, None) is not None}}
+               if getattr(call, k) is not None}}
 
 
 STREAM_EVENT_INTERVAL = 2.0  # seconds between two stored llm_stream events of one call, at least
@@ -776,5 +747,5 @@ def install_sigterm_handler() -> None:
         pass
 
 
-__all__ = ["Runner", "start_session", "run", "resume", "recover", "make_coder", "coder_info", "resolve_workspace",
+__all__ = ["Runner", "start_session", "run", "resume", "recover", "resolve_workspace",
            "install_sigterm_handler"]

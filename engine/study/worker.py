@@ -45,7 +45,7 @@ def build_coder(cell: Cell, config: SessionConfig) -> Any:
         except (ImportError, AttributeError) as exc:
             raise UsageError(f"coder factory {cell.coder.factory!r} cannot be imported ({exc})") from None
         return factory(config)
-    from engine.agent.runner import make_coder
+    from engine.agent.coders import make_coder
 
     return make_coder(config)
 

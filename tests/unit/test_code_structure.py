@@ -17,15 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("engine", "befair_tui")
 SQL_SCANNED = ("engine", "befair_tui", "baselines")
 
-# Cycles outside the store's files, being reworked by other parts of issue 21. Each entry is the
-# sorted set of modules of one strongly connected component. This list may only shrink: a new
-# cycle, or a known one that grows, fails the test.
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # llm.py (the LLM coder) asks llm_check for the server's identity, and llm_check builds its
-    # ChatClient from llm.py: both through in-function imports. Goes when the LLM client is split
-    # from the coder (issue 21, the LLM part).
-    frozenset({"engine.agent.llm", "engine.agent.llm_check"}),
-]
+# Known cycles, each the sorted set of modules of one strongly connected component. This list may
+# only shrink: a new cycle, or a known one that grows, fails the test. (The last one, llm <-> llm_check,
+# went when the LLM client was split from the coder.)
+KNOWN_CYCLES: list[frozenset[str]] = []
 
 # Where SQL may be written: the store package, and the schema and its migrations.
 SQL_HOMES = ("engine/session/store/", "engine/session/schema.py")

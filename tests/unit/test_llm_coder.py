@@ -7,7 +7,7 @@ import time
 import pytest
 
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
-from engine.agent.llm import LlmCoder, totals
+from engine.agent.llm_coder import LlmCoder, totals
 from engine.agent.llm_config import LlmConfig, over_budget
 from engine.task import FAIRNESS_METHODS, METRIC_LINE
 from tests.fakes.chat_server import (
@@ -152,7 +152,7 @@ def test_refusals_and_truncation_become_failed_replies(bad, word):
 @pytest.fixture
 def quick_resend(monkeypatch):
     """Our re-send after a malformed/empty reply waits 0.5 s, 1 s ...; tests need not."""
-    monkeypatch.setattr("engine.agent.llm.RESEND_DELAYS", (0.01,))
+    monkeypatch.setattr("engine.agent.llm_client.RESEND_DELAYS", (0.01,))
 
 
 def test_garbage_is_resent_then_fails_without_raising(quick_resend):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from engine.agent.llm import LlmCoder, build_llm_coder, llm_config_for_session
+from engine.agent.llm_coder import LlmCoder, build_llm_coder, llm_config_for_session
 from engine.agent.llm_config import (
     DEFAULT_MODEL,
     DUMMY_API_KEY,
@@ -151,14 +151,59 @@ def test_cli_flags_roundtrip(tmp_path, clean_env):
     assert cfg.model == "m2" and cfg.problem() is None
 
 
-def test_call_payload_matches_the_event_schema():
-    from engine.agent.coder import LlmCall
-    from engine.agent.llm import call_payload
+class _OneCallCoder:
+    """Answers every step with no code and the LlmCalls it is given: what the runner stores."""
+    name, label, simulated = "one-call", "one-call coder (test)", True
 
-    p = call_payload(LlmCall(role="draft", model="m", tokens_in=3, tokens_out=2), node_id=7)
-    assert p == {"node_id": 7, "role": "draft", "model": "m", "tokens_in": 3, "tokens_out": 2,
-                 "latency_s": 0.0, "cost": 0.0, "ok": True, "error": None,
-                 "first_token_s": None, "tokens_per_s": None, "server_model": None}
+    def __init__(self, calls):
+        self.calls = calls
+
+    def draft(self, ctx):
+        from engine.agent.coder import CoderReply
+
+        return CoderReply(plan="p", code=None, error="no code", llm_calls=list(self.calls))
+
+    def improve(self, ctx, parent):
+        return self.draft(ctx)
+
+    def debug(self, ctx, parent):
+        return self.draft(ctx)
+
+    def review(self, ctx, node):
+        raise AssertionError("a node without code is not reviewed")
+
+
+def test_call_payload_matches_the_event_schema(tmp_path, workspace):
+    """The llm_call events the runner really stores carry every key of events.py's schema."""
+    from engine.agent.coder import LlmCall
+    from engine.agent.runner import run, start_session
+    from engine.session import events as ev
+    from engine.session.store import SessionStore
+
+    streamed = LlmCall(role="draft", model="m", tokens_in=3, tokens_out=2, latency_s=0.5, cost=0.01,
+                       tokens_estimated=True, messages=[{"role": "user", "content": "hi"}], reply="ok",
+                       first_token_s=0.1, tokens_per_s=20.0, server_model="m-1")
+    failed = LlmCall(role="draft", model="m", ok=False, error="timeout")
+    coder = _OneCallCoder([streamed, failed])
+    store = SessionStore(tmp_path / "befair.db")
+    try:
+        writer = start_session(store, SessionConfig(data=str(workspace.root), steps=1, num_drafts=1),
+                               workspace=workspace, coder=coder)
+        run(store, writer.session_id, coder=coder, workspace=workspace)
+        payloads = [e.payload for e in store.events(writer.session_id) if e.kind == ev.LLM_CALL]
+    finally:
+        store.close()
+    assert payloads == [
+        {"node_id": 1, "role": "draft", "model": "m", "tokens_in": 3, "tokens_out": 2, "latency_s": 0.5,
+         "cost": 0.01, "ok": True, "error": None, "tokens_estimated": True,
+         "messages": [{"role": "user", "content": "hi"}], "reply": "ok",
+         "first_token_s": 0.1, "tokens_per_s": 20.0, "server_model": "m-1"},
+        # the streaming figures are absent when the call has none (events.py: `?`)
+        {"node_id": 1, "role": "draft", "model": "m", "tokens_in": 0, "tokens_out": 0, "latency_s": 0.0,
+         "cost": 0.0, "ok": False, "error": "timeout", "tokens_estimated": False, "messages": [],
+         "reply": ""},
+    ]
+    json.dumps(payloads)
 
 
 def test_limits_defaults():

@@ -11,7 +11,7 @@ import pytest
 
 from befair_tui.cli import main
 from engine.agent.headless import Progress
-from engine.agent.llm import StreamStats
+from engine.agent.llm_client import StreamStats
 from engine.agent.runner import StreamRelay
 from engine.session import events as ev
 from engine.session import live
@@ -121,7 +121,7 @@ def test_no_wall_clock_budget_cuts_a_slow_reply_that_keeps_coming():
     """A reply streaming for longer than the old 300 s budget would, scaled down: tokens every
     0.3 s for ~2 s, with a stall timeout of 1 s and no call budget: the whole reply arrives."""
     from engine.agent.llm_config import LlmConfig
-    from engine.agent.llm import ChatClient
+    from engine.agent.llm_client import ChatClient
     from tests.fakes.chat_server import Reply
 
     text = "x" * 40
@@ -137,7 +137,7 @@ def test_no_wall_clock_budget_cuts_a_slow_reply_that_keeps_coming():
 def test_the_speed_shown_is_the_recent_one():
     """A reply that stalled after a burst: the speed since the first token stays high, the speed
     over the last 15 s says 0 (what a person watching needs to know)."""
-    from engine.agent.llm import _Call
+    from engine.agent.llm_attempts import CallState as _Call
 
     call = _Call([], "draft", "m", float("inf"))
     now = time.monotonic()

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
+from engine.evaluation.audit import parse_claimed_metric
 from engine.agent.response_parsing import (
     extract_code,
     extract_plan,
     find_code_blocks,
-    metric_from_output,
     parse_json_object,
     review_from_dict,
     to_metric,
@@ -104,8 +104,8 @@ def test_to_metric(value, expected):
     assert to_metric(value) == expected
 
 
-def test_metric_from_output_takes_the_last():
+def test_parse_claimed_metric_takes_the_last():
     out = "epoch 1\nValidation AUROC: 0.61\nepoch 2\nvalidation auc = 0.655\n"
-    assert metric_from_output(out) == 0.655
-    assert metric_from_output("Traceback (most recent call last):\nKeyError: 'label'") is None
-    assert metric_from_output("") is None
+    assert parse_claimed_metric(out) == 0.655
+    assert parse_claimed_metric("Traceback (most recent call last):\nKeyError: 'label'") is None
+    assert parse_claimed_metric("") is None

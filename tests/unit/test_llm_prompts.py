@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
-from engine.agent.llm import LlmCoder
+from engine.agent.llm_coder import LlmCoder
 from engine.agent.llm_config import LlmConfig
 from engine.task import FAIRNESS_METRIC, METRIC_LINE
 from tests.fakes.chat_server import (

@@ -12,7 +12,7 @@ from itertools import pairwise
 import pytest
 
 from engine.agent.coder import CoderContext, NodeView
-from engine.agent.llm import LlmCoder
+from engine.agent.llm_coder import LlmCoder
 from engine.agent.llm_config import LlmConfig
 from engine.task import FAIRNESS_METHODS, METRIC_LINE
 from tests.fakes.chat_server import (
@@ -171,7 +171,7 @@ def test_streaming_can_be_switched_off():
 
 
 def test_a_stream_that_stalls_is_sent_again(monkeypatch):
-    monkeypatch.setattr("engine.agent.llm.RESEND_DELAYS", (0.01,))
+    monkeypatch.setattr("engine.agent.llm_client.RESEND_DELAYS", (0.01,))
     chunks = deltas_of(code_reply(), 10)
     with FakeChatServer([stalled_stream(chunks, stall_after=3), streamed(chunks)]) as srv:
         r = make_coder(srv, timeout=0.5).draft(ctx())

@@ -1,0 +1,263 @@
+"""The LLM coder: any OpenAI-compatible Chat Completions server drives the search.
+
+    config = LlmConfig.load({"model": "gpt-4.1-mini", "base_url": None})   # env, file, flags
+    if config.problem(): ...offer the offline coder...
+    coder = LlmCoder(config, exec_timeout=session_config.step_timeout)
+    coder.on_stream = lambda role, text: ...   # optional: the reply so far, at most 5 times/s
+    coder.on_progress = lambda role, stats: ...   # optional: StreamStats (tokens, tokens/s), as often
+    reply = coder.draft(ctx)            # CoderReply; never raises
+    review = coder.review(ctx, node)    # Review; never raises
+
+Prompts in (engine.agent.prompts), a CoderReply or Review out (engine.agent.response_parsing
+reads the reply). Each call goes through engine.agent.llm_client.ChatClient, which bounds it and
+accounts for every HTTP attempt as an LlmCall; the calls ride on the reply, and the runner
+stores them as llm_call events.
+"""
+from __future__ import annotations
+
+from typing import Any
+from collections.abc import Callable
+
+from engine.agent import prompts
+from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review
+from engine.agent.llm_attempts import shorten
+from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
+from engine.agent.llm_config import LlmConfig, LlmConfigError
+from engine.agent.response_parsing import extract_code, extract_plan, parse_json_object, review_from_dict
+from engine.evaluation.audit import parse_claimed_metric
+
+__all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session", "totals"]
+
+ParsedReview = tuple[bool, str, float | None]     # is_bug, summary, claimed metric
+NO_USABLE_REVIEW = "the reply held no usable review"
+
+
+class LlmCoder:
+    """The Coder protocol over an OpenAI-compatible server. Never raises from its four methods."""
+
+    name = "openai"
+    simulated = False
+
+    def __init__(self, config: LlmConfig, *, exec_timeout: float | None = None,
+                 client: Any = None) -> None:
+        problem = config.problem()
+        if problem:
+            raise LlmConfigError(problem)
+        self.config = config
+        self.model = config.model
+        self.review_model = config.effective_review_model
+        self.label = f"LLM coder ({self.model})"
+        self.exec_timeout = exec_timeout
+        self.chat = ChatClient(config, client=client)
+        self._tools_misses = 0
+        self._tools_ok = config.review_tools is not False
+        self.calls: list[LlmCall] = []          # every call this coder made, in order
+        # Set by the runner to show a reply while it streams: on_stream(role, reply text so far),
+        # called on the coder's thread at most ~5 times a second (and once with the whole reply).
+        self.on_stream: Callable[[str, str], None] | None = None
+        # Set by the runner for the status line: on_progress(role, StreamStats), as often.
+        self.on_progress: Callable[[str, StreamStats], None] | None = None
+        self._server: dict[str, Any] | None = None
+
+    # -- what the session records ---------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """For session_started's `coder` payload: what was asked for, and what the server says
+        it serves (its model ids; for a local llama.cpp GGUF, the file and its SHA-256 when known)."""
+        if self._server is None:
+            from engine.agent.llm_check import server_identity
+
+            self._server = server_identity(self.config)
+        return {"name": self.name, "label": self.label, "simulated": self.simulated,
+                "model": self.model, "review_model": self.review_model,
+                "base_url": self.config.base_url, "server": self._server}
+
+    @property
+    def total_cost(self) -> float:
+        return sum(c.cost for c in self.calls)
+
+    @property
+    def total_tokens(self) -> tuple[int, int]:
+        return sum(c.tokens_in for c in self.calls), sum(c.tokens_out for c in self.calls)
+
+    def cancel(self) -> None:
+        """End the LLM call in progress now (a stop command); later calls run normally."""
+        self.chat.cancel()
+
+    # -- the Coder protocol ---------------------------------------------------------------
+
+    def draft(self, ctx: CoderContext) -> CoderReply:
+        return self._code("draft", lambda: prompts.draft_prompt(ctx, self.exec_timeout))
+
+    def improve(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
+        return self._code("improve", lambda: prompts.improve_prompt(ctx, parent, self.exec_timeout))
+
+    def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
+        return self._code("debug", lambda: prompts.debug_prompt(ctx, parent, self.exec_timeout))
+
+    def review(self, ctx: CoderContext, node: NodeView) -> Review:
+        calls: list[LlmCall] = []     # every call made, kept when a later step fails
+        try:
+            parsed, why = self._review_by_model(ctx, node, calls)
+        except Exception as exc:  # noqa: BLE001 - a review must never crash the session
+            parsed, why = None, f"internal error: {type(exc).__name__}: {exc}"
+        if parsed is not None:
+            is_bug, summary, metric = parsed
+            return Review(is_bug=is_bug, summary=summary or "(no summary)",
+                          claimed_metric=metric, llm_calls=calls)
+        return _review_from_output(node, why, calls)
+
+    def _review_by_model(self, ctx: CoderContext, node: NodeView,
+                         calls: list[LlmCall]) -> tuple[ParsedReview | None, str]:
+        """The model's review through the submit_review tool, else as JSON; and why none came."""
+        parsed: ParsedReview | None = None
+        why, want_json = "no reply", not self._tools_ok
+        if self._tools_ok:
+            parsed, why, want_json = self._review_with_tools(ctx, node, calls)
+        if want_json:
+            parsed, why = self._review_as_json(ctx, node, calls, why)
+        return parsed, why
+
+    def _review_with_tools(self, ctx: CoderContext, node: NodeView,
+                           calls: list[LlmCall]) -> tuple[ParsedReview | None, str, bool]:
+        """(review, why none, whether to ask again for JSON). A server that ignores the tool twice,
+        or rejects it, is asked for JSON from then on (unless review_tools is set)."""
+        res = self._complete(
+            prompts.to_messages(prompts.review_prompt(ctx, node)), role="review",
+            model=self.review_model, temperature=self.config.review_temperature,
+            tools=[prompts.REVIEW_TOOL],
+            tool_choice={"type": "function", "function": {"name": "submit_review"}},
+        )
+        calls += res.calls
+        if res.ok:
+            parsed = _review_from_tools(res.tool_calls)
+            if parsed is None:
+                self._tools_misses += 1
+                if self._tools_misses >= 2 and self.config.review_tools is None:
+                    self._tools_ok = False      # the server ignores tools: go JSON
+                parsed = review_from_dict(parse_json_object(res.content or "") or {})
+            else:
+                self._tools_misses = 0
+            return parsed, NO_USABLE_REVIEW, parsed is None
+        if res.kind == "http" and self.config.review_tools is None:
+            self._tools_ok = False              # tools rejected (400/422): go JSON
+            return None, res.error or "no reply", True
+        return None, res.error or "no reply", False
+
+    def _review_as_json(self, ctx: CoderContext, node: NodeView, calls: list[LlmCall],
+                        why: str) -> tuple[ParsedReview | None, str]:
+        res = self._complete(
+            prompts.to_messages(prompts.review_prompt(ctx, node, json_only=True)),
+            role="review", model=self.review_model,
+            temperature=self.config.review_temperature,
+        )
+        calls += res.calls
+        if not res.ok:
+            return None, res.error or why
+        parsed = review_from_dict(parse_json_object(res.content or "") or {})
+        return parsed, NO_USABLE_REVIEW if parsed is None else why
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _complete(self, messages: list[dict[str, Any]], **kw: Any) -> ChatResult:
+        res = self.chat.complete(messages, on_stream=self.on_stream, on_progress=self.on_progress, **kw)
+        self.calls.extend(res.calls)
+        return res
+
+    def _code(self, role: str, build: Callable[[], dict[str, Any]]) -> CoderReply:
+        calls: list[LlmCall] = []
+        try:
+            messages = prompts.to_messages(build())
+            res = self._complete(messages, role=role, model=self.model,
+                                 temperature=self.config.temperature)
+            calls = res.calls
+            content = res.content or ""
+            if not res.ok:
+                return CoderReply(plan=extract_plan(content), code=None, error=res.error,
+                                  llm_calls=calls)
+            code = extract_code(content)
+            plan = extract_plan(content)
+            if code is None:
+                start = shorten(content, 160) if content.strip() else "(empty)"
+                return CoderReply(plan=plan, code=None, llm_calls=calls,
+                                  error=f"the reply held no usable Python code; it began: {start}")
+            return CoderReply(plan=plan or "(the model gave no plan)", code=code, llm_calls=calls)
+        except Exception as exc:  # noqa: BLE001 - a coder never raises
+            return CoderReply(plan="", code=None, llm_calls=calls,
+                              error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+def _review_from_output(node: NodeView, why: str, calls: list[LlmCall]) -> Review:
+    """No usable review from the model: judged from the run (its status, the AUC it printed)."""
+    output = node.output if isinstance(node.output, str) else ""
+    metric = parse_claimed_metric(output)
+    is_bug = bool(node.exc_type) or node.status != "ok" or metric is None
+    return Review(
+        is_bug=is_bug,
+        summary=f"No review from the model ({why}); judged from the execution output.",
+        claimed_metric=metric,
+        llm_calls=calls,
+    )
+
+
+def _review_from_tools(tool_calls: list[dict[str, Any]]) -> ParsedReview | None:
+    ordered = sorted(tool_calls, key=lambda t: t.get("name") != "submit_review")
+    for tc in ordered:
+        args = tc.get("arguments")
+        data = args if isinstance(args, dict) else parse_json_object(str(args or ""))
+        if data:
+            parsed = review_from_dict(data)
+            if parsed is not None:
+                return parsed
+    return None
+
+
+def totals(calls: list[LlmCall]) -> dict[str, float]:
+    """Tokens, cost and call counts over some calls (a node's or a session's)."""
+    return {
+        "calls": len(calls),
+        "failed_calls": sum(1 for c in calls if not c.ok),
+        "tokens_in": sum(c.tokens_in for c in calls),
+        "tokens_out": sum(c.tokens_out for c in calls),
+        "cost": sum(c.cost for c in calls),
+        "latency_s": sum(c.latency_s for c in calls),
+    }
+
+
+def llm_config_for_session(session_config: Any, overrides: dict[str, Any] | None = None,
+                           **load_kw: Any) -> LlmConfig:
+    """LlmConfig for a SessionConfig: its `model`, then extra["llm"] settings, then overrides."""
+    values: dict[str, Any] = {}
+    extra = getattr(session_config, "extra", None) or {}
+    if isinstance(extra.get("llm"), dict):
+        values.update({k: v for k, v in extra["llm"].items() if k not in ("api_key", "source")})
+    if getattr(session_config, "model", None):
+        values["model"] = session_config.model
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return LlmConfig.load(values, **load_kw)
+
+
+def build_llm_coder(
+    session_config: Any = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    config_path: str | None = None,
+    exec_timeout: float | None = None,
+    client: Any = None,
+    **overrides: Any,
+) -> LlmCoder:
+    """The coder for `befair run --coder openai --model M [--base-url U] [--api-key K]`.
+
+    Raises LlmConfigError (a BefairError; message says how to configure one) when no server is
+    configured or a setting is invalid: the caller shows it and offers the offline coder.
+    """
+    given = dict(overrides, model=model, base_url=base_url, api_key=api_key)
+    if session_config is not None:
+        config = llm_config_for_session(session_config, given, path=config_path)
+        if exec_timeout is None:
+            exec_timeout = getattr(session_config, "step_timeout", None)
+    else:
+        config = LlmConfig.load(given, path=config_path)
+    return LlmCoder(config, exec_timeout=exec_timeout, client=client)
