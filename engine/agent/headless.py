@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from engine.session import events as ev
 from engine.session import views
 from engine.session.state import NodeState, SessionState
-from engine.session.selection import CRITERIA, DEFAULT_CRITERION
+from engine.session.selection import CRITERIA, DEFAULT_CRITERION, current_criterion
 
 
 class Progress:
@@ -155,19 +155,19 @@ class Progress:
         elif kind == ev.ERROR:
             self.write(f"  ! {p.get('message')}")
         elif kind == ev.FINAL_CHOICE:
-            self.write(final_choice_line(p))
+            self.write(final_choice_line(p, current_criterion(state)))
         elif kind == ev.SESSION_FINISHED:
             self.write(f"session {state.session_id} {p.get('status')}: {p.get('reason') or ''} "
                        f"({_clock(time.monotonic() - self.started)})")
 
 
-def final_choice_line(p: dict[str, Any]) -> str:
-    """The session's own criterion first (marked ★), then the others, each with its reason."""
+def final_choice_line(p: dict[str, Any], own: str | None = None) -> str:
+    """Each criterion the payload records (older payloads lack some), the session's own marked ★."""
     reasons = p.get("reasons") or {}
-    own = p.get("criterion") or DEFAULT_CRITERION
-    order = [own] + [c for c in CRITERIA if c != own]
+    own = p.get("criterion") or own or DEFAULT_CRITERION
+    recorded = [c for c in CRITERIA if c in reasons or f"by_{c}" in p]
     return "final choice: " + "; ".join(
-        f"{'★ ' if c == own else ''}{c}: {reasons.get(c, p.get('by_' + c))}" for c in order)
+        f"{'★ ' if c == own else ''}{c}: {reasons.get(c, p.get('by_' + c))}" for c in recorded)
 
 
 def _short_payload(p: dict[str, Any]) -> str:

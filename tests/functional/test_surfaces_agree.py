@@ -22,6 +22,7 @@ from rich.console import Console
 from engine.agent.headless import Progress, node_line as headless_line
 from engine.config import SessionConfig
 from engine.session import events as ev
+from engine.session import selection
 from engine.session import views
 from engine.session.state import apply, new_state
 
@@ -175,7 +176,9 @@ async def test_every_surface_agrees(db, store, tmp_path, status, study):
     for nid, node in state.nodes.items():
         assert headless_line(state, node).strip().startswith(summaries[nid])
     if status == "finished":
-        assert "final choice: " + "; ".join(f"{c}: node {n} by {c}" for c, n in BEST.items()) in printed
+        own = selection.current_criterion(state)
+        assert "final choice: " + "; ".join(f"{'★ ' if c == own else ''}{c}: node {n} by {c}"
+                                            for c, n in BEST.items()) in printed
 
     # the console: tree, scoreboard, node panel
     app = create_app(db, start="console", session_id=sid, poll_interval=0.05)
