@@ -75,7 +75,7 @@ def _line(head: Text, figures: str, figure_style: str, summary: views.NodeSummar
     text = head.copy()
     text.append(figures, style=figure_style)
     if summary.best:  # before the badges, so a narrow tree does not clip it
-        text.append(" ★ best" if words else " ★", style="bold yellow")
+        text.append(_mark("best", words), style="bold yellow")
     if codes:
         text.append(" ")
         for i, code in enumerate(codes[:shown]):
@@ -85,10 +85,15 @@ def _line(head: Text, figures: str, figure_style: str, summary: views.NodeSummar
         if shown < len(codes):
             text.append("…", style="dim")
     if summary.next:
-        text.append(" ⇢ next" if words else " ⇢", style="bold magenta")
+        text.append(_mark("next", words), style="bold magenta")
     if summary.pruned:
-        text.append(" ✂ pruned" if words else " ✂", style="dim")
+        text.append(_mark("pruned", words), style="dim")
     return text
+
+
+def _mark(mark: str, words: bool) -> str:
+    in_words, sign = views.LINE_MARKS[mark]
+    return " " + (in_words if words else sign)
 
 
 def running_line(state: SessionState, node: NodeState, now: float) -> Text:

@@ -20,6 +20,8 @@ STATUS_WORD = {
 }
 IMPORTED_UNMEASURED = "imported (not measured here)"
 SHORT_REASON = 32  # characters of a failure reason the tree shows
+# A line's markers after its figures: in words, and as the bare sign a narrow tree keeps.
+LINE_MARKS = {"best": ("★ best", "★"), "next": ("⇢ next", "⇢"), "pruned": ("✂ pruned", "✂")}
 
 
 def short(text: str, width: int = SHORT_REASON) -> str:
@@ -55,13 +57,13 @@ class NodeSummary:
         return f"{self.glyph} {self.node_id} {self.stage_text(with_parent=with_parent)}"
 
     def tail(self) -> list[str]:
-        parts = ["★ best"] if self.best else []
+        parts = [LINE_MARKS["best"][0]] if self.best else []
         if self.badges:
             parts.append("".join(f"[{b}]" for b in self.badges))
         if self.next:
-            parts.append("⇢ next")
+            parts.append(LINE_MARKS["next"][0])
         if self.pruned:
-            parts.append("✂ pruned")
+            parts.append(LINE_MARKS["pruned"][0])
         return parts
 
     def line(self) -> str:
