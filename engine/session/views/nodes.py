@@ -25,6 +25,7 @@ LINE_MARKS = {"best": ("★ best", "★"), "next": ("⇢ next", "⇢"), "pruned"
 
 
 def short(text: str, width: int = SHORT_REASON) -> str:
+    """The text on one line, at most `width` characters (… where it was cut)."""
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
