@@ -42,6 +42,19 @@ def ensure_reference_rows(store) -> list[dict[str, Any]]:
     return rows
 
 
+def reference_rows(store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a comparison sets beside a session: (the baselines table's rows, the published rows),
+    the database's published rows, else the ones shipped with the package."""
+    baselines = list(store.baselines())
+    rows = list(store.reference_rows())
+    if not rows:
+        try:
+            rows = load_reference_rows()
+        except Exception:  # noqa: BLE001 - published rows are optional
+            rows = []
+    return baselines, rows
+
+
 def group_auc(row: dict[str, Any]) -> dict[str, float]:
     g = row.get("group_auc")
     return json.loads(g) if isinstance(g, str) and g else (g or {})

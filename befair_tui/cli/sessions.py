@@ -159,7 +159,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         steps = f"{r['steps'] or 0}/{r['budget'] if r['budget'] is not None else '?'}"
         trust = f"  {views.UNSANDBOXED}" if r["unsandboxed"] else ""
         if r["runner"] == "stopped" and r["status"] in ("running", "paused"):
-            trust += "  RUNNER STOPPED (befair resume)"
+            trust += f"  {views.RUNNER_STOPPED} (befair resume)"
         print(f"{r['id']:<24} {r['status']:<9} {(r['level'] or ''):<16} {_coder_label(r)[:26]:<26} "
               f"{(r['participant_id'] or '-')[:8]:<8} {steps:>7} {views.fmt(r['best_auc']):>8} "
               f"{views.fmt(r['best_gap']):>7}  {nodes}{trust}")
@@ -170,7 +170,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def _comparisons(store: SessionStore, state: Any, unblind: bool) -> dict[str, views.Comparison]:
-    from befair_tui.compare import reference_rows
+    from baselines.reference import reference_rows
 
     trained, published = reference_rows(store)
     return {split: views.comparison(state, trained, published, split, unblind=unblind) for split in views.SPLITS}
@@ -293,7 +293,7 @@ def cmd_steer(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     store = _store(args)
     sid = store.resolve(args.session)
-    from befair_tui.compare import reference_rows
+    from baselines.reference import reference_rows
 
     info = export_session(store, sid, Path(args.out), criterion=args.criterion, unblind=args.unblind,
                           reference=reference_rows(store)[1])

@@ -11,7 +11,7 @@ def study_references(store: Any, report: Any, *, published_agents: bool = False)
     """Expert baselines trained here on the study's data, and the published rows (experts,
     dermatologists; the published agents at the study's levels when asked), each with its source."""
     from baselines.reference import load_reference_rows
-    from befair_tui.compare import baseline_points
+    from engine.session.views import baseline_points
 
     out: list[dict[str, Any]] = []
     state = next((store.state(s["session_id"]) for s in report.sessions if s.get("session_id")), None)

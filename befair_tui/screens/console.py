@@ -19,13 +19,12 @@ from textual.screen import Screen
 from textual.widgets import Tree
 from textual.worker import get_current_worker
 
+from baselines.reference import reference_rows
 from engine.session import events as ev
 from engine.session import selection, views
 from engine.session.state import SessionState, apply, memoised, new_state
 from engine.session.store import SessionStore
 
-from befair_tui import compare
-from befair_tui.compare import baseline_points, published_points, reference_rows
 from befair_tui.launch import log_tail, runner_state
 from befair_tui.messages import BaselinesTraining, EventsArrived, FollowProblem
 from befair_tui.widgets.comparison_plot import ComparisonPlot
@@ -138,9 +137,9 @@ class ConsoleScreen(Screen):
         published: list[dict] = []
         try:
             trained, rows = reference_rows(self.store)
-            baselines = baseline_points(trained, self.state)
+            baselines = views.baseline_points(trained, self.state)
             level = self.state.level or self._level_hint()
-            published = published_points(rows, level)
+            published = views.published_points(rows, level)
         except Exception as exc:  # noqa: BLE001
             self.notify(f"could not read baselines: {exc}", severity="warning")
         self._baselines, self._published = baselines, published
@@ -301,7 +300,7 @@ class ConsoleScreen(Screen):
         if scores or dirty:
             self.query_one(Scoreboard).sync(state)
             self.query_one(ComparisonPlot).sync(state, self.best)
-        ended = state.status in ("finished", "stopped", "failed")
+        ended = views.ended(state)
         self._poll_max = ENDED_POLL if ended else IDLE_POLL
         if ended and self._was_live and self.follow_enabled:
             self.notify("The session has ended: r shows its summary (the final choice with its intervals, what "
@@ -363,7 +362,7 @@ class ConsoleScreen(Screen):
         box = self._guidance
         if box is None:
             return
-        closed = self.state.status in ("finished", "stopped", "failed")
+        closed = views.ended(self.state)
         if closed != box.disabled:
             box.disabled = closed
             resumable = "" if self.state.status == "finished" else " (resume it from Sessions, l)"
@@ -495,7 +494,7 @@ class ConsoleScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "summary":
-            return self.state.status in ("finished", "stopped", "failed")
+            return views.ended(self.state)
         if action == "resume_runner" or action == "train_baselines" or action in STEERING:
             if self.why_not(action) is not None:
                 return False  # not offered: the footer and the palette show only what can act
@@ -561,7 +560,7 @@ class ConsoleScreen(Screen):
 
     @on(GuidanceInput.Guide)
     def _on_guide(self, message: GuidanceInput.Guide) -> None:
-        if self.read_only or self.state.status in ("finished", "stopped", "failed"):
+        if self.read_only or views.ended(self.state):
             self.notify("This session is not running; guidance was not sent.", severity="warning")
             return
         payload: dict = {"text": message.text}
@@ -683,7 +682,7 @@ class ConsoleScreen(Screen):
         from pathlib import Path
 
         path = str((self.state.data or {}).get("path") or "")
-        if compare.data_kind(self.state) not in ("synth", "real") or not path:
+        if views.data_kind(self.state) not in ("synth", "real") or not path:
             return None
         return path if Path(path).is_dir() else None
 

@@ -12,10 +12,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from engine.session import figures, selection
+from engine.session import figures, selection, views
 
-from befair_tui import compare
-from befair_tui.format import BADGE_LEGEND, IMPORTED_UNMEASURED, RUNNER_STOPPED, STATUS_GLYPH, UNSANDBOXED
+from befair_tui.format import STATUS_GLYPH
 from befair_tui.widgets.comparison_plot import LEGEND_WORDS
 from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.scatter import MARKERS
@@ -88,7 +87,7 @@ TERMS: list[tuple[str, str]] = [
              "scoreboard and the plot compare test with test: nodes, baselines and published rows on "
              "test images. Key v shows the validation figures apart."),
     ("blinded", "A study can hide test metrics while the session runs, so that nobody steers by them: "
-                f"the scoreboard and plot then say \u201c{compare.BLINDED_NOTE}\u201d. They appear when the "
+                f"the scoreboard and plot then say \u201c{views.BLINDED_NOTE}\u201d. They appear when the "
                 "session ends, unless the study keeps them blind."),
     ("± and 95 % interval", figures.INTERVAL_HELP + " A figure reads .81 ±.05: the AUC is likely between "
                             ".76 and .86 (± is half the interval; the node's Groups tab gives the interval "
@@ -118,21 +117,21 @@ TERMS: list[tuple[str, str]] = [
 ]
 
 SOURCES: list[tuple[str, str]] = [
-    (compare.SOURCE_MEASURED, compare.SOURCE_HELP[compare.SOURCE_MEASURED]),
-    (compare.SOURCE_TRAINED, compare.SOURCE_HELP[compare.SOURCE_TRAINED]),
-    (f"{compare.SOURCE_PUBLISHED}, \u201c(published)\u201d", compare.SOURCE_HELP[compare.SOURCE_PUBLISHED]),
+    (views.SOURCE_MEASURED, views.SOURCE_HELP[views.SOURCE_MEASURED]),
+    (views.SOURCE_TRAINED, views.SOURCE_HELP[views.SOURCE_TRAINED]),
+    (f"{views.SOURCE_PUBLISHED}, \u201c(published)\u201d", views.SOURCE_HELP[views.SOURCE_PUBLISHED]),
     ("claimed", "what the agent printed about its own pipeline; never used as a measurement"),
     ("SynthDerm", "generated images in the Fitzpatrick17k and DDI formats (the built-in demo data). "
-                  f"Its numbers carry the note \u201c{compare.SYNTH_NOTE}\u201d."),
+                  f"Its numbers carry the note \u201c{views.SYNTH_NOTE}\u201d."),
     ("simulated agent", "the offline coder: writes real, runnable pipelines from building blocks, without a "
                         "language model. Now and then it makes a node fail on purpose (a wrong column, a slow "
                         "loop…) so that the repair path runs: that node's plan says \u201csimulated agent: this "
                         "node was made to …\u201d"),
     ("not audited", "the node's code could not be read (it does not parse): what it does about skin tone is "
                     "unknown, shown as [?], never as \u201cno\u201d"),
-    (UNSANDBOXED, "agent code ran on this machine without the sandbox (--sandbox none)"),
-    (RUNNER_STOPPED, "the process running the session is gone (killed or crashed); u resumes it"),
-    (IMPORTED_UNMEASURED, "a node of an imported AIDE run: it ran elsewhere; befair did not measure it"),
+    (views.UNSANDBOXED, views.UNSANDBOXED_MEANING),
+    (views.RUNNER_STOPPED, "the process running the session is gone (killed or crashed); u resumes it"),
+    (views.IMPORTED_UNMEASURED, "a node of an imported AIDE run: it ran elsewhere; befair did not measure it"),
 ]
 
 STATUS_MEANING = {
@@ -173,7 +172,7 @@ def help_content() -> Group:
                         "the node's Audit tab (key 5) lists them all; the figures are never cut")]
     parts.append(_pairs(tree))
     parts.append(_heading("Badges (what the code of a node does, read from its code)"))
-    parts.append(_pairs([(f"[{code}]", meaning) for code, meaning in BADGE_LEGEND.items()], "bold cyan"))
+    parts.append(_pairs([(f"[{code}]", meaning) for code, meaning in views.BADGE_HELP.items()], "bold cyan"))
     parts.append(_heading("Plot markers"))
     meaning = {"node": "a node measured here", "best": "the best node (★ in the tree)",
                "baseline": "an expert baseline trained here (mean over seeds), drawn as its letter A, B, …",

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from engine.agent.commands import guidance_budget
 from engine.errors import BefairError
 from engine.session import events as ev
+from engine.session import views
 from engine.session.participants import CommandRefused
 from engine.session.store import SessionStore
 from engine.session.timing import ActiveClock
@@ -74,7 +75,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
 
     def _check_end(self) -> None:
         state = self.state
-        over = state.status in people.ENDED or (state.status == "stopped" and state.stop_requested)
+        over = state.status in people.OVER or (state.status == "stopped" and state.stop_requested)
         if over and not self.ended:
             self.ended = True
             self.notify("This session has ended; the questions follow.", title="Session", timeout=4)
@@ -139,7 +140,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
             return
         budget = guidance_budget(self.state)
         spent = budget is not None and len(self.state.guidance) >= budget
-        closed = self.state.status in ("finished", "stopped", "failed") or spent
+        closed = views.ended(self.state) or spent
         if closed != box.disabled:
             box.disabled = closed
             box.placeholder = ("your guidance budget for this session is spent" if spent and not self.ended else

@@ -17,10 +17,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Input, Static
 
-from engine.session import figures
+from engine.session import figures, views
 from engine.session.store import SessionStore
 
-from befair_tui.format import UNSANDBOXED, date, num, row_unsandboxed, warning_style
+from befair_tui.format import warning_style
 from befair_tui.launch import runner_state
 from befair_tui.messages import SessionsRead
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -33,14 +33,15 @@ COLUMNS = [
     ("level", "level"), ("coder", "coder"), ("date", "created_at"), ("session", "id"),
     ("participant", "participant_id"),
 ]
-RUNNER_STOPPED = "runner stopped"  # the status cell of a running/paused session whose process is gone
+# the status cell of a running/paused session whose process is gone, in lower case as the other statuses
+RUNNER_STOPPED = views.RUNNER_STOPPED.lower()
 
 
 def annotate(row: dict, proc=None) -> dict:
     """The status column's trust markers: `trust` (UNSANDBOXED or blank; shown beside the status,
     so a list of sandboxed sessions spends no width on it) and a dead runner named in `status`."""
     out = dict(row)
-    out["trust"] = UNSANDBOXED if row_unsandboxed(row) else ""
+    out["trust"] = views.UNSANDBOXED if views.row_state(row).unsandboxed else ""
     if row.get("status") in ("running", "paused"):
         try:
             if runner_state(row, proc) == "stopped":
@@ -62,7 +63,7 @@ def row_cells(row: dict) -> tuple[str, ...]:
     cells = {"status": _status(row), "best_auc": _with_ci(row.get("best_auc"), row.get("best_auc_ci")),
              "best_gap": _with_ci(row.get("best_gap"), row.get("best_gap_ci")),
              "steps": steps, "level": row.get("level") or "?", "coder": _coder(row),
-             "created_at": date(row.get("created_at")), "id": row["id"],
+             "created_at": views.date(row.get("created_at")), "id": row["id"],
              "participant_id": row.get("participant_id") or ""}
     return tuple(cells[key] for _, key in COLUMNS)
 
@@ -364,5 +365,5 @@ def _with_ci(value: float | None, ci: str | None) -> str:
         bounds = json.loads(ci) if ci else None
     except ValueError:
         bounds = None
-    return figures.plus_minus(value, bounds) if bounds and value is not None else num(value)
+    return figures.plus_minus(value, bounds) if bounds and value is not None else figures.fmt(value)
 

@@ -20,9 +20,9 @@ from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
 
 from engine.agent.coders import CODERS
 from engine.config import BEST_CRITERIA
+from engine.session.selection import CRITERION_LABEL
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
 
-from befair_tui.format import CRITERION_LABEL
 from befair_tui.settings import LIMITS, SetupChoices, load_choices, parse_whole, save_choices
 from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.toggles import PlainCheckbox, PlainRadioButton

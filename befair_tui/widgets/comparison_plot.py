@@ -12,9 +12,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from engine.session import views
 from engine.session.state import SessionState
 
-from befair_tui import compare
 from befair_tui.widgets.scatter import MARKERS, Mark, Scatter
 
 LEGEND_WORDS = {"node": "node", "best": "best", "baseline": "trained here", "published": "published"}
@@ -33,17 +33,17 @@ def legend(split: str, kinds: set[str] | None = None, compact: bool = False) -> 
                     if (kinds is None or k in kinds or k in ("node", "best")) and not (compact and k == "best"))
 
 
-COMPACT_NOTES = {compare.SYNTH_NOTE: "generated data: not comparable"}  # the scoreboard beside says it all
+COMPACT_NOTES = {views.SYNTH_NOTE: "generated data: not comparable"}  # the scoreboard beside says it all
 
 
 def axis_titles(split: str) -> tuple[str, str]:
     """(y title, x title): the gap up the side (lower is fairer), the AUC along the bottom."""
-    y, x = compare.AXIS[split]
+    y, x = views.AXIS[split]
     return f"↑ {y} · lower is fairer", f"{x} · higher is better →"
 
 
 def title(split: str, compact: bool = False) -> str:
-    y, x = compare.AXIS[split]
+    y, x = views.AXIS[split]
     if compact:
         return f"{x} → · gap ↑ · [{MARKERS['best'][1]}]★[/] best"
     return f"{x} → vs {y} ↑"
@@ -137,11 +137,11 @@ class ComparisonPlot(Vertical):
         if shown.plain != self._names_shown:  # an update lays the screen out again: only on a change
             self._names_shown = shown.plain
             self.query_one("#plot-names", Static).update(shown)
-        notes = compare.notes(state, self.split, has_published=bool(scatter.published))
+        notes = views.notes(state, self.split, has_published=bool(scatter.published))
         if self.split == "validation":
-            notes = [n for n in notes if n != compare.PUBLISHED_NOTE] + ["published rows: test only (v)"]
-        if self.split == "test" and compare.blinded(state) and state.nodes:
-            notes = [n if n not in (compare.BLINDED_NOTE, compare.STUDY_BLINDED_NOTE)
+            notes = [n for n in notes if n != views.PUBLISHED_NOTE] + ["published rows: test only (v)"]
+        if self.split == "test" and views.test_hidden(state) and state.nodes:
+            notes = [n if n not in (views.BLINDED_NOTE, views.STUDY_BLINDED_NOTE)
                      else f"no nodes shown: {n}" for n in notes]
         if notes != self.note_lines:
             self.note_lines = notes

@@ -17,7 +17,7 @@ from engine.session import figures, views
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
 
-from befair_tui.format import BADGES, STATUS_WORD, components_words, num, running_line
+from befair_tui.format import running_line
 from befair_tui.widgets.conversation import ConversationView
 from befair_tui.widgets.text_pane import TextPane
 
@@ -90,7 +90,7 @@ class NodeDetail(Vertical):
             self.border_title = "Node"
         else:
             parent = f" of {node.parent_id}" if node.parent_id is not None else ""
-            status = STATUS_WORD.get(node.status, node.status)
+            status = views.STATUS_WORD.get(node.status, node.status)
             if state.is_pruned(node.node_id):
                 status += " · pruned"
             self.border_title = f"Node {node.node_id} · {node.stage}{parent} · {status}"
@@ -198,7 +198,7 @@ class NodeDetail(Vertical):
                 ref = guidance_reference(state, node, gid)
                 text = f"“{g.text}”" if ref is None or len(g.text) <= GUIDANCE_INLINE else f"“{g.text[:60]}…” ({ref})"
                 parts.append(Text(f"✎ guidance #{gid} in force: {text} ({g.scope})", style="magenta"))
-        words = components_words(node)
+        words = views.components_words(node)
         if words:
             parts.append(Text("\nWhat the pipeline does:", style="dim"))
             parts.extend(Text(f"- {line}", style="dim") for line in words)
@@ -238,11 +238,12 @@ class NodeDetail(Vertical):
             parts += [Text(f"⚠ {node.audit_note[0].upper() + node.audit_note[1:]}.", style="bold red"),
                       Text("What this code does about skin tone is unknown: none of these checks could be "
                            "made.", style="dim")]
-            for badge, meaning in BADGES.values():
-                table.add_row(Text(f"[{badge}]", style="dim"), Text(f"? {meaning}", style="dim"), "not audited")
+            for badge in views.AUDIT_BADGES.values():
+                table.add_row(Text(f"[{badge}]", style="dim"), Text(f"? {views.BADGE_HELP[badge]}", style="dim"),
+                              "not audited")
         else:
-            for flag, (badge, meaning) in BADGES.items():
-                on = bool(node.audit_flags.get(flag))
+            for flag, badge in views.AUDIT_BADGES.items():
+                on, meaning = bool(node.audit_flags.get(flag)), views.BADGE_HELP[badge]
                 table.add_row(Text(f"[{badge}]", style="cyan" if on else "dim"),
                               Text(("✓ " if on else "· ") + meaning, style="" if on else "dim"),
                               node.audit_evidence.get(flag, "") if on else "")
@@ -250,7 +251,7 @@ class NodeDetail(Vertical):
         claim = node.claim or {}
         if claim:
             line = Text("\nclaimed vs measured: ")
-            line.append(f"claimed {num(claim.get('claimed'))}, measured {num(claim.get('measured'))}")
+            line.append(f"claimed {figures.fmt(claim.get('claimed'))}, measured {figures.fmt(claim.get('measured'))}")
             if claim.get("difference") is not None:
                 line.append(f" (difference {claim['difference']:+.3f})")
             parts.append(line)

@@ -15,7 +15,6 @@ from textual_plotext import PlotextPlot
 from engine.session import figures, views
 from engine.session.state import SessionState
 
-from befair_tui import compare
 
 MARKERS = {  # kind -> (marker, colour as #rrggbb); the legend and the help use the same colours
     "node": ("●", "#7dc855"),
@@ -69,7 +68,7 @@ def draw_marks(plt, marks: Sequence[Mark]) -> None:
 
 
 def tagged(references: Sequence[tuple[str, float, float, str]], tags: dict[tuple[str, str], str]) -> list[Mark]:
-    """The baselines and published rows as marks, each drawn as its tag (compare.reference_tags)."""
+    """The baselines and published rows as marks, each drawn as its tag (views.reference_tags)."""
     out = []
     for name, gap, auc, kind in references:
         tag = tags.get((kind, name), "")
@@ -111,15 +110,15 @@ class Scatter(PlotextPlot):
         self._last_key = None
 
     def sync(self, state: SessionState, best: int | None) -> None:
-        points = compare.plot_points(state, self.split)
-        refs = compare.reference_points(self.baselines, self.published, self.split)
+        points = views.plot_points(state, self.split)
+        refs = views.reference_points(self.baselines, self.published, self.split)
         chosen = set(views.best_nodes(state))  # the best by each criterion: drawn with their intervals
         key = (self.split, tuple(points), best, tuple(refs), tuple(sorted(chosen)))
         if key == self._last_key:
             return
         self._last_key = key
         self.points, self.references = points, refs
-        marks = tagged(refs, compare.reference_tags(self.baselines, self.published, self.split))
+        marks = tagged(refs, views.reference_tags(self.baselines, self.published, self.split))
         for node_id, gap, auc in points:
             kind = "best" if node_id == best else "node"
             auc_ci, gap_ci = _intervals(state, node_id, self.split) if node_id in chosen else (None, None)

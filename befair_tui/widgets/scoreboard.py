@@ -4,7 +4,7 @@ view (key v) shows the validation split apart. Every row says where its numbers 
 tooltip (mouse over a row) explains it. Which rows: engine.session.views (the presentation model).
 
 The baselines and published rows carry the letter or number they are drawn as on the plot
-(compare.reference_tags), so the plot's points are named here too. When no baseline was trained
+(views.reference_tags), so the plot's points are named here too. When no baseline was trained
 on the session's data it says so, and `b` (the console's key) trains them in the background.
 
 Narrow (80×24), nothing is cut: the source column gives way (a published row says "published" in
@@ -26,22 +26,16 @@ from textual.widgets import Static
 from engine.session import figures, views
 from engine.session.state import SessionState
 
-from befair_tui import compare
-from befair_tui.compare import Row
-from befair_tui.format import UNSANDBOXED, num
 from befair_tui.widgets.scatter import MARKERS
 
 TITLE = "Scoreboard"
-SOURCE_STYLE = {compare.SOURCE_MEASURED: "bold green", compare.SOURCE_TRAINED: "cyan",
-                compare.SOURCE_PUBLISHED: "dim"}
+SOURCE_STYLE = {views.SOURCE_MEASURED: "bold green", views.SOURCE_TRAINED: "cyan",
+                views.SOURCE_PUBLISHED: "dim"}
 NOTE_STYLE = "bold yellow"
 NO_BASELINES = "no expert baseline trained on this session's data"
 COMPACT_BELOW = 60  # columns: the source column gives way (a published row says so in its name)
 AUC_WIDTH, GAP_WIDTH = 9, 6
 INTERVAL_WIDTH, INTERVALS_FROM = 10, 56  # a cell with ± its interval, and the board width that fits two
-# kept for callers that imported them from here
-baseline_points = compare.baseline_points
-published_points = compare.published_points
 
 
 class Scoreboard(VerticalScroll, can_focus=True):
@@ -67,7 +61,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         self.training: str | None = None  # what the background baseline training says now
         self.baselines: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
-        self.rows: list[Row] = []
+        self.rows: list[views.Row] = []
         self.notes: list[str] = []
         self.lines: list[Text] = []       # what the body shows, one entry per screen line
         self._line_help: list[str] = []   # tooltip text per content line
@@ -82,9 +76,9 @@ class Scoreboard(VerticalScroll, can_focus=True):
 
     # -- titles ---------------------------------------------------------------------------
     def _set_titles(self) -> None:
-        title = f"{TITLE} · {compare.SPLIT_TITLE[self.split]}"
+        title = f"{TITLE} · {views.SPLIT_TITLE[self.split]}"
         if self.unsandboxed:  # the trust marker: the figures below come from code run without the sandbox
-            title += f" · [bold black on $warning] {UNSANDBOXED} [/]"
+            title += f" · [bold black on $warning] {views.UNSANDBOXED} [/]"
         other = "validation" if self.split == "test" else "test"
         subtitle = f"v: {other}" if self.compact else f"v: show {other}"
         hidden = len(self.lines) - self.scrollable_content_region.height - round(self.scroll_y)
@@ -101,7 +95,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
             self._set_titles()
 
     def set_split(self, split: str) -> None:
-        if split not in compare.SPLITS:
+        if split not in views.SPLITS:
             raise ValueError(split)
         self.split = split
         self._last_key = None
@@ -128,8 +122,8 @@ class Scoreboard(VerticalScroll, can_focus=True):
     # -- content --------------------------------------------------------------------------
     def sync(self, state: SessionState) -> None:
         self._state = state
-        rows = compare.comparison_rows(state, self.baselines, self.published, self.split, criterion=self.criterion)
-        notes = compare.notes(state, self.split, has_published=bool(self.published))
+        rows = views.comparison_rows(state, self.baselines, self.published, self.split, criterion=self.criterion)
+        notes = views.notes(state, self.split, has_published=bool(self.published))
         width = self._text_width()
         self.certainty = views.best_choice(state, self.criterion).uncertainty if state.nodes else ""
         key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen, r.hidden, r.auc_ci is None) for r in rows),
@@ -171,7 +165,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
                 help_lines.append(help_text)
 
         for note in self.notes:
-            info = note == compare.PUBLISHED_NOTE  # information, not a warning
+            info = note == views.PUBLISHED_NOTE  # information, not a warning
             shown = f"{note} (key v)" if info else note  # the console's key, said only in the console
             add(Text(f"{'note:' if info else '⚠'} {shown}", style="dim" if info else NOTE_STYLE), _note_help(note))
         label = "test AUC" if self.split == "test" else "val AUC"
@@ -197,11 +191,11 @@ class Scoreboard(VerticalScroll, can_focus=True):
                 help_lines.append(help_text)
 
         row(Text(""), label, "gap", Text("source") if source_width else None,
-            f"{label}: area under the ROC curve on the {compare.SPLIT_WORDS[self.split]}; "
+            f"{label}: area under the ROC curve on the {views.SPLIT_WORDS[self.split]}; "
             "gap: best minus worst skin-tone group AUC on the same images (lower is fairer).")
         if not [r for r in self.rows if r.kind == "node"]:
             row(Text("no measured node yet", style="dim"), "", "", None, "No node has been measured yet.")
-        tags = compare.reference_tags(self.baselines, self.published, self.split)
+        tags = views.reference_tags(self.baselines, self.published, self.split)
         said = False
         references = iter([("baseline", b["name"]) for b in self.baselines]
                           + [("published", p["name"]) for p in self.published])
@@ -255,14 +249,14 @@ class Scoreboard(VerticalScroll, can_focus=True):
             self.tooltip = text
 
 
-def _cells(r: Row, spread: bool) -> tuple[str, str]:
+def _cells(r: views.Row, spread: bool) -> tuple[str, str]:
     """A row's AUC and gap: `.74 ±.04` when the row has intervals and the board has room."""
     if spread and r.auc_ci is not None:
         return figures.plus_minus(r.auc, r.auc_ci), figures.plus_minus(r.gap, r.gap_ci)
-    return num(r.auc), num(r.gap)
+    return figures.fmt(r.auc), figures.fmt(r.gap)
 
 
-def _row_help(r: Row) -> str:
+def _row_help(r: views.Row) -> str:
     """The row's tooltip: what its numbers are, and how sure they are (or why that is not known)."""
     if r.auc_ci is not None:
         gap = f", gap {figures.with_interval(r.gap, r.gap_ci)}" if r.gap_ci is not None else ""
@@ -272,12 +266,12 @@ def _row_help(r: Row) -> str:
 
 
 def _note_help(note: str) -> str:
-    if note == compare.SYNTH_NOTE:
+    if note == views.SYNTH_NOTE:
         return ("This session runs on SynthDerm, images generated by befair in the DDI format. Its test "
                 "numbers cannot be compared with the study's published numbers on the real DDI images.")
-    if note in (compare.BLINDED_NOTE, compare.STUDY_BLINDED_NOTE):
+    if note in (views.BLINDED_NOTE, views.STUDY_BLINDED_NOTE):
         return ("The session blinds test metrics (a study setting) so that choices are made on validation "
                 "figures only. They appear when the session ends, unless a study keeps them blind.")
-    if note == compare.PUBLISHED_NOTE:
+    if note == views.PUBLISHED_NOTE:
         return "The study published test results only; press v for the test figures to compare with them."
     return note

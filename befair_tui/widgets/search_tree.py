@@ -13,8 +13,9 @@ from textual.widgets._tree import _TreeLine
 from textual.widgets.tree import TreeNode
 
 from engine.session.state import SessionState
+from engine.session.views import node_tooltip
 
-from befair_tui.format import guidance_label, node_label, node_tooltip
+from befair_tui.format import guidance_label, node_label
 from befair_tui.widgets.quiet_size import set_virtual_size
 
 
@@ -335,7 +336,7 @@ class SearchTree(Tree):
                 depth += 1
                 anchor = state.nodes[anchor].parent_id
             width -= self.guide_depth * depth
-        return guidance_label(g, state, width)
+        return guidance_label(g, width)
 
     def _refit(self) -> None:
         """The width changed (a resize, a scrollbar came or went): every line is fitted again."""

@@ -9,8 +9,9 @@ from textual.widgets import Static
 
 from engine.session import selection
 from engine.session.state import SessionState
+from engine.session.views import RUNNER_STOPPED, clock, coder_label, elapsed, tokens
 
-from befair_tui.format import RUNNER_STOPPED, clock, coder_label, elapsed, tokens, unsandboxed_badge
+from befair_tui.format import unsandboxed_badge
 
 STATUS_STYLE = {
     "RUNNING": "bold black on green", "PAUSED": "bold black on yellow", "FINISHED": "bold white on blue",

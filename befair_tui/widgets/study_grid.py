@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from befair_tui.format import num
+from engine.session.figures import fmt
 
 COLUMNS = [("cell", "cell"), ("agent", "agent"), ("level", "level"), ("participant", "participant_id"),
            ("repeat", "repeat_index"), ("state", "state"), ("steps", "steps"), ("val AUC", "best_auc"),
@@ -19,7 +19,7 @@ def cells(row: dict) -> tuple[str | Text, ...]:
     return (str(row["cell"]), str(row.get("agent") or ""), str(row.get("level") or ""),
             str(row.get("participant_id") or ""), str(row.get("repeat_index")),
             Text(state, style=STATE_STYLE.get(state, "")),
-            steps, num(row.get("best_auc")), num(row.get("best_gap")), str(row.get("session_id") or "-"))
+            steps, fmt(row.get("best_auc")), fmt(row.get("best_gap")), str(row.get("session_id") or "-"))
 
 
 class StudyGrid(DataTable):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from befair_tui.format import clock
+from engine.session.views import clock
 
 
 class TimelineBar(Static):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 
 from engine.session.store.heartbeat import HeartbeatConnection
+from engine.session.state import ENDED
 
 RunnerStatus = Literal["alive", "stopped", "finished"]
 
@@ -33,7 +34,6 @@ BUSY_TIMEOUT_MS = 2_000
 # A runner's last event lands at most about one interval after its last beat; an event later
 # than this after the last beat was written by another process (a resume taking over).
 TAKEOVER_MARGIN = 1.5 * INTERVAL
-ENDED = ("finished", "stopped", "failed")
 
 
 class LivenessSource(Protocol):

@@ -15,6 +15,7 @@ from engine.session import events as ev
 
 T = TypeVar("T")
 OUTPUT_KEEP = 64_000  # characters of live output kept per node (head and tail)
+ENDED = ("finished", "stopped", "failed")  # the session statuses after which nothing runs it
 
 
 @dataclass
@@ -132,7 +133,7 @@ class SessionState:
     instruction: str = ""
     coder: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
-    status: str = "new"  # new | running | paused | finished | stopped | failed
+    status: str = "new"  # new | running | paused, then one of ENDED
     nodes: dict[int, NodeState] = field(default_factory=dict)
     guidance: dict[int, GuidanceState] = field(default_factory=dict)
     budget: int = 0

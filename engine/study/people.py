@@ -36,7 +36,7 @@ from engine.study.pool import log_dir, worker_command
 from engine.study.spec import Cell, StudySpec, parse_spec
 
 CONSENT, PROFILE, READY, LIVE, QUESTIONS, DONE = "consent", "profile", "ready", "live", "questions", "done"
-ENDED = ("finished", "failed")
+OVER = ("finished", "failed")  # a study session over for good; "stopped" only when a person stopped it
 DRY_RUN_SUFFIX = "-dry-run"
 
 
@@ -129,7 +129,7 @@ def session_over(store: SessionStore, row: dict[str, Any]) -> bool:
     """The session ended for good: finished (budget or time limit), failed, or stopped by a person.
     A session stopped by a signal (its worker killed) is not over: it is resumed."""
     status = row.get("status")
-    if status in ENDED:
+    if status in OVER:
         return True
     return status == "stopped" and store.state(str(row["id"])).stop_requested
 

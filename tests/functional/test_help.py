@@ -3,11 +3,12 @@ plain language. Tooltips explain the scoreboard's rows and the tree's lines and 
 from __future__ import annotations
 
 from engine.session import events as ev
+from engine.session import views as compare
 from engine.session.fixtures import write_demo_session
+from engine.session.views import BADGE_HELP as BADGE_LEGEND
+from engine.session.views import audit_badges as badge_codes
 
-from befair_tui import compare
 from befair_tui.app import create_app
-from befair_tui.format import BADGE_LEGEND, badge_codes
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.screens.help import KEYS, HelpScreen
 from befair_tui.screens.replay import ReplayScreen

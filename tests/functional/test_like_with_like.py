@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from engine.config import SessionConfig
 from engine.session import events as ev
+from engine.session import views as compare
 
-from befair_tui import compare
 from befair_tui.app import create_app
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.comparison_plot import ComparisonPlot
