@@ -22,6 +22,13 @@ from befair_tui.widgets.quiet_size import set_virtual_size
 _CACHE_LIMIT = 20_000  # entries per cache (labels, widths, lines) before it is emptied
 
 
+# The tree overrides private parts of Textual's Tree (_build, _render_line, _TreeLine, line_pad):
+# pyproject.toml pins Textual to this version exactly, and tests/unit/test_textual_pin.py fails
+# when the installed Textual is another one. Moving the pin means re-reading those overrides
+# (tests/functional/test_perf_tree.py checks the lines still match Textual's own Tree).
+WRITTEN_FOR_TEXTUAL = "8.2.8"
+
+
 class SearchTree(Tree):
     """Keyboard-navigable; `sync` updates only the lines that changed.
 
