@@ -106,7 +106,7 @@ class SessionReport:
         for c in self.choices:
             star = " ★" if c.current else ""
             node = str(c.node_id) if c.node_id is not None else "–"
-            out.append(f"| {node}{star} | {c.words} | {c.validation} | {c.test} | {' '.join(c.certainty) or '–'} |")
+            out.append(f"| {node}{star} | {c.words} | {c.validation} | {c.test} | {'; '.join(c.certainty) or '–'} |")
         out.append("")
         if figure:
             out += [f"![Test AUC against the skin-tone AUC gap]({figure})", ""]
@@ -123,7 +123,7 @@ class SessionReport:
         e = html.escape
         rows = "".join(
             f"<tr><td>{c.node_id if c.node_id is not None else '–'}{' ★' if c.current else ''}</td><td>{e(c.words)}"
-            f"</td><td>{e(c.validation)}</td><td>{e(c.test)}</td><td>{e(' '.join(c.certainty) or '–')}</td></tr>"
+            f"</td><td>{e(c.validation)}</td><td>{e(c.test)}</td><td>{e('; '.join(c.certainty) or '–')}</td></tr>"
             for c in self.choices)
         labels = "".join(f"<p class='warn'>⚠ {e(label)}</p>" for label in self.labels)
         guidance = "".join(f"<li><b>#{g.guidance_id}</b> “{e(g.text)}” ({e(g.scope)}, by {e(g.by)}): "
