@@ -22,7 +22,8 @@ from textual.worker import get_current_worker
 from baselines.reference import reference_rows
 from engine.session import events as ev
 from engine.session import selection, views
-from engine.session.state import SessionState, apply, memoised, new_state
+from engine.session.changes import Changes, apply_changes
+from engine.session.state import SessionState, memoised, new_state
 from engine.session.store import SessionStore
 
 from befair_tui.launch import log_tail, runner_state
@@ -50,9 +51,6 @@ DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversatio
 BATCH = 5_000
 # Event kinds that can change the scoreboard or the scatter plot: those that may change a best node
 # (engine.session.selection) and the end of the session.
-_SCORE_KINDS = selection.MAY_CHANGE_BEST | {ev.SESSION_FINISHED}
-
-
 class ConsoleScreen(Screen):
     # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
     FOOTER_DROP = ("app.quit", "sessions", "choose_criterion", "train_baselines", "add_steps", "prune", "expand")
@@ -224,46 +222,19 @@ class ConsoleScreen(Screen):
         """Fold a batch of events and update only what changed."""
         if not events:
             return
-        dirty: set[int] = set()
-        guidance: set[int] = set()
-        subtree: set[int] = set()
-        output: dict[int, list[str]] = {}
-        scores = live = False
         first = self.state.last_seq == 0
+        changes = Changes()
         for event in events:
-            apply(self.state, event)
-            payload, kind = event.payload, event.kind
-            nid = payload.get("node_id")
-            if kind in (ev.LLM_STREAM, ev.LLM_CALL):
-                live = True
-                if kind == ev.LLM_STREAM:
-                    continue
-            if kind == ev.OUTPUT:
-                output.setdefault(nid, []).append(payload.get("text") or "")
-                continue
-            if nid is not None and kind not in (ev.GUIDANCE, ev.POLICY_DECISION):
-                dirty.add(nid)
-            if kind == ev.NODE_CREATED:
-                guidance.update(payload.get("guidance_ids") or [])
-                if payload.get("parent_id") is not None:
-                    dirty.add(payload["parent_id"])
-            elif kind == ev.GUIDANCE:
-                guidance.add(payload["guidance_id"])
-            elif kind == ev.PRUNED:
-                subtree.add(nid)
-            elif kind == ev.EXPAND_REQUESTED and nid is not None:
-                dirty.add(nid)
-            if kind in _SCORE_KINDS:
-                scores = True
+            apply_changes(self.state, event, changes)
         if first:
             self._load_references()
         if len(events) >= FREEZE_AFTER:
             # A long session's fold lives as long as the screen: keep it out of the garbage
             # collector's full passes, which otherwise stall a 1,000-node console ~200 ms each.
             gc.freeze()
-        if live:
+        if changes.live:
             self.query_one(NodeDetail).sync_live(self.state)
-        self._update_widgets(dirty, guidance, subtree, output, scores)
+        self._update_widgets(changes.nodes, changes.guidance, changes.subtrees, changes.output, changes.scores)
 
     def _update_widgets(self, dirty: set[int], guidance: set[int], subtree: set[int],
                         output: dict[int, list[str]], scores: bool) -> None:
