@@ -289,7 +289,7 @@ class LlmCall(TypedEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LlmStream(TypedEvent):
     """Sessions recorded earlier hold `delta` (the text since the last llm_stream) instead of
-    the offsets: it stays in `extra`."""
+    the offsets and times."""
 
     kind: ClassVar[str] = ev.LLM_STREAM
     role: str
@@ -300,6 +300,7 @@ class LlmStream(TypedEvent):
     first_token_s: float | None | Absent = ABSENT
     tokens_per_s: float | None | Absent = ABSENT
     recent_tokens_per_s: float | None | Absent = ABSENT
+    delta: str | Absent = ABSENT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
