@@ -115,6 +115,8 @@ class NodeCreated(TypedEvent):
     guidance_ids: list[int]
     components: JsonMap | None | Absent = ABSENT
     origin: str | Absent = ABSENT
+    aide_id: str | Absent = ABSENT  # an imported AIDE node's id in its journal
+    mlzero_node: int | Absent = ABSENT  # an imported MLZero node's index in its log
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,7 +151,7 @@ class ExecFinished(TypedEvent):
     node_id: int
     status: str
     exit_code: int | None
-    exec_time: float
+    exec_time: float | None  # None: an imported run that did not record it
     exc_type: str | None
     output_head: str
     output_tail: str
