@@ -65,6 +65,11 @@ class TypedEvent:
 
     @classmethod
     def from_payload(cls: type[T], payload: JsonMap) -> T:
+        if "extra" not in payload:
+            try:
+                return cls(**payload)  # the common case: every key known, none missing
+            except TypeError:
+                pass
         names = _names_of(cls)
         known = {k: v for k, v in payload.items() if k in names}
         extra = {k: v for k, v in payload.items() if k not in names}
