@@ -23,6 +23,7 @@ from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
 from engine.agent.coders import CODERS
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
+from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState
 from engine.task import CUSTOM, LEVELS
@@ -259,8 +260,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for text in args.guidance or []:
         if text.strip():
             gid = max(writer.state.guidance, default=0) + 1
-            writer.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text.strip(), "scope": "global", "node_id": None,
-                                      "by": args.participant or "cli", "command_id": None})
+            writer.emit(et.Guidance(guidance_id=gid, text=text.strip(), scope="global", node_id=None,
+                                    by=args.participant or "cli", command_id=None))
     try:
         state = run(store, writer.session_id, coder=coder, on_event=progress, writer=writer)
     finally:

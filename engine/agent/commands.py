@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from collections.abc import Callable
 
+from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session import selection
 from engine.session.state import SessionState
@@ -22,7 +23,7 @@ class CommandSink(Protocol):
     @property
     def state(self) -> SessionState: ...
 
-    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict[str, Any] | None = None,
+    def emit(self, typed: et.TypedEvent, *, consumes: dict[str, Any] | None = None,
              result: str = "applied") -> ev.Event: ...
 
     def consume(self, cmd: dict[str, Any], result: str) -> None: ...
@@ -69,18 +70,18 @@ def _check_owner(cmd: dict[str, Any], st: SessionState) -> None:
 def pause(sink: CommandSink, cmd: dict[str, Any]) -> None:
     if sink.state.status == "paused":
         return sink.consume(cmd, "ignored: already paused")
-    sink.emit(ev.PAUSED, {**_who(cmd), "reason": (cmd.get("payload") or {}).get("reason")}, consumes=cmd)
+    sink.emit(et.Paused(**_who(cmd), reason=(cmd.get("payload") or {}).get("reason")), consumes=cmd)
 
 
 def resume(sink: CommandSink, cmd: dict[str, Any]) -> None:
     if sink.state.status != "paused":
         return sink.consume(cmd, "ignored: not paused")
-    sink.emit(ev.RESUMED, _who(cmd), consumes=cmd)
+    sink.emit(et.Resumed(**_who(cmd)), consumes=cmd)
 
 
 def stop(sink: CommandSink, cmd: dict[str, Any]) -> None:
     interrupt = bool((cmd.get("payload") or {}).get("interrupt", True))
-    sink.emit(ev.STOP_REQUESTED, {**_who(cmd), "interrupt": interrupt}, consumes=cmd)
+    sink.emit(et.StopRequested(**_who(cmd), interrupt=interrupt), consumes=cmd)
     sink.stop = True
     sink.interrupt = sink.interrupt or interrupt
 
@@ -100,20 +101,19 @@ def guide(sink: CommandSink, cmd: dict[str, Any]) -> None:
     if budget is not None and len(st.guidance) >= budget:
         raise Rejected(f"the guidance budget of this session ({budget}) is spent")
     gid = max(st.guidance, default=0) + 1
-    sink.emit(ev.GUIDANCE, {"guidance_id": gid, "text": text, "scope": scope, "node_id": node_id, **_who(cmd)},
-              consumes=cmd)
+    sink.emit(et.Guidance(guidance_id=gid, text=text, scope=scope, node_id=node_id, **_who(cmd)), consumes=cmd)
 
 
 def prune(sink: CommandSink, cmd: dict[str, Any]) -> None:
     node_id = _node_id(cmd, sink.state)
-    sink.emit(ev.PRUNED, {"node_id": node_id, **_who(cmd)}, consumes=cmd)
+    sink.emit(et.Pruned(node_id=node_id, **_who(cmd)), consumes=cmd)
 
 
 def expand(sink: CommandSink, cmd: dict[str, Any]) -> None:
     node_id = _node_id(cmd, sink.state)
     if sink.state.is_pruned(node_id):
         raise Rejected(f"node {node_id} is in a pruned subtree", node_id)
-    sink.emit(ev.EXPAND_REQUESTED, {"node_id": node_id, **_who(cmd)}, consumes=cmd)
+    sink.emit(et.ExpandRequested(node_id=node_id, **_who(cmd)), consumes=cmd)
 
 
 def set_budget(sink: CommandSink, cmd: dict[str, Any]) -> None:
@@ -124,7 +124,7 @@ def set_budget(sink: CommandSink, cmd: dict[str, Any]) -> None:
         raise Rejected("set_budget needs a number of steps") from None
     if steps < 0:
         raise Rejected("the step budget cannot be negative")
-    sink.emit(ev.BUDGET_SET, {"steps": steps, **_who(cmd)}, consumes=cmd)
+    sink.emit(et.BudgetSet(steps=steps, **_who(cmd)), consumes=cmd)
 
 
 def set_criterion(sink: CommandSink, cmd: dict[str, Any]) -> None:
@@ -135,7 +135,7 @@ def set_criterion(sink: CommandSink, cmd: dict[str, Any]) -> None:
         raise Rejected("the be-fair protocol withholds no validation set: only the agent's own score can choose")
     if criterion == selection.current_criterion(sink.state):
         return sink.consume(cmd, f"ignored: already {criterion}")
-    sink.emit(ev.CRITERION_SET, {"criterion": criterion, **_who(cmd)}, consumes=cmd)
+    sink.emit(et.CriterionSet(criterion=criterion, **_who(cmd)), consumes=cmd)
 
 
 HANDLERS: dict[str, Callable[[CommandSink, dict[str, Any]], None]] = {
@@ -153,8 +153,6 @@ def apply_command(sink: CommandSink, cmd: dict[str, Any]) -> None:
         _check_owner(cmd, sink.state)
         handler(sink, cmd)
     except Rejected as exc:
-        payload = {"message": f"{cmd['kind']} command {cmd['id']} rejected: {exc.why}", "node_id": exc.node_id,
-                   "where": "command"}
-        if cmd.get("participant_id"):
-            payload["participant_id"] = cmd["participant_id"]
-        sink.emit(ev.ERROR, payload, consumes=cmd, result=f"rejected: {exc.why}")
+        error = et.Error(message=f"{cmd['kind']} command {cmd['id']} rejected: {exc.why}", node_id=exc.node_id,
+                         where="command", participant_id=cmd.get("participant_id") or et.ABSENT)
+        sink.emit(error, consumes=cmd, result=f"rejected: {exc.why}")

@@ -43,6 +43,7 @@ from engine.execution import (
 from engine.execution.sandbox import RunSpec, guard_outside
 from engine.execution.workspace import pgid_file, session_run_dir
 from engine.paths import cache_dir, runs_dir
+from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.redact import Redactor
 from engine.session import selection
@@ -224,10 +225,10 @@ class Runner:
         return self.writer.state
 
     # -- events ---------------------------------------------------------------------------
-    def emit(self, kind: str, payload: dict[str, Any], *, consumes: dict[str, Any] | None = None,
+    def emit(self, typed: et.TypedEvent, *, consumes: dict[str, Any] | None = None,
              result: str = "applied", predictions: dict[str, float] | None = None) -> ev.Event:
-        event = self.writer.emit(kind, self.redactor.payload(payload), consumes=consumes, result=result,
-                                 predictions=predictions)
+        redacted = type(typed).from_payload(self.redactor.payload(typed.to_payload()))
+        event = self.writer.emit(redacted, consumes=consumes, result=result, predictions=predictions)
         if self.on_event is not None:
             try:
                 self.on_event(event, self.state)
@@ -252,8 +253,8 @@ class Runner:
         if not limit or self._time_up or self._active_before + time.time() - self._lifetime_start < limit:
             return
         self._time_up = True
-        self.emit(ev.STOP_REQUESTED, {"by": "time limit", "command_id": None, "interrupt": True,
-                                      "reason": f"the session's time limit of {limit:g} s is reached"})
+        self.emit(et.StopRequested(by="time limit", command_id=None, interrupt=True,
+                                   reason=f"the session's time limit of {limit:g} s is reached"))
         self.stop = True
         self.interrupt = True
 
@@ -263,7 +264,7 @@ class Runner:
         step = self.state.agent_steps + 1
         self.stream_relay.step = step
         for role, stats in (self.stream_relay.finish() if final else self.stream_relay.take()):
-            self.emit(ev.LLM_STREAM, {"role": role, "step": step, **stats})
+            self.emit(et.LlmStream(role=role, step=step, **stats))
 
     def consume(self, cmd: dict[str, Any], result: str) -> None:
         self.writer.consume_command(cmd, result)
@@ -315,7 +316,7 @@ class Runner:
                     return self._finish("stopped", "stopped by a human")
                 self._compare()  # a prune or the last step may have changed the leader
                 decision = decide(self.state, policy_rng(self.config.seed, self.state.agent_steps), self.config)
-                self.emit(ev.POLICY_DECISION, decision.payload())
+                self.emit(et.PolicyDecision.from_payload(decision.payload()))
                 if decision.action == "finish":
                     return self._finish("finished", decision.reason)
                 self.step(decision)
@@ -328,7 +329,7 @@ class Runner:
         except Exception as exc:
             self._reload()
             self._mark_running_interrupted(f"engine error: {type(exc).__name__}")
-            self.emit(ev.ERROR, {"message": f"{type(exc).__name__}: {exc}", "node_id": None, "where": "runner"})
+            self.emit(et.Error(message=f"{type(exc).__name__}: {exc}", node_id=None, where="runner"))
             self._finish("failed", f"{type(exc).__name__}: {exc}")
             raise
         finally:
@@ -342,15 +343,15 @@ class Runner:
     def _mark_running_interrupted(self, reason: str) -> None:
         for node in list(self.state.nodes.values()):
             if node.status in ("running", "queued"):
-                self.emit(ev.NODE_INTERRUPTED, {"node_id": node.node_id, "reason": reason})
+                self.emit(et.NodeInterrupted(node_id=node.node_id, reason=reason))
 
     def _check_cost(self) -> None:
         config = getattr(self.coder, "config", None)
         budget = getattr(config, "budget_usd", None)
         if budget and not self._cost_paused and self.state.cost >= float(budget):
             self._cost_paused = True
-            self.emit(ev.PAUSED, {"by": "engine", "command_id": None,
-                                  "reason": f"LLM cost ${self.state.cost:.2f} reached the budget ${float(budget):.2f}"})
+            self.emit(et.Paused(by="engine", command_id=None,
+                                reason=f"LLM cost ${self.state.cost:.2f} reached the budget ${float(budget):.2f}"))
 
     # -- one step -------------------------------------------------------------------------
     def _context(self, parent_id: int | None) -> tuple[CoderContext, list[int]]:
@@ -434,39 +435,40 @@ class Runner:
 
     def _record_calls(self, calls: list[LlmCall], node_id: int | None) -> None:
         for call in calls:
-            self.emit(ev.LLM_CALL, _call_payload(call, node_id))
+            self.emit(et.LlmCall.from_payload(_call_payload(call, node_id)))
 
     def _create_node(self, decision: Decision, parent: NodeState | None, reply: CoderReply,
                      guidance_ids: list[int]) -> int:
         node_id = max(self.state.nodes, default=0) + 1
-        self.emit(ev.NODE_CREATED, {
-            "node_id": node_id, "parent_id": parent.node_id if parent else None, "step": self.state.agent_steps + 1,
-            "stage": decision.action, "plan": reply.plan or "", "guidance_ids": guidance_ids,
-            "components": reply.components, "origin": "agent",
-        })
+        self.emit(et.NodeCreated(
+            node_id=node_id, parent_id=parent.node_id if parent else None, step=self.state.agent_steps + 1,
+            stage=decision.action, plan=reply.plan or "", guidance_ids=guidance_ids,
+            components=reply.components, origin="agent",
+        ))
         self._record_calls(reply.llm_calls, node_id)
         return node_id
 
     def _no_code(self, node_id: int, reply: CoderReply) -> None:
         why = reply.error or "the coder returned no code"
-        self.emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": None, "exec_time": 0.0,
-                                     "exc_type": "CoderError", "output_head": f"No code to run: {why}\n",
-                                     "output_tail": "", "truncated": False})
-        self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": f"No code: {why}",
-                              "claimed_metric": None})
+        # Nothing ran: no output was cut, no memory used, nothing sandboxed.
+        self.emit(et.ExecFinished(node_id=node_id, status="buggy", exit_code=None, exec_time=0.0,
+                                  exc_type="CoderError", output_head=f"No code to run: {why}\n", output_tail="",
+                                  truncated=False, cut_chars=0, output_chars=0, peak_mem_mb=None,
+                                  out_of_memory=False, sandboxed=False))
+        self.emit(et.Review(node_id=node_id, is_bug=True, summary=f"No code: {why}", claimed_metric=None))
 
     def _node_dir(self, node_id: int) -> Path:
         return session_run_dir(self.runs_root, self.session_id) / f"node_{node_id}"
 
     def _run_node(self, node_id: int, code: str) -> ExecResult:
-        self.emit(ev.CODE, {"node_id": node_id, "code": code})
+        self.emit(et.Code(node_id=node_id, code=code))
         node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, code)
-        self.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": str(node_dir), "sandbox": self.sandbox.mode})
+        self.emit(et.ExecStarted(node_id=node_id, workdir=str(node_dir), sandbox=self.sandbox.mode))
         result = self._execute(node_id, node_dir)
         problem = contract_problem(code, result)
         if problem:
             result = dataclasses.replace(result, status="buggy", exc_type=problem)
-        self.emit(ev.EXEC_FINISHED, result.to_payload(node_id))
+        self.emit(et.ExecFinished.from_payload(result.to_payload(node_id)))
         return result
 
     def _review_node(self, ctx: CoderContext, node_id: int, result: ExecResult) -> Review:
@@ -480,8 +482,8 @@ class Runner:
         else:
             review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
         self._record_calls(review.llm_calls, node_id)
-        self.emit(ev.REVIEW, {"node_id": node_id, "is_bug": bool(review.is_bug), "summary": review.summary,
-                              "claimed_metric": review.claimed_metric})
+        self.emit(et.Review(node_id=node_id, is_bug=bool(review.is_bug), summary=review.summary,
+                            claimed_metric=review.claimed_metric))
         return review
 
     def _ask_coder(self, action: str, ctx: CoderContext, parent: NodeState | None) -> CoderReply:
@@ -528,7 +530,7 @@ class Runner:
                 with self.writer.batch():  # one transaction per batch of output lines
                     for chunk in batch:
                         if chunk.text:
-                            self.emit(ev.OUTPUT, {"node_id": node_id, "text": chunk.text, "stream": chunk.stream})
+                            self.emit(et.Output(node_id=node_id, text=chunk.text, stream=chunk.stream))
                 self.poll_commands()
                 raise_if_signalled()
                 if self.stop and self.interrupt and not cancelled:
@@ -546,11 +548,11 @@ class Runner:
         except LabelsChanged:
             raise
         except BefairError as exc:
-            self.emit(ev.ERROR, {"message": f"evaluation failed: {exc}", "node_id": node_id, "where": "evaluation"})
+            self.emit(et.Error(message=f"evaluation failed: {exc}", node_id=node_id, where="evaluation"))
             return
         for split, outcome in outcomes.items():
-            self.emit(ev.EVALUATED, outcome.event_payload(
-                node_id, split, blinded=bool(self.config.blind_test) and split == "test"),
+            self.emit(et.Evaluated.from_payload(outcome.event_payload(
+                node_id, split, blinded=bool(self.config.blind_test) and split == "test")),
                 predictions=outcome.predictions if outcome.ok else None)
 
     def _compare(self) -> None:
@@ -563,7 +565,7 @@ class Runner:
             self._comparer = Comparer(labels[1], lambda nid: self.store.predictions(self.session_id, nid, "validation"))
         payload = self._comparer.payload(self.state)
         if paired_changed(self.state.comparisons.get("validation"), payload):
-            self.emit(ev.COMPARED, payload)
+            self.emit(et.Compared.from_payload(payload))
 
     def _audit(self, node_id: int, code: str, review: Review, result: ExecResult) -> None:
         from engine.evaluation.audit import audit_code, check_claim
@@ -572,10 +574,9 @@ class Runner:
         node = self.state.nodes[node_id]
         measured = node.val_auc
         claim = check_claim(review.claimed_metric, measured, ran_ok=result.status == "ok", output=result.output)
-        payload = {"node_id": node_id, "flags": dict(audit.flags), "evidence": dict(audit.evidence), "claim": claim}
-        if audit.note:  # "not audited: …": its flags are unknown, not "no"
-            payload["note"] = audit.note
-        self.emit(ev.AUDITED, payload)
+        # "not audited: …" in the note: its flags are unknown, not "no"
+        self.emit(et.Audited(node_id=node_id, flags=dict(audit.flags), evidence=dict(audit.evidence), claim=claim,
+                             note=audit.note or et.ABSENT))
 
     # -- the end --------------------------------------------------------------------------
     def final_choice(self) -> dict[str, Any]:
@@ -584,10 +585,10 @@ class Runner:
     def _finish(self, status: str, reason: str) -> SessionState:
         try:
             self._compare()
-            self.emit(ev.FINAL_CHOICE, self.final_choice())
+            self.emit(et.FinalChoice.from_payload(self.final_choice()))
         except Exception as exc:  # the final choice must not keep a session from finishing
-            self.emit(ev.ERROR, {"message": f"final choice failed: {exc}", "node_id": None, "where": "final_choice"})
-        self.emit(ev.SESSION_FINISHED, {"status": status, "reason": reason})
+            self.emit(et.Error(message=f"final choice failed: {exc}", node_id=None, where="final_choice"))
+        self.emit(et.SessionFinished(status=status, reason=reason))
         # commands nobody will act on now: leave them pending (a resume picks them up)
         return self.state
 
@@ -705,9 +706,9 @@ def recover(store: SessionStore, session_id: str, *, by: str = "user", force: bo
                 kill_group(int(noted.read_text().strip()))  # a pipeline the dead engine left behind
             except (OSError, ValueError):
                 pass
-            writer.emit(ev.NODE_INTERRUPTED, {"node_id": node.node_id, "reason": INTERRUPTED_ON_RESUME})
+            writer.emit(et.NodeInterrupted(node_id=node.node_id, reason=INTERRUPTED_ON_RESUME))
             interrupted.append(node.node_id)
-    writer.emit(ev.SESSION_RESUMED, {"by": by, "interrupted": interrupted})
+    writer.emit(et.SessionResumed(by=by, interrupted=interrupted))
     store.set_runner_pid(session_id, os.getpid())
     return writer, interrupted
 

@@ -32,7 +32,7 @@ from engine.errors import DataError, UsageError
 from engine.imports.common import (
     Clock, RunTag, audit_payload, emit_end, emit_published, guarded_import, head_tail, number,
 )
-from engine.session import events as ev
+from engine.session import event_types as et
 
 if TYPE_CHECKING:
     from engine.imports.predictions import ScoredPredictions
@@ -400,7 +400,7 @@ def _import(store: SessionStore, run: _Run, session_id: str | None, tag: RunTag,
     known_ids = set(run.aide_ids)
     for call in run.log.calls if run.log is not None else []:
         if call.aide_node not in known_ids:  # the report, or a node the journal does not have
-            writer.emit(ev.LLM_CALL, call.payload(None), ts=clock.at())
+            writer.emit(et.LlmCall.from_payload(call.payload(None)), ts=clock.at())
     final = _final_node(run, writer.state, best[1] if best else None)
     emit_published(writer, final, scored, clock)
     emit_end(writer, best[1] if best else None, f"imported from {run.journal}", tag, clock)
@@ -426,33 +426,31 @@ def _emit_node(writer: SessionWriter, run: _Run, n: dict[str, Any], aid: str, no
     else:
         stage = "debug" if writer.state.nodes[parent].status in ("buggy", "timeout") else "improve"
     code = _text(n, "code")
-    writer.emit(ev.NODE_CREATED, {"node_id": node_id, "parent_id": parent, "step": node_id, "stage": stage,
-                                  "plan": _text(n, "plan"), "guidance_ids": [], "components": None,
-                                  "origin": "import", "aide_id": aid}, ts=clock.at(ctime))
+    writer.emit(et.NodeCreated(node_id=node_id, parent_id=parent, step=node_id, stage=stage, plan=_text(n, "plan"),
+                               guidance_ids=[], components=None, origin="import", aide_id=aid), ts=clock.at(ctime))
     for call in run.log.for_node(aid, review=False) if run.log is not None else []:
-        writer.emit(ev.LLM_CALL, call.payload(node_id), ts=clock.at())
-    writer.emit(ev.CODE, {"node_id": node_id, "code": code}, ts=clock.at())
-    writer.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": ""}, ts=clock.at())
+        writer.emit(et.LlmCall.from_payload(call.payload(node_id)), ts=clock.at())
+    writer.emit(et.Code(node_id=node_id, code=code), ts=clock.at())
+    writer.emit(et.ExecStarted(node_id=node_id, workdir=""), ts=clock.at())
     text, omitted = _term_out(n.get("_term_out"))
     head, tail, truncated = head_tail(text, OUTPUT_KEEP)
     exec_time = number(n.get("exec_time"))
     if text:
-        writer.emit(ev.OUTPUT, {"node_id": node_id, "text": head + tail, "stream": "stdout"}, ts=clock.at())
+        writer.emit(et.Output(node_id=node_id, text=head + tail, stream="stdout"), ts=clock.at())
     exc = n.get("exc_type")
-    writer.emit(ev.EXEC_FINISHED, {
-        "node_id": node_id, "status": status, "exit_code": None if status != "ok" else 0,
-        "exec_time": exec_time, "exc_type": None if exc in (None, "None", "") else str(exc),
-        "output_head": head if text else ("<OMITTED>" if omitted else ""), "output_tail": tail,
-        "truncated": truncated,
-    }, ts=clock.at(ctime, exec_time or 0.0))
+    writer.emit(et.ExecFinished(
+        node_id=node_id, status=status, exit_code=None if status != "ok" else 0,
+        exec_time=exec_time, exc_type=None if exc in (None, "None", "") else str(exc),
+        output_head=head if text else ("<OMITTED>" if omitted else ""), output_tail=tail, truncated=truncated,
+    ), ts=clock.at(ctime, exec_time or 0.0))
     for call in run.log.for_node(aid, review=True) if run.log is not None else []:
-        writer.emit(ev.LLM_CALL, call.payload(node_id), ts=clock.at())
+        writer.emit(et.LlmCall.from_payload(call.payload(node_id)), ts=clock.at())
     claimed, maximize = _claimed(n.get("metric"))
-    writer.emit(ev.REVIEW, {"node_id": node_id, "is_bug": status != "ok", "summary": _text(n, "analysis"),
-                            "claimed_metric": claimed}, ts=clock.at())
+    writer.emit(et.Review(node_id=node_id, is_bug=status != "ok", summary=_text(n, "analysis"),
+                          claimed_metric=claimed), ts=clock.at())
     audited = _audit(code, text, omitted, claimed, status)
     if audited is not None:
-        writer.emit(ev.AUDITED, {"node_id": node_id, **audited}, ts=clock.at())
+        writer.emit(et.Audited.from_payload({"node_id": node_id, **audited}), ts=clock.at())
     if claimed is None or status != "ok":
         return None
     return claimed if maximize is not False else -claimed

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import DataError
-from engine.session import events as ev
+from engine.session import event_types as et
 
 if TYPE_CHECKING:
     from engine.imports.predictions import ScoredPredictions
@@ -90,21 +90,22 @@ def emit_published(writer: SessionWriter, node_id: int | None, scored: ScoredPre
     from engine.imports.predictions import evaluated_payload
 
     if scored is not None and node_id is not None:
-        writer.emit(ev.EVALUATED, evaluated_payload(node_id, scored), ts=clock.at(), predictions=scored.scores)
+        writer.emit(et.Evaluated.from_payload(evaluated_payload(node_id, scored)), ts=clock.at(),
+                    predictions=scored.scores)
 
 
 def emit_end(writer: SessionWriter, final: int | None, reason: str, tag: RunTag, clock: Clock,
              what: str = "the agent's best node by its own reported metric") -> None:
     """final_choice (the agent's own pick) and session_finished: failed, with the reason, for a
     run the study published as failed."""
-    writer.emit(ev.FINAL_CHOICE, {
-        "by_claimed": final, "by_validation": None, "by_minimax": None,
-        "reasons": {"claimed": what if final is not None else "no node reported a metric",
-                    "validation": "imported runs were not evaluated here",
-                    "minimax": "imported runs were not evaluated here"},
-    }, ts=clock.at())
+    writer.emit(et.FinalChoice(
+        by_claimed=final, by_validation=None, by_minimax=None,
+        reasons={"claimed": what if final is not None else "no node reported a metric",
+                 "validation": "imported runs were not evaluated here",
+                 "minimax": "imported runs were not evaluated here"},
+    ), ts=clock.at())
     status = "failed" if tag.failed else "finished"
-    writer.emit(ev.SESSION_FINISHED, {"status": status, "reason": tag.failed or reason}, ts=clock.at())
+    writer.emit(et.SessionFinished(status=status, reason=tag.failed or reason), ts=clock.at())
 
 
 def read_text(path: Path, limit: int | None = None) -> str:

@@ -35,7 +35,7 @@ from engine.imports.common import (
     Clock, RunTag, audit_payload, emit_end, emit_published, guarded_import, head_tail, number, read_text,
 )
 from engine.imports.run_names import level_of
-from engine.session import events as ev
+from engine.session import event_types as et
 
 if TYPE_CHECKING:
     from engine.imports.predictions import ScoredPredictions
@@ -358,7 +358,7 @@ def _import(store: SessionStore, run: _Run, session_id: str | None, tag: RunTag,
         session_id=session_id, origin="import", ts=clock.now)
     created.append(writer.session_id)
     for call in run.calls.get(RUN_LEVEL, []):
-        writer.emit(ev.LLM_CALL, call.payload(None), ts=clock.at())
+        writer.emit(et.LlmCall.from_payload(call.payload(None)), ts=clock.at())
     for node in run.log.nodes:
         _emit_node(writer, run, node, clock)
     final = run.final + 1 if run.final is not None and run.final + 1 in writer.state.nodes else None
@@ -384,27 +384,27 @@ def _emit_node(writer: SessionWriter, run: _Run, node: MlzNode, clock: Clock) ->
     plan = node.plan or f"{node.stage} (MLZero iteration {node_id})"
     if not code:
         plan += "\n[the code of this iteration was not kept: MLZero removed its folder]"
-    writer.emit(ev.NODE_CREATED, {"node_id": node_id, "parent_id": parent, "step": node_id, "stage": node.stage,
-                                  "plan": plan, "guidance_ids": [], "components": None, "origin": "import",
-                                  "mlzero_node": node.index}, ts=clock.at(node.started))
+    writer.emit(et.NodeCreated(node_id=node_id, parent_id=parent, step=node_id, stage=node.stage, plan=plan,
+                               guidance_ids=[], components=None, origin="import", mlzero_node=node.index),
+                ts=clock.at(node.started))
     for call in run.calls.get(node.index, []):
-        writer.emit(ev.LLM_CALL, call.payload(node_id), ts=clock.at())
-    writer.emit(ev.CODE, {"node_id": node_id, "code": code}, ts=clock.at())
-    writer.emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": ""}, ts=clock.at(node.exec_started))
+        writer.emit(et.LlmCall.from_payload(call.payload(node_id)), ts=clock.at())
+    writer.emit(et.Code(node_id=node_id, code=code), ts=clock.at())
+    writer.emit(et.ExecStarted(node_id=node_id, workdir=""), ts=clock.at(node.exec_started))
     for text, stream in ((stdout, "stdout"), (stderr, "stderr")):
         if text:
-            writer.emit(ev.OUTPUT, {"node_id": node_id, "text": text, "stream": stream}, ts=clock.at())
+            writer.emit(et.Output(node_id=node_id, text=text, stream=stream), ts=clock.at())
     head, tail, truncated = head_tail(stdout + stderr, OUTPUT_KEEP)
     took = (node.exec_finished - node.exec_started
             if node.exec_started is not None and node.exec_finished is not None else None)
-    writer.emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": node.status, "exit_code": None, "exec_time": took,
-                                   "exc_type": None, "output_head": head, "output_tail": tail,
-                                   "truncated": truncated}, ts=clock.at(node.exec_finished))
-    writer.emit(ev.REVIEW, {"node_id": node_id, "is_bug": node.status != "ok",
-                            "summary": node.error or f"planner decision: {node.decision or 'none (run ended)'}",
-                            "claimed_metric": node.score}, ts=clock.at())
+    writer.emit(et.ExecFinished(node_id=node_id, status=node.status, exit_code=None, exec_time=took, exc_type=None,
+                                output_head=head, output_tail=tail, truncated=truncated),
+                ts=clock.at(node.exec_finished))
+    writer.emit(et.Review(node_id=node_id, is_bug=node.status != "ok",
+                          summary=node.error or f"planner decision: {node.decision or 'none (run ended)'}",
+                          claimed_metric=node.score), ts=clock.at())
     if code:
         audited = audit_payload(code, stdout + stderr, not (stdout or stderr), node.score, node.status,
                                 source="mlzero log")
         if audited is not None:
-            writer.emit(ev.AUDITED, {"node_id": node_id, **audited}, ts=clock.at())
+            writer.emit(et.Audited.from_payload({"node_id": node_id, **audited}), ts=clock.at())

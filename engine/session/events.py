@@ -5,6 +5,10 @@ wall-clock `ts` (unix seconds, float), a `kind` from below and a JSON `payload`.
 anywhere (live console, replay, `befair show`, the nodes table) is `fold(events)`; nothing on
 screen comes from anywhere else.
 
+Each kind has a frozen dataclass in engine.session.event_types (EVENT_TYPES maps kind -> class,
+with `to_payload` / `from_payload`); emit sites build those, and the classes load every payload
+stored by earlier versions.
+
 Payload keys per kind (all keys listed are present; values may be null where marked `?`):
 
 session_started   config: dict (SessionConfig.to_dict()), instruction: str (verbatim text),

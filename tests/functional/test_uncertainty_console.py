@@ -69,8 +69,8 @@ class _Runner:
     def state(self):
         return self.writer.state
 
-    def emit(self, kind, payload, *, consumes=None, result="applied"):
-        return self.writer.emit(kind, payload, consumes=consumes, result=result)
+    def emit(self, event, *, consumes=None, result="applied"):
+        return self.writer.emit(event, consumes=consumes, result=result)
 
     def consume(self, cmd, result):
         self.writer.consume_command(cmd, result)

@@ -141,8 +141,8 @@ class _Sink:
     def state(self):
         return self.session.writer.state
 
-    def emit(self, kind, payload, *, consumes=None, result="applied"):
-        return self.session.writer.emit(kind, payload, consumes=consumes, result=result)
+    def emit(self, event, *, consumes=None, result="applied"):
+        return self.session.writer.emit(event, consumes=consumes, result=result)
 
     def consume(self, cmd, result):
         self.session.writer.consume_command(cmd, result)

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Any
 
-from engine.session import events as ev
+from engine.session import event_types as et
 from engine.session.store.connection import (
     SessionNotFound, StoreConnection, Transaction, database_error, gc_paused, new_session_id, payload_loads,
 )
@@ -77,6 +77,5 @@ class SessionStore(SessionRows, PredictionRows, StudyRows, ParticipantRows):
                 }
             )
         writer = SessionWriter(self, session_id)
-        writer.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data},
-                    ts=now)
+        writer.emit(et.SessionStarted(config=config, instruction=instruction, coder=coder, data=data), ts=now)
         return writer

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from engine.session import events as ev
 from engine.session import sealed, selection
+from engine.session.event_types import TypedEvent
 from engine.session.state import apply
 from engine.session.store.rows import (
     INSERT_EVENT, INSERT_FILES, INSERT_PREDICTIONS, UNSET, UPDATE_SESSION, UPSERT_NODE, node_row, packed_scores,
@@ -53,8 +54,8 @@ class SessionWriter:
 
     def emit(
         self,
-        kind: str,
-        payload: dict[str, Any],
+        event: TypedEvent | str,
+        payload: dict[str, Any] | None = None,
         *,
         ts: float | None = None,
         consumes: dict[str, Any] | None = None,
@@ -64,7 +65,10 @@ class SessionWriter:
         """Append one event (durable on return, or at the end of the enclosing batch).
         `consumes`: the steering command this event carries out, marked consumed in the same
         transaction (so never applied twice). `predictions`: an `evaluated` event's per-image
-        predictions, kept in the same transaction (sealed with a blinded test evaluation)."""
+        predictions, kept in the same transaction (sealed with a blinded test evaluation).
+        `event`: a typed event (engine.session.event_types); during the transition also a kind
+        with its `payload` dict."""
+        kind, body = _kind_and_payload(event, payload)
         if kind not in ev.KINDS:
             raise ValueError(f"unknown event kind {kind!r}")
         if predictions is not None and kind != ev.EVALUATED:
@@ -72,12 +76,14 @@ class SessionWriter:
         with self.batch():
             if kind == ev.SESSION_FINISHED:
                 self._reveal_sealed()  # appended before the end, in the same transaction
-            return self._append(kind, payload, ts, consumes, result, predictions)
+            return self._append(kind, body, ts, consumes, result, predictions)
 
-    def emit_many(self, items: Iterable[tuple[str, dict[str, Any]]], *, ts: float | None = None) -> list[ev.Event]:
-        """Append (kind, payload) events in one transaction; durable on return."""
+    def emit_many(self, items: Iterable[TypedEvent | tuple[str, dict[str, Any]]], *,
+                  ts: float | None = None) -> list[ev.Event]:
+        """Append typed events (or (kind, payload) pairs) in one transaction; durable on return."""
         with self.batch():
-            return [self.emit(kind, payload, ts=ts) for kind, payload in items]
+            return [self.emit(item, ts=ts) if isinstance(item, TypedEvent) else self.emit(*item, ts=ts)
+                    for item in items]
 
     def batch(self) -> _Batch:
         """One transaction for every event emitted inside (nested batches join the outer one).
@@ -174,6 +180,16 @@ class SessionWriter:
 
     def _mark_consumed(self, command: dict[str, Any], result: str, seq: int | None) -> None:
         self.store.db.conn.execute(_MARK_CONSUMED, (time.time(), seq, result, int(command["id"])))
+
+
+def _kind_and_payload(event: TypedEvent | str, payload: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    if isinstance(event, TypedEvent):
+        if payload is not None:
+            raise TypeError("a typed event carries its own payload")
+        return event.kind, event.to_payload()
+    if payload is None:
+        raise TypeError(f"event kind {event!r} without a payload")
+    return event, payload
 
 
 class _Batch:
