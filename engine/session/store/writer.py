@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from engine.session import events as ev
 from engine.session import sealed, selection
 from engine.session.event_types import TypedEvent
-from engine.session.state import apply
+from engine.session.changes import Changes, apply_changes
 from engine.session.store.rows import (
     INSERT_EVENT, INSERT_FILES, INSERT_PREDICTIONS, UNSET, UPDATE_SESSION, UPSERT_NODE, node_row, packed_scores,
     session_summary,
@@ -30,7 +30,6 @@ _MARK_REVEALED = "update sealed_metrics set revealed_seq = ? where session_id = 
 _MARK_CONSUMED = "update commands set consumed_at = ?, consumed_seq = ?, result = ? where id = ?"
 
 # Events that change no node row and no session summary: skip the upserts for them.
-_NO_ROW_CHANGE = {ev.OUTPUT, ev.POLICY_DECISION, ev.ERROR}
 
 
 class SessionWriter:
@@ -48,9 +47,7 @@ class SessionWriter:
         self._best: Any = UNSET  # cached ★ node id (selection.choice)
         self._batch_depth = 0
         self._batch_owns = False
-        self._dirty_nodes: set[int] = set()
-        self._summary_dirty = False
-        self._best_dirty = False
+        self._changes = Changes()  # what the batch's events changed (engine.session.changes)
 
     def emit(
         self,
@@ -106,13 +103,7 @@ class SessionWriter:
         # every call, which cost ~4x the ingest rate. The rows are the same.
         self.store.db.conn.execute(INSERT_EVENT, (self.session_id, event.seq, event.ts, kind,
                                                    json.dumps(payload, sort_keys=True)))
-        apply(self.state, event)
-        if kind not in _NO_ROW_CHANGE:
-            node_id = payload.get("node_id")
-            if node_id is not None and node_id in self.state.nodes:
-                self._dirty_nodes.add(node_id)
-            self._best_dirty |= kind in selection.MAY_CHANGE_BEST or self._best is UNSET
-            self._summary_dirty = True
+        apply_changes(self.state, event, self._changes)
         if consumes is not None:
             self._mark_consumed(consumes, result, event.seq)
         return event
@@ -155,17 +146,16 @@ class SessionWriter:
         conn = self.store.db.conn
         nodes = self.state.nodes
         conn.executemany(UPSERT_NODE, [tuple(node_row(self.session_id, nodes[n]).values())
-                                        for n in sorted(self._dirty_nodes) if n in nodes])
-        if self._summary_dirty:
-            if self._best_dirty:
+                                        for n in sorted(self._changes.rows) if n in nodes])
+        if self._changes.summary:
+            if self._changes.best or self._best is UNSET:
                 self._best = selection.choice(self.state)
             summary = session_summary(self.state, self._best)
             conn.execute(UPDATE_SESSION, (*summary.values(), self.session_id))
         self._clear_dirty()
 
     def _clear_dirty(self) -> None:
-        self._dirty_nodes.clear()
-        self._summary_dirty = self._best_dirty = False
+        self._changes = Changes()
 
     def _rolled_back(self) -> None:
         """The batch's events were not written: forget them in memory too."""
