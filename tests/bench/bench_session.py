@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.session.fixtures import demo_events
+from tests.demo_session import demo_events
 from engine.session.state import fold
 from engine.session.store import SessionStore
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from befair_tui.cli import main
 from engine.errors import EXIT_BROKEN_PIPE, BefairError, DatabaseError, DataError, SchemaTooNew, UsageError
 from engine.paths import runs_dir
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.schema import MIGRATIONS, check_schema, known_schema_version
 from engine.session.store import SessionStore, database_error
 

@@ -42,15 +42,12 @@ FUNCTION_DEBT: frozenset[str] = frozenset({
     "engine/data/workspace.py:prepare_workspace",
     "befair_tui/cli/run.py:register",
     "befair_tui/cli/serve.py:_make_server_class",
-    "engine/session/fixtures.py:_compose",
-    "engine/session/fixtures.py:_demo_outcome",
     "engine/evaluation/harness.py:evaluate_splits",
     "engine/evaluation/harness.py:load_labels",
     "befair_tui/widgets/scoreboard.py:_render_lines",
     "engine/data/synth.py:render",
     "engine/data/synth.py:generate",
     "engine/data/synth.py:_train_rows",
-    "befair_tui/screenshots.py:main",
 })
 
 
