@@ -335,7 +335,7 @@ def test_score_names_file_and_line_of_a_bad_label_cell(tmp_path, capsys, rows, n
 
 
 def test_load_labels_reads_text_labels_and_keeps_good_rows(tmp_path):
-    from engine.evaluation.harness import load_labels
+    from engine.evaluation.heldout import load_labels
 
     meta = _ddi(tmp_path, [["a.png", "12", "True"], ["b.png", "34", "false"], ["c.png", "56.0", "1"]])
     out = load_labels(meta)

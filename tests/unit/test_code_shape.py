@@ -32,7 +32,6 @@ MODULE_DEBT: frozenset[str] = frozenset({
     "engine/agent/runner.py",  # coder registry, session setup and the loop (issue 21, runner split)
     "engine/data/synth.py",
     "engine/agent/prompts.py",
-    "engine/evaluation/harness.py",
 })
 
 # Functions over 60 lines, still to be broken into named helpers (issue 21). May only shrink.
@@ -42,8 +41,6 @@ FUNCTION_DEBT: frozenset[str] = frozenset({
     "engine/data/workspace.py:prepare_workspace",
     "befair_tui/cli/run.py:register",
     "befair_tui/cli/serve.py:_make_server_class",
-    "engine/evaluation/harness.py:evaluate_splits",
-    "engine/evaluation/harness.py:load_labels",
     "befair_tui/widgets/scoreboard.py:_render_lines",
     "engine/data/synth.py:render",
     "engine/data/synth.py:generate",
