@@ -30,7 +30,6 @@ DECLARED_TABLES: frozenset[str] = frozenset({
 MODULE_DEBT: frozenset[str] = frozenset({
     "befair_tui/screens/console.py",  # the console screen: ingest and widget updates (issue 21, typed events)
     "engine/agent/runner.py",  # coder registry, session setup and the loop (issue 21, runner split)
-    "engine/data/synth.py",
     "engine/agent/prompts.py",
 })
 
@@ -42,9 +41,6 @@ FUNCTION_DEBT: frozenset[str] = frozenset({
     "befair_tui/cli/run.py:register",
     "befair_tui/cli/serve.py:_make_server_class",
     "befair_tui/widgets/scoreboard.py:_render_lines",
-    "engine/data/synth.py:render",
-    "engine/data/synth.py:generate",
-    "engine/data/synth.py:_train_rows",
 })
 
 
