@@ -39,7 +39,6 @@ FUNCTION_DEBT: frozenset[str] = frozenset({
     "engine/data/workspace.py:prepare_workspace",
     "befair_tui/cli/run.py:register",
     "befair_tui/cli/serve.py:_make_server_class",
-    "befair_tui/widgets/scoreboard.py:_render_lines",
 })
 
 
