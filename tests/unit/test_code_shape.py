@@ -38,7 +38,6 @@ FUNCTION_DEBT: frozenset[str] = frozenset({
     "engine/evaluation/metrics.py:compute_metrics",
     "engine/data/workspace.py:prepare_workspace",
     "befair_tui/cli/run.py:register",
-    "befair_tui/cli/serve.py:_make_server_class",
 })
 
 
