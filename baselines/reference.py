@@ -13,7 +13,6 @@ import json
 from importlib import resources
 from typing import Any
 
-SOURCE = "published: Richter, Stoyanovich, Schelter 2026 (Be Fair!)"
 PUBLISHED_PREFIX = "published:"
 _FLOATS = ("auc_mean", "auc_std", "gap_mean", "gap_std")
 

@@ -80,7 +80,7 @@ def session_nodes(root: Path, steps: int) -> tuple[list[Path], Any]:
 def test_format_pool(root: Path, seed: int, n: int) -> tuple[Path, pd.DataFrame]:
     """A fresh DDI-format set: its images folder and labels (file, label, group)."""
     from engine.data.synth import generate
-    from engine.evaluation.harness import load_labels
+    from engine.evaluation.heldout import load_labels
 
     paths = generate(root, seed=seed, n_train=21, n_test=n, size=SIZE)
     return paths.test_images, load_labels(paths.test_csv)
@@ -180,7 +180,7 @@ def _default_compositions() -> dict[str, dict[tuple[str, int], int]]:
 def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 4000) -> dict[str, Any]:
     """Coverage at two sizes: the product's default SynthDerm splits (656 test images; a 386-image
     validation split) and the small session's own (120 test; 58 validation)."""
-    from engine.evaluation.harness import load_labels
+    from engine.evaluation.heldout import load_labels
     from engine.evaluation.metrics import compute_metrics
 
     nodes, ws = session_nodes(root / "session", steps)

@@ -165,8 +165,7 @@ def _announce(args, db: Path, study: str | None, token: str | None, local: bool)
 def _make_server_class() -> type:
     from aiohttp import web
     from aiohttp_jinja2 import render_template
-    from textual_serve.app_service import AppService
-    from textual_serve.server import Server, log
+    from textual_serve.server import Server
 
     class _BefairServer(Server):
         """textual-serve's server, with the command a tab runs chosen when its page is asked for."""
@@ -180,35 +179,10 @@ def _make_server_class() -> type:
 
         def command_for(self, query: Any) -> str:
             """What a tab with this URL runs (web.HTTPForbidden / HTTPBadRequest when nothing)."""
-            if self.study is None:
-                return console_command(self.db)
-            if self.researcher_only:
-                return researcher_command(self.db, self.study)
-            given = query.get("researcher")
-            if given is not None:
-                if self.token is None or not hmac.compare_digest(given.encode(), self.token.encode()):
-                    raise web.HTTPForbidden(text="befair: wrong researcher token\n")
-                return researcher_command(self.db, self.study)
-            participant = (query.get("participant") or "").strip() or None
-            if participant is not None and not PARTICIPANT_RE.match(participant):
-                raise web.HTTPBadRequest(text="befair: a participant id is letters, digits, '.', '_' or '-'\n")
-            return participant_command(self.db, self.study, participant)
+            return _command_for(self.db, self.study, self.researcher_only, self.token, query)
 
         async def _make_app(self) -> web.Application:
-            import aiohttp_jinja2
-            import jinja2
-
-            app = web.Application()
-            aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
-            app.add_routes([
-                web.get("/", self.handle_index, name="index"),
-                web.get("/ws/{ticket}", self.handle_ticket, name="websocket"),
-                web.get("/download/{key}", self.handle_download, name="download"),
-                web.static("/static", self.statics_path, name="static"),
-            ])
-            app.on_startup.append(self.on_startup)
-            app.on_shutdown.append(self.on_shutdown)
-            return app
+            return _web_app(self)
 
         async def on_startup(self, app: web.Application) -> None:
             pass  # befair's own lines are printed before the server starts
@@ -221,12 +195,7 @@ def _make_server_class() -> type:
             self.tickets[ticket] = (command, now)
             scheme = "wss" if request.secure else "ws"
             host = request.host  # as the browser reached us: works behind 0.0.0.0 and proxies alike
-            context = {
-                "font_size": _int(request.query.get("fontsize"), 16),
-                "app_websocket_url": f"{scheme}://{host}/ws/{ticket}",
-                "config": {"static": {"url": f"{request.scheme}://{host}/static/"}},
-                "application": {"name": self.title},
-            }
+            context = _page_context(request.query, request.scheme, scheme, host, ticket, self.title)
             response = render_template("app_index.html", request, context)
             response.headers["Cache-Control"] = "no-store"
             response.headers["Referrer-Policy"] = "no-referrer"  # the researcher's token stays in this URL
@@ -240,27 +209,83 @@ def _make_server_class() -> type:
             websocket = web.WebSocketResponse(heartbeat=15)
             width = _int(request.query.get("width"), 80)
             height = _int(request.query.get("height"), 24)
-            app_service: AppService | None = None
-            try:
-                await websocket.prepare(request)
-                app_service = AppService(command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
-                                         close=websocket.close, download_manager=self.download_manager,
-                                         debug=self.debug)
-                await app_service.start(width, height)
-                try:
-                    await self._process_messages(websocket, app_service)
-                finally:
-                    await app_service.stop()
-            except asyncio.CancelledError:
-                await websocket.close()
-            except Exception as error:  # noqa: BLE001 - one tab's failure is logged, the server goes on
-                log.exception(error)
-            finally:
-                if app_service is not None:
-                    await app_service.stop()
+            await _run_tab(self, request, websocket, command, width, height)
             return websocket
 
     return _BefairServer
+
+
+def _command_for(db: Path, study: str | None, researcher_only: bool, token: str | None, query: Any) -> str:
+    """The command a tab with this URL's query runs (web.HTTPForbidden / HTTPBadRequest when nothing)."""
+    from aiohttp import web
+
+    if study is None:
+        return console_command(db)
+    if researcher_only:
+        return researcher_command(db, study)
+    given = query.get("researcher")
+    if given is not None:
+        if token is None or not hmac.compare_digest(given.encode(), token.encode()):
+            raise web.HTTPForbidden(text="befair: wrong researcher token\n")
+        return researcher_command(db, study)
+    participant = (query.get("participant") or "").strip() or None
+    if participant is not None and not PARTICIPANT_RE.match(participant):
+        raise web.HTTPBadRequest(text="befair: a participant id is letters, digits, '.', '_' or '-'\n")
+    return participant_command(db, study, participant)
+
+
+def _web_app(server: Any) -> Any:
+    """textual-serve's aiohttp application, with the server's own page and websocket handlers."""
+    import aiohttp_jinja2
+    import jinja2
+    from aiohttp import web
+
+    app = web.Application()
+    aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(server.templates_path))
+    app.add_routes([
+        web.get("/", server.handle_index, name="index"),
+        web.get("/ws/{ticket}", server.handle_ticket, name="websocket"),
+        web.get("/download/{key}", server.handle_download, name="download"),
+        web.static("/static", server.statics_path, name="static"),
+    ])
+    app.on_startup.append(server.on_startup)
+    app.on_shutdown.append(server.on_shutdown)
+    return app
+
+
+def _page_context(query: Any, page_scheme: str, ws_scheme: str, host: str, ticket: str, title: str) -> dict[str, Any]:
+    """The page template's values: the tab's websocket (by its one-use ticket), static files, font size."""
+    return {
+        "font_size": _int(query.get("fontsize"), 16),
+        "app_websocket_url": f"{ws_scheme}://{host}/ws/{ticket}",
+        "config": {"static": {"url": f"{page_scheme}://{host}/static/"}},
+        "application": {"name": title},
+    }
+
+
+async def _run_tab(server: Any, request: Any, websocket: Any, command: str, width: int, height: int) -> None:
+    """One browser tab's terminal: the command run by textual-serve's AppService until the tab goes."""
+    from textual_serve.app_service import AppService
+    from textual_serve.server import log
+
+    app_service: AppService | None = None
+    try:
+        await websocket.prepare(request)
+        app_service = AppService(command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                                 close=websocket.close, download_manager=server.download_manager,
+                                 debug=server.debug)
+        await app_service.start(width, height)
+        try:
+            await server._process_messages(websocket, app_service)
+        finally:
+            await app_service.stop()
+    except asyncio.CancelledError:
+        await websocket.close()
+    except Exception as error:  # noqa: BLE001 - one tab's failure is logged, the server goes on
+        log.exception(error)
+    finally:
+        if app_service is not None:
+            await app_service.stop()
 
 
 def _int(value: str | None, default: int) -> int:

@@ -12,10 +12,11 @@ its name), a long name wraps onto a second line, and the rows below the edge are
 and the arrows (the subtitle says how many there are)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.cells import cell_len
-from rich.console import Group
+from rich.console import Console, Group
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -155,58 +156,42 @@ class Scoreboard(VerticalScroll, can_focus=True):
     def _render_lines(self, width: int) -> tuple[list[Text], list[str]]:
         """Every line of the board with its tooltip: notes, the header, one row per node,
         baseline and published row (wrapped, never cut), and what to do about baselines."""
-        lines: list[Text] = []
-        help_lines: list[str] = []
-
-        def add(text: Text, help_text: str) -> None:
-            for line in text.wrap(self.app.console, max(width, 8)):
-                line.rstrip()
-                lines.append(line)
-                help_lines.append(help_text)
-
+        out = _BoardLines(self.app.console, width)
         for note in self.notes:
             info = note == views.PUBLISHED_NOTE  # information, not a warning
             shown = f"{note} (key v)" if info else note  # the console's key, said only in the console
-            add(Text(f"{'note:' if info else '⚠'} {shown}", style="dim" if info else NOTE_STYLE), _note_help(note))
+            out.add(Text(f"{'note:' if info else '⚠'} {shown}", style="dim" if info else NOTE_STYLE), _note_help(note))
         label = "test AUC" if self.split == "test" else "val AUC"
         sources = [] if self.compact else [r.source for r in self.rows]
-        source_width = max(map(cell_len, sources), default=0)
+        out.source_width = max(map(cell_len, sources), default=0)
         # intervals beside the figures (± half the 95 % interval) when the board is wide enough
         spread = width >= INTERVALS_FROM and any(r.auc_ci is not None for r in self.rows)
-        auc_width, gap_width = (INTERVAL_WIDTH, INTERVAL_WIDTH) if spread else (AUC_WIDTH, GAP_WIDTH)
-        name_width = max(8, width - auc_width - gap_width - (source_width + 2 if source_width else 0))
-
-        def row(name: Text, auc: str, gap: str, source: Text | None, help_text: str) -> None:
-            cells = Text(f"{auc:>{auc_width}}{gap:>{gap_width}}")
-            if source_width:
-                cells.append("  ")
-                cells.append_text(source if source is not None else Text(""))
-            chunks = name.wrap(self.app.console, name_width) if name.plain else [Text("")]
-            for i, chunk in enumerate(chunks):
-                chunk.rstrip()
-                chunk.pad_right(name_width - chunk.cell_len)
-                if i == 0:
-                    chunk.append_text(cells)
-                lines.append(chunk)
-                help_lines.append(help_text)
-
-        row(Text(""), label, "gap", Text("source") if source_width else None,
-            f"{label}: area under the ROC curve on the {views.SPLIT_WORDS[self.split]}; "
-            "gap: best minus worst skin-tone group AUC on the same images (lower is fairer).")
+        out.auc_width, out.gap_width = (INTERVAL_WIDTH, INTERVAL_WIDTH) if spread else (AUC_WIDTH, GAP_WIDTH)
+        out.name_width = max(8, width - out.auc_width - out.gap_width
+                             - (out.source_width + 2 if out.source_width else 0))
+        out.row(Text(""), label, "gap", Text("source") if out.source_width else None,
+                f"{label}: area under the ROC curve on the {views.SPLIT_WORDS[self.split]}; "
+                "gap: best minus worst skin-tone group AUC on the same images (lower is fairer).")
         if not [r for r in self.rows if r.kind == "node"]:
-            row(Text("no measured node yet", style="dim"), "", "", None, "No node has been measured yet.")
+            out.row(Text("no measured node yet", style="dim"), "", "", None, "No node has been measured yet.")
+        self._add_rows(out, spread)
+        self._add_baselines_hint(out)
+        return out.lines, out.help_lines
+
+    def _add_rows(self, out: _BoardLines, spread: bool) -> None:
+        """One row per node, baseline and published result; how sure the ★ is, under the node rows."""
         tags = views.reference_tags(self.baselines, self.published, self.split)
         said = False
         references = iter([("baseline", b["name"]) for b in self.baselines]
                           + [("published", p["name"]) for p in self.published])
         for r in self.rows:
-            if r.kind != "node" and self.certainty and not said:  # how sure the ★ is, under the node rows
+            if r.kind != "node" and self.certainty and not said:
                 said = True
-                add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}",
-                         style="italic"),
-                    "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
-                    "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
-                    "well be any of them.")
+                out.add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}",
+                             style="italic"),
+                        "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
+                        "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
+                        "well be any of them.")
             name = Text("★ " if r.chosen else "")
             if r.kind != "node":  # the letter or number it is drawn as on the plot
                 tag = tags.get(next(references, ("", "")), "")
@@ -219,20 +204,21 @@ class Scoreboard(VerticalScroll, can_focus=True):
             if r.kind == "node" and r.auc is None and not r.hidden and r.note:
                 name.append(f" · {r.note}", style="dim")
             auc, gap = ("hidden", "hidden") if r.hidden else _cells(r, spread)
-            row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), _row_help(r))
+            out.row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), _row_help(r))
 
+    def _add_baselines_hint(self, out: _BoardLines) -> None:
+        """Baselines training, or how to get them when there are none."""
         if self.training:
-            add(Text(f"⏳ {self.training}", style="bold cyan"),
-                "Expert baselines are training in the background; their rows appear here when they finish.")
+            out.add(Text(f"⏳ {self.training}", style="bold cyan"),
+                    "Expert baselines are training in the background; their rows appear here when they finish.")
         elif self.no_baselines() and self.can_baselines:
-            add(Text(f"{NO_BASELINES} · b: train them", style=NOTE_STYLE),
-                "Press b to train the three MEDFAIR baselines (ResNet-18) on this session's data in the "
-                "background; their test AUC and gap land in this database and here.")
+            out.add(Text(f"{NO_BASELINES} · b: train them", style=NOTE_STYLE),
+                    "Press b to train the three MEDFAIR baselines (ResNet-18) on this session's data in the "
+                    "background; their test AUC and gap land in this database and here.")
         elif self.no_baselines():
-            add(Text(NO_BASELINES, style="dim"),
-                "This session's data is not here, so no baseline can be trained for it from the console "
-                "(befair baselines train).")
-        return lines, help_lines
+            out.add(Text(NO_BASELINES, style="dim"),
+                    "This session's data is not here, so no baseline can be trained for it from the console "
+                    "(befair baselines train).")
 
     # -- tooltips -------------------------------------------------------------------------
     def help_for_line(self, line: int) -> str | None:
@@ -275,3 +261,39 @@ def _note_help(note: str) -> str:
     if note == views.PUBLISHED_NOTE:
         return "The study published test results only; press v for the test figures to compare with them."
     return note
+
+
+@dataclass
+class _BoardLines:
+    """The board's lines being laid out, each with its tooltip, and the table's column widths."""
+
+    console: Console
+    width: int
+    name_width: int = 8
+    auc_width: int = AUC_WIDTH
+    gap_width: int = GAP_WIDTH
+    source_width: int = 0
+    lines: list[Text] = field(default_factory=list)
+    help_lines: list[str] = field(default_factory=list)
+
+    def add(self, text: Text, help_text: str) -> None:
+        """A line of prose, wrapped to the board's width."""
+        for line in text.wrap(self.console, max(self.width, 8)):
+            line.rstrip()
+            self.lines.append(line)
+            self.help_lines.append(help_text)
+
+    def row(self, name: Text, auc: str, gap: str, source: Text | None, help_text: str) -> None:
+        """A table row: the name wrapped in its column, the figures (and source) on its first line."""
+        cells = Text(f"{auc:>{self.auc_width}}{gap:>{self.gap_width}}")
+        if self.source_width:
+            cells.append("  ")
+            cells.append_text(source if source is not None else Text(""))
+        chunks = name.wrap(self.console, self.name_width) if name.plain else [Text("")]
+        for i, chunk in enumerate(chunks):
+            chunk.rstrip()
+            chunk.pad_right(self.name_width - chunk.cell_len)
+            if i == 0:
+                chunk.append_text(cells)
+            self.lines.append(chunk)
+            self.help_lines.append(help_text)

@@ -12,7 +12,7 @@ from importlib import metadata
 
 from engine.errors import BefairError
 
-# AIDE's list (engine.agent.prompts.AIDE_PACKAGES) by distribution name.
+# AIDE's list (engine.agent.prompts_be_fair.AIDE_PACKAGES) by distribution name.
 BE_FAIR_PACKAGES = ("numpy", "pandas", "scikit-learn", "statsmodels", "xgboost", "lightgbm", "torch", "torchvision",
                     "torch-geometric", "bayesian-optimization", "timm")
 INSTALL_COMMAND = "pip install 'befair[agent]'   (in a checkout: .venv/bin/pip install -e '.[agent]')"

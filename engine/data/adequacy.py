@@ -42,7 +42,7 @@ def synth_counts(n_train: int, n_test: int, val_fraction: float = 0.2) -> Counts
 
 
 def labels_counts(labels_csv: str | Path) -> dict[str, tuple[int, int]]:
-    from engine.evaluation.harness import load_labels
+    from engine.evaluation.heldout import load_labels
 
     frame = load_labels(labels_csv)
     out = {}

@@ -42,7 +42,6 @@ QC_VALUES = (
     "5 Potentially",
 )
 
-DDI_COLUMNS = ("", "DDI_ID", "DDI_file", "skin_tone", "malignant", "disease")
 DDI_REQUIRED = ("DDI_file", "skin_tone", "malignant")
 DDI_SKIN_TONES = (12, 34, 56)
 
@@ -58,10 +57,6 @@ FITZ_JOINT = {
     6: (530, 44, 61),
 }
 FITZ_ROWS = 16_577
-FITZ_SCALE_COUNTS = {-1: 565, 1: 2947, 2: 4808, 3: 3308, 4: 2781, 5: 1533, 6: 635}
-FITZ_PARTITION_COUNTS = {"non-neoplastic": 12_080, "malignant": 2_263, "benign": 2_234}
-FITZ_MALIGNANT_SHARE = {"group_0": 0.154, "group_1": 0.124, "group_2": 0.096}
 
-DDI_ROWS = 656
 DDI_GROUP_COUNTS = {12: 208, 34: 241, 56: 207}
 DDI_MALIGNANT_COUNTS = {12: 49, 34: 74, 56: 48}

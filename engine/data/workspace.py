@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 AGENT_CSV = "skin_lesions.csv"
-LABEL_COLUMNS = ("file", "label", "group", "skin_tone")
 
 
 @dataclass

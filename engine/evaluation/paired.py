@@ -17,15 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.evaluation.harness import load_labels
+from engine.evaluation.heldout import load_labels
 from engine.evaluation.uncertainty import N_RESAMPLES, Replicates, Strata, difference, replicates, shared_counts
 from engine.session import figures, selection
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUPS
 
 METHOD = f"paired-bootstrap-{N_RESAMPLES}-v1"   # a tie: the 95 % interval of the difference contains 0
-METHOD_WORDS = (f"paired bootstrap: the same {N_RESAMPLES} stratified resamples (skin-tone group x label) of the "
-                "same images for both nodes; tied when the 95 % percentile interval of the difference contains 0")
 
 PredictionsOf = Callable[[int], "Mapping[str, float] | None"]
 

@@ -31,7 +31,7 @@ def read_predictions(path: str | Path) -> dict[str, float]:
 
 
 def score_file(predictions: str | Path, metadata: str | Path) -> dict[str, Any]:
-    from engine.evaluation.harness import score_predictions
+    from engine.evaluation.heldout import score_predictions
 
     preds = read_predictions(predictions)
     verdict, reason, metrics = score_predictions(preds, metadata)

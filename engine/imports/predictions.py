@@ -1,5 +1,5 @@
 """A run's published predictions (DDI_file, predicted_probability), scored here with the product's
-own scorer (engine.evaluation.harness.score_predictions -> engine.evaluation.metrics), and the
+own scorer (engine.evaluation.heldout.score_predictions -> engine.evaluation.metrics), and the
 `evaluated` event that puts the scores on the run's final node.
 
 The event is a test-split evaluation like a live one, plus `source` (PUBLISHED_SOURCE: the
@@ -46,7 +46,7 @@ def published_scores(predictions: str | Path | None, metadata: str | Path | None
 def score_published(predictions: str | Path, metadata: str | Path) -> ScoredPredictions:
     """Score a published predictions CSV against DDI-format metadata (every image must have one
     prediction in [0, 1]); a file that cannot be scored is a DataError naming it."""
-    from engine.evaluation.harness import score_predictions
+    from engine.evaluation.heldout import score_predictions
     from engine.evaluation.scoring import read_predictions
 
     path = Path(predictions)

@@ -126,7 +126,7 @@ def run() -> list[dict]:
 
     import torch
 
-    from engine.evaluation.harness import close_warm_workers
+    from engine.evaluation.warm_worker import close_warm_workers
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="befair-bench-") as tmp:

@@ -190,7 +190,7 @@ def _workspace():
 def _test_set(ws) -> tuple[list[str], Any, Any]:
     """The test split's (files, labels, groups), as the evaluator reads them."""
     from engine.evaluation.evaluator import heldout_splits
-    from engine.evaluation.harness import load_labels
+    from engine.evaluation.heldout import load_labels
 
     frame = load_labels(heldout_splits(ws)["test"][1])
     return frame["file"].astype(str).tolist(), frame["label"].to_numpy(), frame["group"].astype(str).to_numpy()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from engine.session.event_types import parse
-from engine.session.fixtures import demo_events
+from tests.demo_session import demo_events
 from engine.session.state import fold
 from engine.session.store import SessionStore
 

@@ -223,7 +223,7 @@ async def _idle_bench(db: Path) -> list[dict]:
     heartbeat kept fresh by this process). Reference: the setup screen, idle, in the same run."""
     import os
 
-    from engine.session.fixtures import write_demo_session
+    from tests.demo_session import write_demo_session
     from engine.session.liveness import Heartbeat
 
     from befair_tui.app import create_app
@@ -253,7 +253,7 @@ async def _idle_bench(db: Path) -> list[dict]:
 
 async def _replay_bench(db: Path) -> list[dict]:
     """Replay at 10x: session seconds shown per wall-clock second (nominal 10)."""
-    from engine.session.fixtures import write_demo_session
+    from tests.demo_session import write_demo_session
 
     from befair_tui.app import create_app
 

@@ -84,7 +84,7 @@ def _realistic(events: list[Any]) -> tuple[list[Any], list[Any]]:
     real size), predictions kept, and a `compared` event after each node's evaluations."""
     from engine.evaluation.metrics import compute_metrics
     from engine.session import events as ev
-    from engine.session.fixtures import demo_labels
+    from tests.demo_session import demo_labels
 
     labels = demo_labels(656)
     rng = np.random.default_rng(0)
@@ -146,7 +146,7 @@ def _open_ms(path: Path, sid: str) -> float:
 
 
 def _open_rows() -> list[dict[str, Any]]:
-    from engine.session.fixtures import demo_events
+    from tests.demo_session import demo_events
 
     events = demo_events(n_nodes=N_NODES, seed=2, intervals=False)
     plain, rich = _realistic(events)

@@ -7,7 +7,7 @@ import time
 
 from engine.config import SessionConfig
 from engine.session import events as ev
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 
 from befair_tui.app import create_app
 from befair_tui.screens.add_steps import AddStepsModal

@@ -145,7 +145,7 @@ async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
 
 
 async def test_a_node_without_calls_says_so(db, store):
-    from engine.session.fixtures import write_demo_session
+    from tests.demo_session import write_demo_session
 
     write_demo_session(store, n_nodes=3)
     app = create_app(db, start="console", session_id="demo-0-3", poll_interval=0.05)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.session import events as ev
 from engine.session import views as compare
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.views import BADGE_HELP as BADGE_LEGEND
 from engine.session.views import audit_badges as badge_codes
 

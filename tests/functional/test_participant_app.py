@@ -263,7 +263,7 @@ async def test_participant_help_lists_only_what_a_participant_can_do(db, store, 
 async def test_the_researchers_grid_shows_who_is_on_which_cell(db, store, study):
     """`befair study watch` (the researcher's tab): every participant's cells in their order, their
     state, who is online on which cell; Enter opens the whole console on a session, Esc comes back."""
-    from engine.session.fixtures import write_demo_session
+    from tests.demo_session import write_demo_session
 
     from befair_tui.screens.console import ConsoleScreen
     from befair_tui.screens.study_people import StudyPeopleScreen

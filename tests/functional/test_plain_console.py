@@ -13,7 +13,7 @@ from pathlib import Path
 from engine.agent import offline as g
 from engine.config import SessionConfig
 from engine.session import events as ev
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 
 from befair_tui.app import create_app, frozen_clock
 from befair_tui.screens.console import ConsoleScreen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 
 from befair_tui.app import create_app
 from befair_tui.screens.console import ConsoleScreen

@@ -2,7 +2,7 @@
 the aggregate so far and Figure 2 in the terminal; Enter opens a session."""
 from __future__ import annotations
 
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.study import grid
 from engine.study.aggregate import OVERALL_AUC, statistic
 from engine.study.report import build_report

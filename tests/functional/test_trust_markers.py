@@ -13,7 +13,7 @@ import pytest
 
 from engine.config import SessionConfig
 from engine.session import events as ev
-from engine.session.fixtures import DEMO_CODER
+from tests.demo_session import DEMO_CODER
 from engine.task import instruction_text
 
 from befair_tui.app import create_app

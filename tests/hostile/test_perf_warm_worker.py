@@ -16,7 +16,8 @@ import pytest
 
 from tests.processes import running_with
 
-from engine.evaluation.harness import close_warm_workers, evaluate
+from engine.evaluation.harness import evaluate
+from engine.evaluation.warm_worker import close_warm_workers
 from engine.execution.sandbox import Sandbox, check
 
 pytestmark = pytest.mark.skipif(not check().available, reason=f"no sandbox here: {check().explain()}")
@@ -151,7 +152,7 @@ def test_staged_node_keeps_its_folder_name_and_input_link(tmp_path, heldout):
 def test_the_pool_keeps_at_most_two_warm_workers(tmp_path, heldout):
     from PIL import Image
 
-    from engine.evaluation import harness
+    from engine.evaluation import warm_worker as harness
 
     good = _node(tmp_path, "node_1",
                  "import os\ndef predict(folder):\n    return {n: 0.5 for n in os.listdir(folder)}\n")
@@ -171,7 +172,7 @@ def test_the_pool_keeps_at_most_two_warm_workers(tmp_path, heldout):
 
 def test_a_warm_worker_that_cannot_start_falls_back_to_a_fresh_process(tmp_path, heldout, monkeypatch):
     from engine.errors import WorkError
-    from engine.evaluation import harness
+    from engine.evaluation import warm_worker as harness
 
     def refuse(self):
         raise WorkError("the warm evaluation worker did not start")
@@ -189,7 +190,7 @@ def test_a_folder_left_by_a_killed_owner_is_swept_and_a_live_owners_is_kept(tmp_
     import subprocess
     import sys
 
-    from engine.evaluation.harness import WARM_PREFIX, sweep_stale_warm_folders
+    from engine.evaluation.warm_worker import WARM_PREFIX, sweep_stale_warm_folders
 
     owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     left = tmp_path / f"{WARM_PREFIX}{owner.pid}-abc"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.store import SessionStore
 
 from befair_tui.app import create_app, frozen_clock
@@ -111,7 +111,7 @@ def test_console_unsandboxed_runner_stopped(snap_compare, tmp_path):
 
     from engine.config import SessionConfig
     from engine.session import events as ev
-    from engine.session.fixtures import DEMO_CODER
+    from tests.demo_session import DEMO_CODER
     from engine.task import instruction_text
 
     db = tmp_path / "befair.db"

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from befair_tui.cli import main
 from engine.errors import EXIT_BROKEN_PIPE, BefairError, DatabaseError, DataError, SchemaTooNew, UsageError
 from engine.paths import runs_dir
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.schema import MIGRATIONS, check_schema, known_schema_version
 from engine.session.store import SessionStore, database_error
 
@@ -335,7 +335,7 @@ def test_score_names_file_and_line_of_a_bad_label_cell(tmp_path, capsys, rows, n
 
 
 def test_load_labels_reads_text_labels_and_keeps_good_rows(tmp_path):
-    from engine.evaluation.harness import load_labels
+    from engine.evaluation.heldout import load_labels
 
     meta = _ddi(tmp_path, [["a.png", "12", "True"], ["b.png", "34", "false"], ["c.png", "56.0", "1"]])
     out = load_labels(meta)

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from befair_tui.cli.datasette import metadata_for
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.store import SessionStore
 
 

@@ -9,7 +9,7 @@ from engine.agent.runner import run, start_session
 from engine.config import SessionConfig
 from engine.session import event_types as et
 from engine.session import events as ev
-from engine.session.fixtures import all_event_kinds_session
+from tests.demo_session import all_event_kinds_session
 from engine.session.store import SessionStore
 
 EXEC_FINISHED_KEYS = {"node_id", "status", "exit_code", "exec_time", "exc_type", "output_head", "output_tail",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.session import events as ev
-from engine.session.fixtures import demo_events
+from tests.demo_session import demo_events
 from engine.session.state import fold
 from engine.session.store import SessionStore, node_row, session_summary
 
@@ -93,7 +93,7 @@ def test_a_failed_batch_writes_nothing_and_the_writer_forgets_it(store):
 
 KILLED_MID_BATCH = r"""
 import sys, time
-from engine.session.fixtures import demo_events
+from tests.demo_session import demo_events
 from engine.session.store import SessionStore
 s = SessionStore(sys.argv[1])
 events = demo_events(n_nodes=4, seed=2)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from engine.session import events as ev
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.replay import MAX_GAP_S, Timeline, replay, scaled_gaps
 from engine.session.state import fold
 from engine.session.store import SessionStore, node_row

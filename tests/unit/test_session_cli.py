@@ -11,7 +11,7 @@ import pytest
 from engine.errors import BefairError, UsageError
 from befair_tui.cli import build_parser
 from engine.session import events as ev
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.selection import best as best_node
 from engine.session.store import SessionNotFound, SessionStore
 

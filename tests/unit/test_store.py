@@ -14,7 +14,7 @@ import pytest
 
 from engine.errors import BefairError
 from engine.session import events as ev
-from engine.session.fixtures import all_event_kinds_session, write_demo_session
+from tests.demo_session import all_event_kinds_session, write_demo_session
 from engine.session.schema import MIGRATIONS, migrate
 from engine.session.state import fold
 from engine.session.store import SessionNotFound, SessionStore, node_row, session_summary

@@ -8,7 +8,7 @@ import sqlite3
 
 from engine.session import events as ev
 from engine.session import views
-from engine.session.fixtures import write_demo_session
+from tests.demo_session import write_demo_session
 from engine.session.sealed import open_sealed
 from engine.session.state import fold
 from engine.session.store import SessionStore

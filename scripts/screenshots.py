@@ -1,7 +1,7 @@
-"""Regenerate the README screenshots from the app itself: `python -m befair_tui.screenshots [OUT]`
+"""Regenerate the README screenshots from the app itself: `python scripts/screenshots.py [OUT]`
 (console.svg, replay.svg, test-vs-test.svg, console-80x24.svg, help.svg).
 
-Uses the deterministic recorded demo session (engine.session.fixtures) in a temporary database,
+Uses the deterministic recorded demo session (tests/demo_session.py) in a temporary database,
 a frozen clock, and App.save_screenshot in a headless Pilot run.
 """
 from __future__ import annotations
@@ -12,7 +12,10 @@ import tempfile
 from pathlib import Path
 
 TS0 = 1_700_000_000.0
-OUT = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "screenshots"
+# the demo session lives with the tests (tests/demo_session.py), outside the installed packages
+sys.path.insert(0, str(ROOT))
 
 
 async def _shoot(app, path: Path, size: tuple[int, int], ready) -> None:
@@ -26,7 +29,7 @@ async def _shoot(app, path: Path, size: tuple[int, int], ready) -> None:
 
 
 async def main(out: Path) -> list[Path]:
-    from engine.session.fixtures import write_demo_session
+    from tests.demo_session import write_demo_session
     from engine.session.store import SessionStore
 
     from befair_tui.app import create_app, frozen_clock
