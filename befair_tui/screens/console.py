@@ -53,7 +53,7 @@ BATCH = 5_000
 _SCORE_KINDS = selection.MAY_CHANGE_BEST | {ev.SESSION_FINISHED}
 
 
-class ConsoleScreen(Screen):
+class ConsoleScreen(Screen[None]):
     # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
     FOOTER_DROP = ("app.quit", "sessions", "choose_criterion", "train_baselines", "add_steps", "prune", "expand")
     BINDINGS = [

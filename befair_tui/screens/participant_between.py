@@ -22,7 +22,7 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
-class ReadyScreen(Screen):
+class ReadyScreen(Screen[None]):
     """What the next session is; its Start button starts it (the time limit counts from then)."""
 
     DEFAULT_CSS = PAGE_CSS.format(screen="ReadyScreen") + """
@@ -64,7 +64,7 @@ class ReadyScreen(Screen):
         self.app.start_current()  # type: ignore[attr-defined]
 
 
-class QuestionsScreen(Screen):
+class QuestionsScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="QuestionsScreen") + """
     QuestionsScreen Label { padding-top: 1; text-style: bold; }
     QuestionsScreen RadioSet { layout: horizontal; width: auto; height: auto; }
@@ -141,7 +141,7 @@ class QuestionsScreen(Screen):
         app.advance()  # type: ignore[attr-defined]
 
 
-class DoneScreen(Screen):
+class DoneScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="DoneScreen")
 
     def __init__(self, spec: StudySpec, position: Position) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -164,12 +165,12 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
             note=self._note)
 
     # -- steering: this participant's own session only ------------------------------------------
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action not in ALLOWED:
             return False
         return super().check_action(action, parameters)
 
-    def _command(self, kind: str, payload: dict | None = None, *, note: str) -> bool:
+    def _command(self, kind: str, payload: dict[str, Any] | None = None, *, note: str) -> bool:
         try:
             people.steer(self.store, self.spec, self.participant, self.session_id, kind, payload or {})
         except CommandRefused as exc:

@@ -18,7 +18,7 @@ from engine.study.people_spec import FIELD_LABELS, PeopleSpec
 from befair_tui.screens.participant_signin import PAGE_CSS
 
 
-class ProfileScreen(Screen):
+class ProfileScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="ProfileScreen") + """
     ProfileScreen Label { padding-top: 1; }
     ProfileScreen RadioSet { width: auto; }

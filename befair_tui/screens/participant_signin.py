@@ -24,7 +24,7 @@ PAGE_CSS = """
 """
 
 
-class SignInScreen(Screen):
+class SignInScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="SignInScreen")
     BINDINGS = [Binding("ctrl+s", "go", "Continue", id="signin-go", priority=True)]
 
@@ -59,7 +59,7 @@ class SignInScreen(Screen):
             self.query_one("#signin-problem", Static).update(Text(problem))
 
 
-class ConsentScreen(Screen):
+class ConsentScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="ConsentScreen")
     BINDINGS = [Binding("ctrl+s", "go", "Continue", id="consent-go", priority=True)]
 

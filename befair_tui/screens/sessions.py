@@ -111,7 +111,7 @@ class ExportModal(ModalScreen[Path | None]):
         self.dismiss(None)
 
 
-class SessionsScreen(Screen):
+class SessionsScreen(Screen[None]):
     FOOTER_DROP = ("app.quit", "back", "sort", "filter", "study", "delete")  # widgets/keys_footer.py
     BINDINGS = [
         Binding("enter,o", "open", "Open", id="sessions-open"),
