@@ -113,7 +113,7 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
         if position.step == people.CONSENT:
             screen = ConsentScreen(self.spec)
         elif position.step == people.PROFILE:
-            screen = ProfileScreen(self.spec.people)  # type: ignore[arg-type]
+            screen = ProfileScreen(people.people_of(self.spec))
         elif position.step == people.READY:
             screen = ReadyScreen(self.spec, position)
         elif position.step == people.LIVE:

@@ -15,6 +15,7 @@ from engine.study.people import Position
 from engine.study.spec import StudySpec
 from engine.task import instruction_text
 
+from befair_tui.navigation import participant_flow
 from befair_tui.screens.participant_signin import PAGE_CSS
 
 
@@ -61,7 +62,7 @@ class ReadyScreen(Screen[None]):
     @on(Button.Pressed, "#ready-go")
     def action_start(self) -> None:
         self.query_one("#ready-go", Button).disabled = True
-        self.app.start_current()  # type: ignore[attr-defined]
+        participant_flow(self.app).start_current()
 
 
 class QuestionsScreen(Screen[None]):
@@ -82,7 +83,7 @@ class QuestionsScreen(Screen[None]):
         session = self.position.session or {}
         reason = None
         try:
-            reason = self.app.store.state(str(session.get("id"))).finish_reason  # type: ignore[attr-defined]
+            reason = participant_flow(self.app).store.state(str(session.get("id"))).finish_reason
         except Exception:  # noqa: BLE001 - the page still works without the reason
             pass
         status = session.get("status") or "ended"
@@ -123,22 +124,23 @@ class QuestionsScreen(Screen[None]):
             widget = self.query_one(f"#q-{q.id}")
             if isinstance(widget, RadioSet):
                 out[q.id] = str(widget.pressed_button.label) if widget.pressed_button is not None else None
-            else:
-                out[q.id] = widget.value  # type: ignore[attr-defined]
+            elif isinstance(widget, Input):
+                out[q.id] = widget.value
         return out
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#questions-continue")
     def action_save(self) -> None:
-        app = self.app
+        app = participant_flow(self.app)
         cell = self.position.cell
         assert cell is not None
+        assert app.participant is not None  # signed in before the questions
         try:
-            people.answer(app.store, self.spec, app.participant, cell, self.answers())  # type: ignore[attr-defined]
+            people.answer(app.store, self.spec, app.participant, cell, self.answers())
         except ValueError as exc:
             self.query_one("#questions-problem", Static).update(Text(str(exc)))
             return
-        app.advance()  # type: ignore[attr-defined]
+        app.advance()
 
 
 class DoneScreen(Screen[None]):

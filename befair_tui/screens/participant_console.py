@@ -29,6 +29,7 @@ from engine.study.pool import log_dir
 from engine.study.spec import StudySpec
 
 from befair_tui.launch import runner_state
+from befair_tui.navigation import participant_flow
 from befair_tui.screens.console import DETAIL_TABS, RUNNER_CHECK, ConsoleScreen
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
@@ -80,7 +81,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         if over and not self.ended:
             self.ended = True
             self.notify("This session has ended; the questions follow.", title="Session", timeout=4)
-            self.set_timer(1.5, self.app.advance)  # type: ignore[attr-defined]
+            self.set_timer(1.5, participant_flow(self.app).advance)
 
     def _tick(self) -> None:
         super()._tick()
@@ -118,7 +119,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
                 self.notify(f"The session could not be started {MAX_ATTEMPTS} times; please tell the researcher "
                             f"(its log: {log_dir(self.store.path, self.spec.name)}).", severity="error", timeout=30)
             return
-        if self.app.ensure_runner():  # type: ignore[attr-defined]
+        if participant_flow(self.app).ensure_runner():
             self._note = "the session was interrupted; it is resuming…"
             self.notify("The agent was interrupted (the server or the machine restarted); it is resuming where "
                         "it was. Nothing recorded is lost.", title="Session", timeout=8)
