@@ -18,7 +18,7 @@ from engine.session.store import SessionStore
 from befair_tui.settings import SetupChoices
 
 
-class BefairApp(App):
+class BefairApp(App[None]):
     CSS_PATH = "befair.tcss"
     TITLE = "befair"
     SUB_TITLE = "steering ML-engineering agents under a fairness constraint"
@@ -28,7 +28,7 @@ class BefairApp(App):
     ]
 
     def __init__(self, db: Path | str | None = None, *, start: str = "setup", session_id: str | None = None,
-                 proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
+                 proc: subprocess.Popen[bytes] | None = None, poll_interval: float = 0.15,
                  clock: Callable[[], float] | None = None, settings_file: Path | None = None,
                  autoplay: bool = False, replay_speed: str = "10x",
                  child_env: dict[str, str] | None = None, study: str | None = None) -> None:
@@ -43,7 +43,7 @@ class BefairApp(App):
         self.settings_file = settings_file
         self.autoplay = autoplay
         self.replay_speed = replay_speed
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         # extra environment for the runners this console starts (resume): the API key given as
         # `befair run --api-key`, passed on in the environment, never on a command line
         self.child_env: dict[str, str] = dict(child_env or {})
@@ -95,7 +95,7 @@ class BefairApp(App):
         self.push_screen(MessageModal(title, text))
 
     # -- navigation -----------------------------------------------------------------------
-    def _switch(self, screen: Screen) -> None:
+    def _switch(self, screen: Screen[None]) -> None:
         """Keep one screen of each kind: the new one replaces the top of the stack."""
         if len(self.screen_stack) > 1:
             self.switch_screen(screen)
@@ -209,7 +209,7 @@ class BefairApp(App):
         return command
 
     # -- command palette: every binding of the current screen -----------------------------
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[None]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
         for active in screen.active_bindings.values():
@@ -224,11 +224,11 @@ class BefairApp(App):
 
 
 def create_app(db: Path | str | None = None, *, start: str = "setup", session_id: str | None = None,
-               proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
+               proc: subprocess.Popen[bytes] | None = None, poll_interval: float = 0.15,
                clock: Callable[[], float] | None = None, settings_file: Path | None = None,
                autoplay: bool = False, replay_speed: str = "10x",
                child_env: dict[str, str] | None = None, study: str | None = None,
-               participant_study: str | None = None, participant: str | None = None) -> App:
+               participant_study: str | None = None, participant: str | None = None) -> App[None]:
     """The one app factory. start: setup | console | replay | sessions | people (a study with
     people's live grid: `study`). `child_env`: extra environment for the runners the console
     starts (secrets stay off command lines). `participant_study`: a participant's app for that

@@ -59,6 +59,7 @@ def _fit(head: Text, figures: list[str], figure_style: str, summary: views.NodeS
         text = _line(head, figures[i], figure_style, summary, codes, brackets, words, shown)
         if width is None or text.cell_len <= width:
             return text
+    assert width is not None  # with no width the first form was returned
     if summary.kind == "measured":  # the AUC and the gap stay: closer together rather than cut
         figures = [figures[-1].replace(" / ", "/")]
     for shorter in figures:

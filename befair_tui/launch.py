@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 from collections.abc import Mapping
+from typing import Any
 
 from engine.session.store import new_session_id
 
@@ -109,7 +110,7 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def spawn(argv: list[str], db: Path, session_id: str, env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def spawn(argv: list[str], db: Path, session_id: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a detached child; its stdout/stderr go to logs/<session>.log next to the DB.
     `env`: extra environment (a secret such as OPENAI_API_KEY goes here, never into argv)."""
     argv, secrets = split_secrets(list(argv))  # a key that slipped into argv moves to the environment
@@ -123,12 +124,12 @@ def spawn(argv: list[str], db: Path, session_id: str, env: Mapping[str, str] | N
 
 
 def start_session(choices: SetupChoices, db: Path,
-                  env: Mapping[str, str] | None = None) -> tuple[str, subprocess.Popen]:
+                  env: Mapping[str, str] | None = None) -> tuple[str, subprocess.Popen[bytes]]:
     session_id = new_session_id()
     return session_id, spawn(run_argv(choices, db, session_id), db, session_id, env=env)
 
 
-def runner_state(row: Mapping, proc: subprocess.Popen | None = None) -> str:
+def runner_state(row: Mapping[str, Any], proc: subprocess.Popen[bytes] | None = None) -> str:
     """engine.session.liveness.runner_status of a session row, sharpened by what this process
     knows about the child it started for it (`proc`): while that child lives, the session is
     alive (the runner, or a resume about to take over); once it has exited and it was the

@@ -1,6 +1,8 @@
 """Messages the follow worker posts to the console screen (the one owner of widget state)."""
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from engine.session.events import Event
@@ -40,7 +42,7 @@ class FollowProblem(Message):
 class SessionsRead(Message):
     """The sessions screen's refresher read the sessions table (rows annotated with trust markers)."""
 
-    def __init__(self, rows: list[dict], error: str | None = None) -> None:
+    def __init__(self, rows: list[dict[str, Any]], error: str | None = None) -> None:
         super().__init__()
         self.rows = rows
         self.error = error

@@ -33,7 +33,7 @@ from engine.study.spec import StudySpec
 PRESENCE_S = 3.0  # seconds between two "this tab is open" writes
 
 
-class ParticipantApp(App, inherit_bindings=False):  # no Ctrl+Q: a participant closes the tab
+class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a participant closes the tab
     CSS_PATH = "befair.tcss"
     TITLE = "befair · study"
     BINDINGS = [Binding("question_mark,f1", "help", "Help", id="participant-help", key_display="?")]
@@ -109,11 +109,11 @@ class ParticipantApp(App, inherit_bindings=False):  # no Ctrl+Q: a participant c
         except BefairError as exc:
             self.notify(str(exc), severity="error", timeout=15)
             return
-        screen: Screen
+        screen: Screen[None]
         if position.step == people.CONSENT:
             screen = ConsentScreen(self.spec)
         elif position.step == people.PROFILE:
-            screen = ProfileScreen(self.spec.people)  # type: ignore[arg-type]
+            screen = ProfileScreen(people.people_of(self.spec))
         elif position.step == people.READY:
             screen = ReadyScreen(self.spec, position)
         elif position.step == people.LIVE:
@@ -181,7 +181,7 @@ class ParticipantApp(App, inherit_bindings=False):  # no Ctrl+Q: a participant c
         if not isinstance(self.screen, ParticipantHelp):
             self.push_screen(ParticipantHelp())
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[None]) -> Iterable[SystemCommand]:
         """The theme, and the current screen's own actions: nothing else (no quit to a shell, no
         screenshot written on the server, no other screen)."""
         yield SystemCommand("Theme", "Change the colours", self.action_change_theme)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from engine.config import BEST_CRITERIA, SessionConfig
 from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
@@ -58,7 +59,7 @@ class SetupChoices:
     seed: int = _CONFIG.seed
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SetupChoices":
+    def from_dict(cls, d: dict[str, Any]) -> "SetupChoices":
         """Known fields of the right type and within their limits; anything else keeps its default."""
         known = {f.name for f in fields(cls)}
         out = cls()
@@ -75,7 +76,7 @@ class SetupChoices:
                         continue
                     value = type(default)(value)
                     low, high, _ = LIMITS.get(key, (None, None, ""))
-                    if low is not None and not low <= value <= high:
+                    if low is not None and high is not None and not low <= value <= high:
                         continue
                 else:
                     value = str(value)
@@ -148,7 +149,7 @@ def load_choices(path: Path | None = None) -> SetupChoices:
 SECRET_WORDS = ("key", "token", "secret", "password")
 
 
-def public_choices(choices: SetupChoices) -> dict:
+def public_choices(choices: SetupChoices) -> dict[str, Any]:
     """What may be written to disk: every choice but secrets and per-person ones."""
     return {k: v for k, v in asdict(choices).items()
             if k not in PER_PERSON and not any(w in k.lower() for w in SECRET_WORDS)}

@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+from textual.app import App
 
 TS0 = 1_700_000_000.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +21,7 @@ OUT = ROOT / "docs" / "screenshots"
 sys.path.insert(0, str(ROOT))
 
 
-async def _shoot(app, path: Path, size: tuple[int, int], ready) -> None:
+async def _shoot(app: App[None], path: Path, size: tuple[int, int], ready: Callable[[App[None]], bool]) -> None:
     async with app.run_test(size=size) as pilot:
         for _ in range(300):
             await pilot.pause(0.02)
@@ -28,11 +31,17 @@ async def _shoot(app, path: Path, size: tuple[int, int], ready) -> None:
         app.save_screenshot(filename=path.name, path=str(path.parent))
 
 
+def _read_up_to(seq: int) -> Callable[[App[None]], bool]:
+    """Ready when the app's screen has read its session up to event `seq`."""
+    return lambda a: getattr(getattr(a.screen, "state", None), "last_seq", None) == seq
+
+
 async def main(out: Path) -> list[Path]:
     from tests.demo_session import write_demo_session
     from engine.session.store import SessionStore
 
     from befair_tui.app import create_app, frozen_clock
+    from befair_tui.screens.replay import ReplayScreen
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -43,15 +52,14 @@ async def main(out: Path) -> list[Path]:
         last = store.last_seq(sid)
         app = create_app(db, start="console", session_id=sid, clock=frozen_clock(TS0 + 400), poll_interval=0.02)
         path = out / "console.svg"
-        await _shoot(app, path, (140, 42), lambda a: getattr(a.screen, "state", None) is not None
-                     and a.screen.state.last_seq == last)
+        await _shoot(app, path, (140, 42), _read_up_to(last))
         written.append(path)
         done = write_demo_session(store, n_nodes=12, ts0=TS0 + 7200, finished=True, seed=1)
         app = create_app(db, start="replay", session_id=done, clock=frozen_clock(TS0))
 
-        def at_node_9(a) -> bool:
+        def at_node_9(a: App[None]) -> bool:
             screen = a.screen
-            if not hasattr(screen, "timeline"):
+            if not isinstance(screen, ReplayScreen):
                 return False
             if 9 not in screen.state.nodes:
                 screen._move_to(screen.timeline._node_pos[9] + 6)
@@ -65,15 +73,13 @@ async def main(out: Path) -> list[Path]:
         app = create_app(db, start="console", session_id=done, clock=frozen_clock(TS0 + 7600), poll_interval=0.02)
         last_done = store.last_seq(done)
         path = out / "test-vs-test.svg"
-        await _shoot(app, path, (140, 42), lambda a: getattr(a.screen, "state", None) is not None
-                     and a.screen.state.last_seq == last_done)
+        await _shoot(app, path, (140, 42), _read_up_to(last_done))
         written.append(path)
 
         # the same finished session at the smallest supported terminal
         app = create_app(db, start="console", session_id=done, clock=frozen_clock(TS0 + 7600), poll_interval=0.02)
         path = out / "console-80x24.svg"
-        await _shoot(app, path, (80, 24), lambda a: getattr(a.screen, "state", None) is not None
-                     and a.screen.state.last_seq == last_done)
+        await _shoot(app, path, (80, 24), _read_up_to(last_done))
         written.append(path)
 
         # the help (F1 or ?) at the smallest supported terminal

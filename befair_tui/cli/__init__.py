@@ -79,7 +79,7 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _dispatch(args) -> int:
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command is None:
         from befair_tui.cli.console import open_setup
 

@@ -11,23 +11,28 @@ sets score the runs (the one the sessions use), and whose mapping names the trai
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import BefairError, DataError
 from engine.paths import add_db_arg, db_from_args, runs_dir
 
 from baselines.variants import VARIANT_LABELS, VARIANTS
 
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
+
 _CHOICES = [*VARIANTS, "all"]
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("baselines", help="expert baselines (MEDFAIR ResNet-18) and published reference rows",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="baselines_command", metavar="ACTION")
-    p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+    p.set_defaults(func=lambda args: _help(p))
 
     t = sub.add_parser("train", help="train a baseline variant once per seed and record the runs")
     t.add_argument("--variant", required=True, choices=_CHOICES)
@@ -66,13 +71,18 @@ def register(subparsers) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def _store(args):
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def _store(args: argparse.Namespace) -> SessionStore:
     from engine.session.store import SessionStore
 
     return SessionStore(db_from_args(args))
 
 
-def cmd_train(args) -> int:
+def cmd_train(args: argparse.Namespace) -> int:
     from baselines.pipeline import TrainConfig, parse_seeds, train_variant
     from baselines.reference import ensure_reference_rows
 
@@ -120,13 +130,13 @@ def _image_failure(exc: BaseException, roots: list[Path]) -> DataError:
     return DataError(f"an image under {where} cannot be decoded ({type(exc).__name__}: {str(exc)[:160]})")
 
 
-def _fmt(mean, std, digits=3) -> str:
+def _fmt(mean: float | None, std: float | None, digits: int = 3) -> str:
     if mean is None:
         return "—"
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
-def cmd_list(args) -> int:
+def cmd_list(args: argparse.Namespace) -> int:
     from baselines.pipeline import summarise_baselines
     from baselines.reference import ensure_reference_rows
 
@@ -162,7 +172,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_export(args) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     from baselines.export import export_solution
 
     cfg = {"epochs": args.epochs, "size": args.size, "batch_size": args.batch_size, "seed": args.seed}

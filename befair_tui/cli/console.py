@@ -2,13 +2,16 @@
 and `befair run` without --headless (start the session detached, then watch it)."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+
+from textual.app import App
 
 from engine.paths import add_db_arg, db_from_args
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("open", help="open a session in the console (live if it is running)")
     p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
     add_db_arg(p)
@@ -43,21 +46,21 @@ def check_database(db: Path) -> None:
         SessionStore(db).close()
 
 
-def _run(app) -> int:
+def _run(app: App[None]) -> int:
     app.run()
     if app.return_code:
         return int(app.return_code)
     return 0
 
 
-def cmd_open(args) -> int:
+def cmd_open(args: argparse.Namespace) -> int:
     from befair_tui.app import create_app
 
     db = db_from_args(args)
     return _run(create_app(db, start="console", session_id=_resolve(db, args.session)))
 
 
-def cmd_replay(args) -> int:
+def cmd_replay(args: argparse.Namespace) -> int:
     from befair_tui.app import create_app
 
     db = db_from_args(args)
@@ -65,7 +68,7 @@ def cmd_replay(args) -> int:
     return _run(create_app(db, start="replay", session_id=sid, autoplay=args.play, replay_speed=args.speed))
 
 
-def open_setup(args) -> int:
+def open_setup(args: argparse.Namespace) -> int:
     from befair_tui.app import create_app
 
     db = db_from_args(args)
@@ -73,7 +76,7 @@ def open_setup(args) -> int:
     return _run(create_app(db))
 
 
-def open_console_from_args(args) -> int:
+def open_console_from_args(args: argparse.Namespace) -> int:
     """`befair run ...` without --headless: start the same run detached and headless (so closing
     the console can leave it running), then open the console on it. The child reads the
     validated settings from a run request file; the API key travels in its environment."""

@@ -7,6 +7,7 @@ line from a temporary file.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -14,8 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import engine.session
 from typing import Any
+
+import engine.session
 
 from engine.errors import BefairError, DataError
 from engine.paths import add_db_arg, db_from_args
@@ -23,7 +25,7 @@ from engine.paths import add_db_arg, db_from_args
 METADATA = Path(engine.session.__file__).resolve().parent / "datasette.yml"
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("datasette", help="browse the session database in Datasette (optional extra)",
                               description="Open the session database in Datasette with befair's metadata: "
                                           "table and column descriptions and canned queries.")
@@ -53,7 +55,7 @@ def metadata_for(db: Path, *, researcher: bool = False) -> dict[str, Any]:
     return {**base, "databases": {Path(db).stem: database}}
 
 
-def cmd_datasette(args) -> int:
+def cmd_datasette(args: argparse.Namespace) -> int:
     db = db_from_args(args)
     meta = metadata_for(db, researcher=args.researcher)
     if args.print_metadata:

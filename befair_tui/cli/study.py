@@ -224,7 +224,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _list_studies(store: Any, as_json: bool) -> int:
-    out = []
+    out: list[dict[str, Any]] = []
     for name in grid.study_names(store):
         out.append({"name": name, "counts": grid.counts(grid.grid_rows(store, name))})
     if as_json:
@@ -264,7 +264,7 @@ def _print_headline(report: Any, *, so_far: bool = True) -> None:
 
 def _print_comparisons(report: Any) -> None:
     """Which levels (within an agent) and agents (within a level) the runs can tell apart."""
-    from engine.study.report import COMPARISON_METHOD
+    from engine.study.comparisons import METHOD as COMPARISON_METHOD
 
     if not report.comparisons:
         return

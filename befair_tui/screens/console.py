@@ -10,6 +10,8 @@ import gc
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -17,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Tree
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from baselines.reference import reference_rows
 from engine.session import events as ev
@@ -28,6 +30,7 @@ from engine.session.store import SessionStore
 
 from befair_tui.launch import log_tail, runner_state
 from befair_tui.messages import BaselinesTraining, EventsArrived, FollowProblem
+from befair_tui.navigation import navigator
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -35,6 +38,9 @@ from befair_tui.widgets.node_detail import NodeDetail
 from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from befair_tui.baseline_training import TrainingPlan
 
 STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
 STEERING_VERB = {"pause": "pause it", "resume": "resume it", "stop": "stop it", "guide": "guide the agent",
@@ -49,9 +55,9 @@ ENDED_POLL = 2.0
 FREEZE_AFTER = 500  # events in one batch (a session opened, a replay seek): freeze what they built
 DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversation")
 BATCH = 5_000
-# Event kinds that can change the scoreboard or the scatter plot: those that may change a best node
-# (engine.session.selection) and the end of the session.
-class ConsoleScreen(Screen):
+
+
+class ConsoleScreen(Screen[None]):
     # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
     FOOTER_DROP = ("app.quit", "sessions", "choose_criterion", "train_baselines", "add_steps", "prune", "expand")
     BINDINGS = [
@@ -74,7 +80,7 @@ class ConsoleScreen(Screen):
     ]
 
     def __init__(self, store: SessionStore, session_id: str, *, read_only: bool = False,
-                 proc: subprocess.Popen | None = None, poll_interval: float = 0.15,
+                 proc: subprocess.Popen[bytes] | None = None, poll_interval: float = 0.15,
                  clock: Callable[[], float] | None = None, follow: bool = True) -> None:
         super().__init__()
         self.store = store
@@ -98,7 +104,7 @@ class ConsoleScreen(Screen):
         self.split = "test"  # what the scoreboard and the plot compare: test | validation
         self.polls = 0  # reads of the event log (tests, benchmarks)
         self._poll_max = IDLE_POLL
-        self._bindings_key: tuple | None = None
+        self._bindings_key: tuple[object, ...] | None = None
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -131,8 +137,8 @@ class ConsoleScreen(Screen):
         self.sync_all()
 
     def _load_references(self) -> None:
-        baselines: list[dict] = []
-        published: list[dict] = []
+        baselines: list[dict[str, Any]] = []
+        published: list[dict[str, Any]] = []
         try:
             trained, rows = reference_rows(self.store)
             baselines = views.baseline_points(trained, self.state)
@@ -189,7 +195,7 @@ class ConsoleScreen(Screen):
             self._sleep(wait, worker)
         store.close()
 
-    def _sleep(self, seconds: float, worker) -> None:
+    def _sleep(self, seconds: float, worker: Worker[None]) -> None:
         """Sleep in short slices so that leaving the screen stops the follower promptly."""
         deadline = time.monotonic() + seconds
         while not worker.is_cancelled:
@@ -310,7 +316,7 @@ class ConsoleScreen(Screen):
     def replay_label(self) -> str | None:
         return None
 
-    def live_reply(self, state: SessionState | None = None) -> dict | None:
+    def live_reply(self, state: SessionState | None = None) -> dict[str, Any] | None:
         """The reply being written: its progress from the events, its text (and the latest
         tokens/s) from the live side channel, which is never stored (engine.session.live)."""
         from engine.session import live
@@ -405,7 +411,7 @@ class ConsoleScreen(Screen):
         self.query_one(SearchTree).move_to(node_id)
 
     @on(Tree.NodeHighlighted)
-    def _on_highlight(self, event: Tree.NodeHighlighted) -> None:
+    def _on_highlight(self, event: Tree.NodeHighlighted[tuple[str, int]]) -> None:
         data = event.node.data
         if not (isinstance(data, tuple) and data[0] == "node"):
             return
@@ -417,7 +423,7 @@ class ConsoleScreen(Screen):
             self._select(data[1])
 
     @on(Tree.NodeSelected)
-    def _on_selected(self, event: Tree.NodeSelected) -> None:
+    def _on_selected(self, event: Tree.NodeSelected[tuple[str, int]]) -> None:
         # an explicit choice (Enter / click) stops following the newest node
         self._auto_select = False
         data = event.node.data
@@ -463,7 +469,7 @@ class ConsoleScreen(Screen):
             return f"Nothing runs this session now (its runner stopped): press u to resume it, then {what}."
         return None
 
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "summary":
             return views.ended(self.state)
         if action == "resume_runner" or action == "train_baselines" or action in STEERING:
@@ -490,7 +496,7 @@ class ConsoleScreen(Screen):
     def live(self) -> bool:
         return not self.read_only and self.state.status in ("new", "running", "paused")
 
-    def _command(self, kind: str, payload: dict | None = None, *, note: str) -> bool:
+    def _command(self, kind: str, payload: dict[str, Any] | None = None, *, note: str) -> bool:
         try:
             self.store.issue_command(self.session_id, kind, payload or {}, by="console")
         except Exception as exc:  # noqa: BLE001 - every failure reaches the user as a notification
@@ -534,7 +540,7 @@ class ConsoleScreen(Screen):
         if self.read_only or views.ended(self.state):
             self.notify("This session is not running; guidance was not sent.", severity="warning")
             return
-        payload: dict = {"text": message.text}
+        payload: dict[str, Any] = {"text": message.text}
         if message.node_scope:
             if self._selected is None:
                 self.notify("Select a node first (or press Enter for global guidance).", severity="warning")
@@ -641,10 +647,10 @@ class ConsoleScreen(Screen):
         if self.check_action("resume_runner", ()) is not True:
             self.notify("This session's runner is not stopped; nothing to resume.", severity="warning")
             return
-        self.app.resume_session(self.session_id)
+        navigator(self.app).resume_session(self.session_id)
 
     # -- expert baselines, trained in the background on the session's data -----------------
-    baseline_plan = None  # a baseline_training.TrainingPlan (None: its defaults); tests train less
+    baseline_plan: TrainingPlan | None = None  # a baseline_training.TrainingPlan (None: its defaults); tests train less
     _training = None      # the training's process while it runs
     _trained_runs = 0     # its runs recorded so far (each one reloads the rows)
 
@@ -676,7 +682,7 @@ class ConsoleScreen(Screen):
             "minutes per run; the console stays usable, the results land in this database and appear in "
             "the scoreboard and the plot.", yes="Train baselines", no="Not now"), done)
 
-    def _start_training(self, plan) -> None:
+    def _start_training(self, plan: TrainingPlan) -> None:
         from befair_tui import launch
         from befair_tui.baseline_training import train_argv
 
@@ -694,7 +700,7 @@ class ConsoleScreen(Screen):
         self.follow_training(plan, log, start)
 
     @work(thread=True, exclusive=True, group="baselines", name="baseline-training")
-    def follow_training(self, plan, log, offset: int = 0) -> None:
+    def follow_training(self, plan: TrainingPlan, log: Path, offset: int = 0) -> None:
         """Read the training's log (from `offset`) for progress until its process ends; never
         touches widgets."""
         from befair_tui.baseline_training import TrainingProgress
@@ -745,12 +751,12 @@ class ConsoleScreen(Screen):
                         title="Baselines", timeout=8)
 
     def action_sessions(self) -> None:
-        self.app.action_open_sessions()
+        navigator(self.app).action_open_sessions()
 
     def action_detail_tab(self, tab: str) -> None:
         self.query_one(NodeDetail).show_tab(tab)
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width < 100, "-narrow")
 
     def on_unmount(self) -> None:

@@ -3,7 +3,9 @@ language (AUC, skin-tone AUC gap, intervals, validation and test, blinded, the f
 where each number comes from). Scrolls at 80x24; Esc, q, ? or F1 closes it."""
 from __future__ import annotations
 
-from rich.console import Group
+from collections.abc import Sequence
+
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -141,7 +143,7 @@ STATUS_MEANING = {
 }
 
 
-def _pairs(rows: list[tuple[str, str]], key_style: str = "bold") -> Table:
+def _pairs(rows: Sequence[tuple[str | Text, str]], key_style: str = "bold") -> Table:
     table = Table(box=None, show_header=False, pad_edge=False, expand=True, padding=(0, 1, 0, 0))
     table.add_column(no_wrap=True, style=key_style, max_width=32)
     table.add_column(ratio=1, overflow="fold")
@@ -155,7 +157,7 @@ def _heading(text: str) -> Text:
 
 
 def help_content() -> Group:
-    parts: list = [Text("befair help · Esc, q, ? or F1 closes · ↑ ↓ PgUp PgDn scroll", style="dim")]
+    parts: list[RenderableType] = [Text("befair help · Esc, q, ? or F1 closes · ↑ ↓ PgUp PgDn scroll", style="dim")]
     parts.append(_heading("Keys"))
     for title, rows in KEYS:
         parts.append(Text(title, style="italic"))

@@ -15,6 +15,7 @@ from engine.study.people import Position
 from engine.study.spec import StudySpec
 from engine.task import instruction_text
 
+from befair_tui.navigation import participant_flow
 from befair_tui.screens.participant_signin import PAGE_CSS
 
 
@@ -22,7 +23,7 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
-class ReadyScreen(Screen):
+class ReadyScreen(Screen[None]):
     """What the next session is; its Start button starts it (the time limit counts from then)."""
 
     DEFAULT_CSS = PAGE_CSS.format(screen="ReadyScreen") + """
@@ -61,10 +62,10 @@ class ReadyScreen(Screen):
     @on(Button.Pressed, "#ready-go")
     def action_start(self) -> None:
         self.query_one("#ready-go", Button).disabled = True
-        self.app.start_current()  # type: ignore[attr-defined]
+        participant_flow(self.app).start_current()
 
 
-class QuestionsScreen(Screen):
+class QuestionsScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="QuestionsScreen") + """
     QuestionsScreen Label { padding-top: 1; text-style: bold; }
     QuestionsScreen RadioSet { layout: horizontal; width: auto; height: auto; }
@@ -82,7 +83,7 @@ class QuestionsScreen(Screen):
         session = self.position.session or {}
         reason = None
         try:
-            reason = self.app.store.state(str(session.get("id"))).finish_reason  # type: ignore[attr-defined]
+            reason = participant_flow(self.app).store.state(str(session.get("id"))).finish_reason
         except Exception:  # noqa: BLE001 - the page still works without the reason
             pass
         status = session.get("status") or "ended"
@@ -123,25 +124,26 @@ class QuestionsScreen(Screen):
             widget = self.query_one(f"#q-{q.id}")
             if isinstance(widget, RadioSet):
                 out[q.id] = str(widget.pressed_button.label) if widget.pressed_button is not None else None
-            else:
-                out[q.id] = widget.value  # type: ignore[attr-defined]
+            elif isinstance(widget, Input):
+                out[q.id] = widget.value
         return out
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#questions-continue")
     def action_save(self) -> None:
-        app = self.app
+        app = participant_flow(self.app)
         cell = self.position.cell
         assert cell is not None
+        assert app.participant is not None  # signed in before the questions
         try:
-            people.answer(app.store, self.spec, app.participant, cell, self.answers())  # type: ignore[attr-defined]
+            people.answer(app.store, self.spec, app.participant, cell, self.answers())
         except ValueError as exc:
             self.query_one("#questions-problem", Static).update(Text(str(exc)))
             return
-        app.advance()  # type: ignore[attr-defined]
+        app.advance()
 
 
-class DoneScreen(Screen):
+class DoneScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="DoneScreen")
 
     def __init__(self, spec: StudySpec, position: Position) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -28,6 +29,7 @@ from engine.study.pool import log_dir
 from engine.study.spec import StudySpec
 
 from befair_tui.launch import runner_state
+from befair_tui.navigation import participant_flow
 from befair_tui.screens.console import DETAIL_TABS, RUNNER_CHECK, ConsoleScreen
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
@@ -79,7 +81,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         if over and not self.ended:
             self.ended = True
             self.notify("This session has ended; the questions follow.", title="Session", timeout=4)
-            self.set_timer(1.5, self.app.advance)  # type: ignore[attr-defined]
+            self.set_timer(1.5, participant_flow(self.app).advance)
 
     def _tick(self) -> None:
         super()._tick()
@@ -117,7 +119,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
                 self.notify(f"The session could not be started {MAX_ATTEMPTS} times; please tell the researcher "
                             f"(its log: {log_dir(self.store.path, self.spec.name)}).", severity="error", timeout=30)
             return
-        if self.app.ensure_runner():  # type: ignore[attr-defined]
+        if participant_flow(self.app).ensure_runner():
             self._note = "the session was interrupted; it is resuming…"
             self.notify("The agent was interrupted (the server or the machine restarted); it is resuming where "
                         "it was. Nothing recorded is lost.", title="Session", timeout=8)
@@ -164,12 +166,12 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
             note=self._note)
 
     # -- steering: this participant's own session only ------------------------------------------
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action not in ALLOWED:
             return False
         return super().check_action(action, parameters)
 
-    def _command(self, kind: str, payload: dict | None = None, *, note: str) -> bool:
+    def _command(self, kind: str, payload: dict[str, Any] | None = None, *, note: str) -> bool:
         try:
             people.steer(self.store, self.spec, self.participant, self.session_id, kind, payload or {})
         except CommandRefused as exc:

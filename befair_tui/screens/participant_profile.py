@@ -15,10 +15,12 @@ from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet,
 from engine.study import people
 from engine.study.people_spec import FIELD_LABELS, PeopleSpec
 
+from befair_tui.navigation import participant_flow
+
 from befair_tui.screens.participant_signin import PAGE_CSS
 
 
-class ProfileScreen(Screen):
+class ProfileScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="ProfileScreen") + """
     ProfileScreen Label { padding-top: 1; }
     ProfileScreen RadioSet { width: auto; }
@@ -68,10 +70,11 @@ class ProfileScreen(Screen):
     @on(Input.Submitted)
     @on(Button.Pressed, "#profile-continue")
     def action_save(self) -> None:
-        app = self.app
+        app = participant_flow(self.app)
+        assert app.participant is not None  # signed in before the profile page
         try:
-            people.give_profile(app.store, app.spec, app.participant, self.values())  # type: ignore[attr-defined]
+            people.give_profile(app.store, app.spec, app.participant, self.values())
         except ValueError as exc:
             self.query_one("#profile-problem", Static).update(Text(str(exc)))
             return
-        app.advance()  # type: ignore[attr-defined]
+        app.advance()

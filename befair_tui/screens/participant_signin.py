@@ -13,6 +13,8 @@ from textual.widgets import Button, Checkbox, Footer, Input, Static
 from engine.study import people
 from engine.study.spec import StudySpec
 
+from befair_tui.navigation import participant_flow
+
 PAGE_CSS = """
 {screen} #page {{ padding: 1 2; max-width: 100; }}
 {screen} .page-title {{ text-style: bold; color: $accent; padding-bottom: 1; }}
@@ -24,7 +26,7 @@ PAGE_CSS = """
 """
 
 
-class SignInScreen(Screen):
+class SignInScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="SignInScreen")
     BINDINGS = [Binding("ctrl+s", "go", "Continue", id="signin-go", priority=True)]
 
@@ -54,12 +56,12 @@ class SignInScreen(Screen):
         if not value:
             self.query_one("#signin-problem", Static).update("Type your participant id.")
             return
-        problem = self.app.sign_in(value)  # type: ignore[attr-defined]
+        problem = participant_flow(self.app).sign_in(value)
         if problem:
             self.query_one("#signin-problem", Static).update(Text(problem))
 
 
-class ConsentScreen(Screen):
+class ConsentScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="ConsentScreen")
     BINDINGS = [Binding("ctrl+s", "go", "Continue", id="consent-go", priority=True)]
 
@@ -89,6 +91,7 @@ class ConsentScreen(Screen):
         if not self.query_one("#consent-agree", Checkbox).value:
             self.query_one("#consent-problem", Static).update("Tick \u201cI agree\u201d to take part.")
             return
-        app = self.app
-        people.consent(app.store, self.spec, app.participant)  # type: ignore[attr-defined]
-        app.advance()  # type: ignore[attr-defined]
+        app = participant_flow(self.app)
+        assert app.participant is not None  # signed in before the consent page
+        people.consent(app.store, self.spec, app.participant)
+        app.advance()

@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 
+from engine.session import events as ev
 from engine.session.replay import Timeline
+from engine.session.state import SessionState
 from engine.session.store import SessionStore
 
 from befair_tui.screens.console import ConsoleScreen
@@ -39,7 +42,7 @@ class ReplayScreen(ConsoleScreen):
     ]
 
     def __init__(self, store: SessionStore, session_id: str, *, autoplay: bool = False,
-                 speed: str = "10x", mono: Callable[[], float] = time.monotonic, **kwargs) -> None:
+                 speed: str = "10x", mono: Callable[[], float] = time.monotonic, **kwargs: Any) -> None:
         kwargs.setdefault("read_only", True)
         kwargs.setdefault("follow", False)
         super().__init__(store, session_id, **kwargs)
@@ -64,7 +67,7 @@ class ReplayScreen(ConsoleScreen):
         """The header's first word: whether the replay plays, and how fast."""
         return f"▶ REPLAY {self.speed}" if self.playing else "⏸ REPLAY PAUSED"
 
-    def live_reply(self, state=None) -> dict | None:
+    def live_reply(self, state: SessionState | None = None) -> dict[str, Any] | None:
         """In a replay the reply is written again from the stored offsets: the first `chars`
         characters of the llm_call that ends the stream (engine.session.live.replay_text)."""
         from engine.session import live
@@ -198,7 +201,7 @@ class ReplayScreen(ConsoleScreen):
         self._move_to(0)
 
 
-def session_times(events) -> list[float]:
+def session_times(events: Sequence[ev.Event]) -> list[float]:
     """Each event's session time in seconds from the first event (clock steps back count as 0)."""
     out: list[float] = []
     total = 0.0

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -23,6 +25,7 @@ from engine.session.store import SessionStore
 from befair_tui.format import warning_style
 from befair_tui.launch import runner_state
 from befair_tui.messages import SessionsRead
+from befair_tui.navigation import navigator
 from befair_tui.widgets.keys_footer import KeysFooter
 
 REFRESH = 2.0  # seconds between two reads of the sessions table
@@ -37,7 +40,7 @@ COLUMNS = [
 RUNNER_STOPPED = views.RUNNER_STOPPED.lower()
 
 
-def annotate(row: dict, proc=None) -> dict:
+def annotate(row: dict[str, Any], proc: subprocess.Popen[bytes] | None = None) -> dict[str, Any]:
     """The status column's trust markers: `trust` (UNSANDBOXED or blank; shown beside the status,
     so a list of sandboxed sessions spends no width on it) and a dead runner named in `status`."""
     out = dict(row)
@@ -51,13 +54,13 @@ def annotate(row: dict, proc=None) -> dict:
     return out
 
 
-def _coder(row: dict) -> str:
+def _coder(row: dict[str, Any]) -> str:
     if row.get("simulated"):
         return "offline (simulated)"
     return row.get("coder_label") or row.get("coder") or "?"
 
 
-def row_cells(row: dict) -> tuple[str, ...]:
+def row_cells(row: dict[str, Any]) -> tuple[str, ...]:
     """The cells of a row, in COLUMNS' order."""
     steps = f"{row.get('steps') or 0}/{row.get('budget') or 0}"
     cells = {"status": _status(row), "best_auc": _with_ci(row.get("best_auc"), row.get("best_auc_ci")),
@@ -68,12 +71,12 @@ def row_cells(row: dict) -> tuple[str, ...]:
     return tuple(cells[key] for _, key in COLUMNS)
 
 
-def _status(row: dict) -> str:
+def _status(row: dict[str, Any]) -> str:
     status = row.get("status") or "?"
     return f"{status}  {row['trust']}" if row.get("trust") else status
 
 
-def styled_cells(row: dict, theme: dict | None = None) -> tuple[str | Text, ...]:
+def styled_cells(row: dict[str, Any], theme: dict[str, str] | None = None) -> tuple[str | Text, ...]:
     """row_cells with the trust markers coloured: UNSANDBOXED in the warning colour, a dead
     runner in red."""
     cells: list[str | Text] = list(row_cells(row))
@@ -111,7 +114,7 @@ class ExportModal(ModalScreen[Path | None]):
         self.dismiss(None)
 
 
-class SessionsScreen(Screen):
+class SessionsScreen(Screen[None]):
     FOOTER_DROP = ("app.quit", "back", "sort", "filter", "study", "delete")  # widgets/keys_footer.py
     BINDINGS = [
         Binding("enter,o", "open", "Open", id="sessions-open"),
@@ -130,12 +133,13 @@ class SessionsScreen(Screen):
     def __init__(self, store: SessionStore) -> None:
         super().__init__()
         self.store = store
-        self.rows: list[dict] = []
+        self.rows: list[dict[str, Any]] = []
         self.sort_key = "created_at"
         self.sort_reverse = True
         self.filter_text = ""
         self.reads = 0  # how many times the refresher read the table (tests)
-        self._shown: list | None = None  # what the table shows now (to skip identical redraws)
+        # what the table shows now (to skip identical redraws)
+        self._shown: list[tuple[str, tuple[str, ...], object]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(f"Sessions in {self.store.path.name}", id="sessions-title")
@@ -154,7 +158,7 @@ class SessionsScreen(Screen):
     def on_screen_resume(self) -> None:
         self.reload()
 
-    def _read(self, store: SessionStore) -> list[dict]:
+    def _read(self, store: SessionStore) -> list[dict[str, Any]]:
         procs = getattr(self.app, "procs", {})
         return [annotate(r, procs.get(r["id"])) for r in store.sessions()]
 
@@ -210,7 +214,7 @@ class SessionsScreen(Screen):
         needle = self.filter_text.lower()
         rows = [r for r in self.rows if not needle or needle in " ".join(row_cells(r)).lower()]
 
-        def key(r: dict):
+        def key(r: dict[str, Any]) -> tuple[bool, Any]:
             value = r.get(self.sort_key)
             return (value is None, value if value is not None else 0)
 
@@ -288,20 +292,20 @@ class SessionsScreen(Screen):
     def action_open(self) -> None:
         sid = self.selected_id()
         if sid:
-            self.app.open_console(sid)
+            navigator(self.app).open_console(sid)
 
     def action_replay(self) -> None:
         sid = self.selected_id()
         if sid:
-            self.app.open_replay(sid)
+            navigator(self.app).open_replay(sid)
 
     def action_resume(self) -> None:
         sid = self.selected_id()
         if sid:
-            self.app.resume_session(sid)
+            navigator(self.app).resume_session(sid)
 
     def action_new(self) -> None:
-        self.app.open_setup()
+        navigator(self.app).open_setup()
 
     def action_study(self) -> None:
         """The Study screen: the selected session's study, else the newest study."""
@@ -356,7 +360,7 @@ class SessionsScreen(Screen):
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
-            self.app.open_setup()
+            navigator(self.app).open_setup()
 
 
 def _with_ci(value: float | None, ci: str | None) -> str:

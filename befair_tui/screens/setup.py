@@ -8,9 +8,10 @@ remembered per database, except the participant id and the API key, which never 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -23,9 +24,13 @@ from engine.config import BEST_CRITERIA
 from engine.session.selection import CRITERION_LABEL
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
 
+from befair_tui.navigation import navigator
 from befair_tui.settings import LIMITS, SetupChoices, load_choices, parse_whole, save_choices
 from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.toggles import PlainCheckbox, PlainRadioButton
+
+if TYPE_CHECKING:
+    from engine.agent.llm_config import LlmConfig
 
 LEVEL_NAMES = [*LEVELS, CUSTOM]
 NUMBER_FIELDS = {  # input id -> SetupChoices field
@@ -69,7 +74,7 @@ def adequacy_warnings(choices: SetupChoices) -> list[str]:
         return []
 
 
-def llm_problem(overrides: dict | None = None) -> str | None:
+def llm_problem(overrides: dict[str, str] | None = None) -> str | None:
     """Why the OpenAI-compatible coder cannot reach a model with these settings (None: it can)."""
     try:
         from engine.agent.llm_config import LlmConfig
@@ -91,7 +96,7 @@ def llm_defaults() -> tuple[str, str]:
         return "", ""
 
 
-class SetupScreen(Screen):
+class SetupScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+s", "start", "Start session", id="setup-start", priority=True),
         Binding("ctrl+o", "sessions", "Sessions", id="setup-sessions"),
@@ -193,7 +198,7 @@ class SetupScreen(Screen):
         self._update_coder()
         self.query_one("#level", RadioSet).focus()
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         # 80 columns: the option lists go above their details instead of beside them
         self.set_class(event.size.width < 100, "-narrow")
 
@@ -255,7 +260,7 @@ class SetupScreen(Screen):
         self.run_worker(lambda: self._check(config), thread=True, exclusive=True, group="llm-check",
                         name="llm-check")
 
-    def _check(self, config) -> None:
+    def _check(self, config: LlmConfig) -> None:
         from engine.agent.llm_check import check_server
 
         try:
@@ -271,7 +276,7 @@ class SetupScreen(Screen):
         failed = any(line.startswith("FAILED") for line in lines)
         self.query_one("#llm-check", Static).update(f"[red]{text}[/red]" if failed else text)
 
-    def _llm_overrides(self) -> dict:
+    def _llm_overrides(self) -> dict[str, str]:
         return {"base_url": self.query_one("#base-url", Input).value.strip(),
                 "model": self.query_one("#model", Input).value.strip(),
                 "api_key": self.query_one("#api-key", Input).value.strip()}
@@ -359,7 +364,7 @@ class SetupScreen(Screen):
         key = self.query_one("#api-key", Input).value.strip() if choices.coder == "openai" else ""
         from befair_tui.launch import key_env
 
-        self.app.start_session(choices, secrets=key_env(key))
+        navigator(self.app).start_session(choices, secrets=key_env(key))
 
     def action_sessions(self) -> None:
-        self.app.action_open_sessions()
+        navigator(self.app).action_open_sessions()

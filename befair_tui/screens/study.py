@@ -7,8 +7,10 @@ session) is recomputed only when a session finishes."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -21,6 +23,7 @@ from engine.study import grid
 from engine.study.figure import Point, reference_points, study_points
 from engine.study.report import StudyReport, build_report
 
+from befair_tui.navigation import navigator
 from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.study_grid import StudyGrid
 from befair_tui.widgets.study_plot import StudyPlot
@@ -32,7 +35,7 @@ X_TITLE = "test AUC · higher is better →"
 Y_SHORT, X_SHORT = "↑ gap (test), lower is fairer", "test AUC →"
 
 
-def empty_text(db) -> str:
+def empty_text(db: Path) -> str:
     """What the Study screen says when the database holds no study: what one is, how to start one."""
     return (
         "[b]No study in this database yet.[/b]\n\n"
@@ -57,7 +60,7 @@ def empty_text(db) -> str:
 class StudyRead(Message):
     """The refresher read the grid (and, when a session finished since, the report)."""
 
-    def __init__(self, rows: list[dict], report: StudyReport | None, references: list[Point],
+    def __init__(self, rows: list[dict[str, Any]], report: StudyReport | None, references: list[Point],
                  error: str | None = None) -> None:
         super().__init__()
         self.rows, self.report, self.references, self.error = rows, report, references, error
@@ -74,7 +77,7 @@ def published_references(report: StudyReport | None) -> list[Point]:
     return reference_points(rows)
 
 
-class StudyScreen(Screen):
+class StudyScreen(Screen[None]):
     DEFAULT_CSS = """
     StudyScreen #study-title { height: 1; padding: 0 1; background: $boost; }
     StudyScreen #study-body { height: 1fr; }
@@ -109,7 +112,7 @@ class StudyScreen(Screen):
         self.store = store
         names = grid.study_names(store)
         self.study = name if name in names else (names[-1] if names else None)
-        self.rows: list[dict] = []
+        self.rows: list[dict[str, Any]] = []
         self.report: StudyReport | None = None
         self.reads = 0
 
@@ -127,7 +130,7 @@ class StudyScreen(Screen):
         yield Static(empty_text(self.store.path), id="study-empty")
         yield KeysFooter()
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         narrow = event.size.width < 100
         self.set_class(narrow, "-narrow")
         self.query_one("#study-y-title", Static).update(Y_SHORT if narrow else Y_TITLE)
@@ -144,8 +147,8 @@ class StudyScreen(Screen):
             return f"Studies in {self.store.path.name} · none yet"
         return f"Study {self.study} in {self.store.path.name} · {len(self.rows)} sessions"
 
-    def _read(self, store: SessionStore, seen: tuple | None, report: StudyReport | None
-              ) -> tuple[list[dict], StudyReport | None, tuple | None]:
+    def _read(self, store: SessionStore, seen: tuple[object, ...] | None, report: StudyReport | None
+              ) -> tuple[list[dict[str, Any]], StudyReport | None, tuple[object, ...] | None]:
         """The grid, and the report when a session finished (or failed) since `seen`."""
         if self.study is None:
             return [], None, None
@@ -199,7 +202,7 @@ class StudyScreen(Screen):
             return
         self._show(message.rows, message.report, message.references)
 
-    def _show(self, rows: list[dict], report: StudyReport | None, references: list[Point]) -> None:
+    def _show(self, rows: list[dict[str, Any]], report: StudyReport | None, references: list[Point]) -> None:
         self.rows, self.report = rows, report
         self.query_one("#study-title", Static).update(self._title())
         self.query_one(StudyGrid).sync(rows)
@@ -209,7 +212,7 @@ class StudyScreen(Screen):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "study-refresh")
 
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("open", "replay", "next_study") and self.study is None:
             return False  # no study: nothing to open (the footer offers only what can act)
         return True
@@ -225,12 +228,12 @@ class StudyScreen(Screen):
     def action_open(self) -> None:
         sid = self._selected_session()
         if sid:
-            self.app.open_console(sid)
+            navigator(self.app).open_console(sid)
 
     def action_replay(self) -> None:
         sid = self._selected_session()
         if sid:
-            self.app.open_replay(sid)
+            navigator(self.app).open_replay(sid)
 
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:

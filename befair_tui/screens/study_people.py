@@ -21,6 +21,8 @@ from engine.session import views
 from engine.session.store import SessionStore
 from engine.study import grid, people
 
+from befair_tui.navigation import navigator
+
 REFRESH = 2.0
 COLUMNS = ("who", "role", "tab", "#", "level", "state", "steps", "val AUC", "val gap", "answered", "now")
 
@@ -41,7 +43,7 @@ def row_cells(row: dict[str, Any], first: bool) -> tuple[str | Text, ...]:
             "yes" if row["answered"] else "", now)
 
 
-class StudyPeopleScreen(Screen):
+class StudyPeopleScreen(Screen[None]):
     DEFAULT_CSS = """
     StudyPeopleScreen #people-title { height: 1; padding: 0 1; background: $boost; }
     StudyPeopleScreen #people-table { height: 1fr; }
@@ -165,9 +167,9 @@ class StudyPeopleScreen(Screen):
         self.app.push_screen(StudyScreen(self.store, self.study))
 
     def action_sessions(self) -> None:
-        self.app.action_open_sessions()  # type: ignore[attr-defined]
+        navigator(self.app).action_open_sessions()
 
-    def check_action(self, action: str, parameters: tuple) -> bool | None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":  # only over another screen (opened from the sessions screen)
             return len(self.app.screen_stack) > 2
         return True

@@ -7,6 +7,8 @@ Small (80×24: a few rows), it stays, compact: the axis titles move into the fra
 names of the numbered points into the scoreboard beside it, which numbers its rows the same way."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -73,7 +75,7 @@ class ComparisonPlot(Vertical):
     ComparisonPlot.-no-names #plot-names { display: none; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.split = "test"
         self.note_lines: list[str] = []
@@ -103,7 +105,7 @@ class ComparisonPlot(Vertical):
             self._scatter = self.query_one(Scatter)
         return self._scatter
 
-    def set_references(self, baselines: list[dict], published: list[dict]) -> None:
+    def set_references(self, baselines: list[dict[str, Any]], published: list[dict[str, Any]]) -> None:
         self.scatter.set_references(baselines, published)
 
     def set_split(self, split: str) -> None:
@@ -149,8 +151,8 @@ class ComparisonPlot(Vertical):
             text = Text()
             for n in notes:
                 info = n.startswith("published rows")
-                shown = COMPACT_NOTES.get(n, n) if self.compact else n
-                text.append(("\n" if text else "") + ("note: " if info else "⚠ ") + shown,
+                note = COMPACT_NOTES.get(n, n) if self.compact else n
+                text.append(("\n" if text else "") + ("note: " if info else "⚠ ") + note,
                             style="dim" if info else "")
             box.update(text)
             box.display = bool(notes)

@@ -8,6 +8,7 @@ While the model is writing, its streamed reply is shown live above."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -28,14 +29,14 @@ class ConversationView(VerticalScroll):
     ConversationView #conversation-live { color: $warning; padding: 0 0 1 0; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.calls: list[CallView] = []
-        self._key: tuple | None = None
+        self._key: tuple[object, ...] | None = None
         self._live: str | None = "\0"  # nothing drawn yet: the first sync hides the empty live box
         # the reply being written, with its text (set by the screen: the live side channel, or a
         # replay's look-ahead); None: what the state holds
-        self.live_source: Callable[[SessionState], dict | None] | None = None
+        self.live_source: Callable[[SessionState], dict[str, Any] | None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="conversation-live")
@@ -47,7 +48,7 @@ class ConversationView(VerticalScroll):
                len(state.guidance), node.plan if node else None, node.review_summary if node else None)
         if key != self._key:
             self._key = key
-            self.calls = node_calls(state, node_id) if node is not None else []
+            self.calls = node_calls(state, node_id) if node is not None and node_id is not None else []
             self.query_one("#conversation-body", Static).update(self._render_calls(state))
         self.sync_live(state)
 

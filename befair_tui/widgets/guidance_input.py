@@ -1,6 +1,8 @@
 """Guidance for the agent: Enter sends it to the whole search, Ctrl+N to the selected node only."""
 from __future__ import annotations
 
+from typing import Any
+
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
@@ -20,7 +22,7 @@ class GuidanceInput(Input):
 
     PLACEHOLDER = "guidance for the agent…  (g, then Enter: global · Ctrl+N: the selected node)"
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(placeholder=self.PLACEHOLDER, **kwargs)
 
     def _send(self, node_scope: bool) -> None:

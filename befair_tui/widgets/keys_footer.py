@@ -8,6 +8,8 @@ end; help (?) stays. Every key still works and is listed in the help and the pal
 """
 from __future__ import annotations
 
+from typing import Any
+
 from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.widgets import Footer
@@ -37,7 +39,7 @@ class KeysFooter(Footer):
     KeysFooter FooterKey.-command-palette { border-left: none; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("compact", True)
         super().__init__(**kwargs)
         self._width = 0
@@ -47,7 +49,7 @@ class KeysFooter(Footer):
         self.set_reactive(Footer.show_command_palette, width >= PALETTE_FROM)
         children = list(super().compose())
         keys = [c for c in children if isinstance(c, FooterKey) and "-command-palette" not in c.classes]
-        palette = [c for c in children if "-command-palette" in c.classes]
+        palette = [c for c in children if isinstance(c, FooterKey) and "-command-palette" in c.classes]
         room = width - sum(key_width(k) + 2 for k in palette)
         shown = set(map(id, fit_keys(keys, room, tuple(getattr(self.screen, "FOOTER_DROP", ())))))
         for child in children:

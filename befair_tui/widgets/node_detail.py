@@ -4,8 +4,9 @@ with the model (widgets/conversation.py)."""
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
@@ -40,7 +41,7 @@ class NodeDetail(Vertical):
     """
     NARROW_BELOW = 56  # columns: the tabs lose their padding and "Conversation" reads "Chat", so all 7 show
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.node_id: int | None = None
         self._output_node: int | None = None
@@ -109,6 +110,7 @@ class NodeDetail(Vertical):
             return
         box = self.query_one("#node-running", Static)
         if running:
+            assert node is not None and now is not None  # what `running` says
             line = running_line(state, node, now)
             if line.plain != self._running_text:
                 self._running_text = line.plain
@@ -142,7 +144,7 @@ class NodeDetail(Vertical):
         else:
             self.query_one(f"#{tab}", TextPane).update(self._renderable(tab, state, node))
 
-    def _renderable(self, tab: str, state: SessionState, node: NodeState):
+    def _renderable(self, tab: str, state: SessionState, node: NodeState) -> RenderableType:
         if tab == "plan":
             return self._plan(state, node)
         if tab == "code":
@@ -184,7 +186,7 @@ class NodeDetail(Vertical):
 
     def _plan(self, state: SessionState, node: NodeState) -> Group:
         # a long guidance is shown in full once, at the first node it shaped; later plans refer to it
-        parts: list = []
+        parts: list[RenderableType] = []
         injected = views.simulated_failure(node)
         if injected:  # a failure the simulated agent made on purpose, said first and as such
             parts += [Text(f"{injected}.", style="bold magenta"), Text("")]
@@ -214,7 +216,7 @@ class NodeDetail(Vertical):
         """Each skin-tone group's AUC with its 95 % interval, its malignant cases and how many of
         them the pipeline missed, on validation and (when visible) on test; a group with too few
         malignant cases says so instead of a bare number."""
-        parts: list = []
+        parts: list[RenderableType] = []
         blinded = views.test_withheld(state, node)
         for split, summary in (("validation", node.validation), ("test", None if blinded else node.test)):
             if split == "test" and blinded:
@@ -229,7 +231,7 @@ class NodeDetail(Vertical):
     def _audit(self, node: NodeState) -> Group:
         if not node.audit_flags and node.claim is None and not node.audit_note:
             return Group(Text("Not audited yet.", style="dim"))
-        parts: list = []
+        parts: list[RenderableType] = []
         table = Table(box=None, pad_edge=False)
         table.add_column("")
         table.add_column("check")
@@ -260,7 +262,7 @@ class NodeDetail(Vertical):
                                   style="bold red"))
         return Group(*parts)
 
-    def _diff(self, state: SessionState, node: NodeState):
+    def _diff(self, state: SessionState, node: NodeState) -> Text | Syntax:
         if node.parent_id is None or node.parent_id not in state.nodes:
             return Text("A draft: no parent to compare with.", style="dim")
         parent = state.nodes[node.parent_id]
@@ -270,7 +272,7 @@ class NodeDetail(Vertical):
         return _syntax(diff or "(no change)", "diff")
 
 
-def _split_groups(split: str, summary: dict | None, verdict: str | None, reason: str | None) -> Group:
+def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | None, reason: str | None) -> Group:
     if not summary:
         why = f"{verdict}: {reason}" if verdict and verdict != "ok" else "not measured"
         return Group(Text(f"\n{split}: {why}", style="red" if verdict and verdict != "ok" else "dim"))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 from engine.session import figures, views
 from engine.session.state import SessionState
@@ -45,9 +47,10 @@ def _rgb(colour: str) -> tuple[int, int, int]:
     return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
 
 
-def draw_point(plt, mark: Mark) -> None:
+def draw_point(plt: Plot, mark: Mark) -> None:
     """Draw one mark, with its 95 % intervals as error bars when it has them (dimmer, under it)."""
-    dim = tuple(c // 2 for c in _rgb(mark.colour))
+    red, green, blue = _rgb(mark.colour)
+    dim = (red // 2, green // 2, blue // 2)
     if mark.auc_ci is not None:
         plt.plot(list(mark.auc_ci), [mark.gap, mark.gap], marker="─", color=dim)
     if mark.gap_ci is not None:
@@ -55,7 +58,7 @@ def draw_point(plt, mark: Mark) -> None:
     plt.scatter([mark.auc], [mark.gap], marker=mark.marker, color=_rgb(mark.colour))
 
 
-def draw_marks(plt, marks: Sequence[Mark]) -> None:
+def draw_marks(plt: Plot, marks: Sequence[Mark]) -> None:
     """Draw every mark in order; the nodes (hundreds in a long session) as one series, each
     other mark through draw_point."""
     nodes = [m for m in marks if m.kind == "node" and m.auc_ci is None]  # with bars: drawn one by one
@@ -91,17 +94,17 @@ class Scatter(PlotextPlot):
     Scatter { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.split = "test"
-        self.baselines: list[dict] = []
-        self.published: list[dict] = []
+        self.baselines: list[dict[str, Any]] = []
+        self.published: list[dict[str, Any]] = []
         self.points: list[tuple[int, float, float]] = []       # (node id, gap, AUC) drawn
         self.references: list[tuple[str, float, float, str]] = []  # (name, gap, AUC, kind) drawn
         self.marks: list[Mark] = []
-        self._last_key: tuple | None = None
+        self._last_key: tuple[object, ...] | None = None
 
-    def set_references(self, baselines: list[dict], published: list[dict]) -> None:
+    def set_references(self, baselines: list[dict[str, Any]], published: list[dict[str, Any]]) -> None:
         self.baselines, self.published = baselines, published
         self._last_key = None
 

@@ -2,9 +2,12 @@
 entries where they took effect, the best node by the session's criterion marked."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual._segment_tools import line_pad
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -12,7 +15,7 @@ from textual.widgets import Tree
 from textual.widgets._tree import _TreeLine
 from textual.widgets.tree import TreeNode
 
-from engine.session.state import SessionState
+from engine.session.state import GuidanceState, SessionState
 from engine.session.views import node_tooltip
 
 from befair_tui.format import guidance_label, node_label
@@ -20,6 +23,10 @@ from befair_tui.widgets.quiet_size import set_virtual_size
 
 
 _CACHE_LIMIT = 20_000  # entries per cache (labels, widths, lines) before it is emptied
+
+Data = tuple[str, int]  # a line's data: ("node", node id) or ("guidance", guidance id)
+Guides = tuple[tuple[bool, ...], bool]  # (whether each ancestor is the last child, whether the line's node is)
+CacheKey = tuple[object, ...]
 
 
 # The tree overrides private parts of Textual's Tree (_build, _render_line, _TreeLine, line_pad):
@@ -29,7 +36,7 @@ _CACHE_LIMIT = 20_000  # entries per cache (labels, widths, lines) before it is 
 WRITTEN_FOR_TEXTUAL = "8.2.8"
 
 
-class SearchTree(Tree):
+class SearchTree(Tree[Data]):
     """Keyboard-navigable; `sync` updates only the lines that changed.
 
     A new node must not cost the whole tree: Textual's Tree re-measures every label when its
@@ -42,17 +49,18 @@ class SearchTree(Tree):
     SearchTree { padding: 0 1; }
     """
 
-    def __init__(self, **kwargs) -> None:
-        self._labels: dict[tuple, Text] = {}
-        self._widths: dict[tuple, int] = {}
-        self._strips: dict[tuple, Strip] = {}
-        self._guides: dict[tuple, list[Segment]] = {}
-        self._label_parts: dict[tuple, list[Segment]] = {}
+    def __init__(self, **kwargs: Any) -> None:
+        self._labels: dict[CacheKey, Text] = {}
+        self._widths: dict[CacheKey, int] = {}
+        self._strips: dict[CacheKey, Strip] = {}
+        self._guides: dict[CacheKey, list[Segment]] = {}
+        self._label_parts: dict[CacheKey, list[Segment]] = {}
         super().__init__("session", **kwargs)
         self.show_root = False
         self.guide_depth = 2
-        self._items: dict[int, TreeNode] = {}
-        self._guidance_items: dict[int, TreeNode] = {}
+        self._items: dict[int, TreeNode[Data]] = {}
+        self._guidance_items: dict[int, TreeNode[Data]] = {}
+        self._guidance_anchors: dict[int, int | None] = {}  # guidance id: the node its entry was placed before
         self._best: int | None = None
         self._frame = 0
         self._now: float | None = None
@@ -63,10 +71,10 @@ class SearchTree(Tree):
     caching = True  # False: Textual's Tree as it is (the benchmark's reference)
 
     @staticmethod
-    def _node_key(node: TreeNode) -> tuple:
+    def _node_key(node: TreeNode[Data]) -> tuple[int, int, bool, bool]:
         return node._id, node._updates, node._allow_expand, node._expanded
 
-    def render_label(self, node: TreeNode, base_style: Style, style: Style) -> Text:
+    def render_label(self, node: TreeNode[Data], base_style: Style, style: Style) -> Text:
         if not self.caching:
             return super().render_label(node, base_style, style)
         key = (*self._node_key(node), base_style, style)
@@ -77,7 +85,7 @@ class SearchTree(Tree):
             text = self._labels[key] = super().render_label(node, base_style, style)
         return text  # callers copy it before styling (Tree._render_line does)
 
-    def get_label_width(self, node: TreeNode) -> int:
+    def get_label_width(self, node: TreeNode[Data]) -> int:
         if not self.caching:
             return super().get_label_width(node)
         key = self._node_key(node)
@@ -95,9 +103,9 @@ class SearchTree(Tree):
         every label is not measured on every rebuild."""
         if not self.caching:
             return super()._build()
-        lines: list[_TreeLine] = []
+        lines: list[_TreeLine[Data]] = []
         top = [self.root] if self.show_root else list(self.root._children)
-        stack: list[tuple[list[TreeNode], TreeNode, bool]] = [([], node, True) for node in reversed(top)]
+        stack: list[tuple[list[TreeNode[Data]], TreeNode[Data], bool]] = [([], node, True) for node in reversed(top)]
         while stack:
             path, node, last = stack.pop()
             child_path = [*path, node]
@@ -115,7 +123,7 @@ class SearchTree(Tree):
             if self.cursor_line >= len(lines):
                 self.cursor_line = -1
 
-    def _content_width(self, lines: list[_TreeLine]) -> int:
+    def _content_width(self, lines: list[_TreeLine[Data]]) -> int:
         if self.styles.overflow_x == "hidden" or not lines:
             return self.size.width  # what a line is drawn at (Tree.render_line), scrollbar or not
         guide_depth, show_root = self.guide_depth, self.show_root
@@ -185,7 +193,7 @@ class SearchTree(Tree):
             strip = self._strips[key] = Strip(line_pad(segments, 0, width - cells, base_style))
         return strip.apply_meta({"line": y}).crop(x1, x2)
 
-    def _guide_segments(self, guides: tuple | None, base_style: Style) -> list[Segment]:
+    def _guide_segments(self, guides: Guides | None, base_style: Style) -> list[Segment]:
         if guides is None:
             return []
         key = (guides, base_style)
@@ -208,7 +216,7 @@ class SearchTree(Tree):
             cached = self._guides[key] = [Segment(text, base_style + guide_style)]
         return cached
 
-    def _label_segments(self, node: TreeNode, y: int, base_style: Style, key: tuple) -> list[Segment]:
+    def _label_segments(self, node: TreeNode[Data], y: int, base_style: Style, key: CacheKey) -> list[Segment]:
         cached = self._label_parts.get(key)
         if cached is None:
             if len(self._label_parts) > _CACHE_LIMIT:
@@ -216,7 +224,7 @@ class SearchTree(Tree):
             cached = self._label_parts[key] = self._draw_label(node, y, base_style)
         return cached
 
-    def _draw_label(self, node: TreeNode, y: int, base_style: Style) -> list[Segment]:
+    def _draw_label(self, node: TreeNode[Data], y: int, base_style: Style) -> list[Segment]:
         label_style = self.get_component_rich_style("tree--label", partial=True)
         if self.hover_line == y:
             label_style += self.get_component_rich_style("tree--highlight", partial=True)
@@ -267,7 +275,7 @@ class SearchTree(Tree):
         self.manual = True
         super().action_cursor_parent()
 
-    async def _on_click(self, event) -> None:
+    async def _on_click(self, event: events.Click) -> None:
         self.manual = True
         await super()._on_click(event)
 
@@ -290,10 +298,12 @@ class SearchTree(Tree):
         if text != self.tooltip:
             self.tooltip = text
 
-    def reset(self) -> None:
+    # not Tree.reset(label, data): empties the tree and the maps of its nodes (Textual never calls reset itself)
+    def reset(self) -> None:  # type: ignore[override]
         self.clear()
         self._items.clear()
         self._guidance_items.clear()
+        self._guidance_anchors.clear()
         self._best = None
 
     @property
@@ -304,7 +314,7 @@ class SearchTree(Tree):
         kind, ident = node.data
         return ident if kind == "node" else None
 
-    def item_for(self, node_id: int) -> TreeNode | None:
+    def item_for(self, node_id: int) -> TreeNode[Data] | None:
         return self._items.get(node_id)
 
     def move_to(self, node_id: int) -> None:
@@ -333,7 +343,7 @@ class SearchTree(Tree):
             width -= self.guide_depth * depth + (2 if node.children else 0)
         return node_label(state, node, best=node_id == self._best, frame=self._frame, width=width, now=self._now)
 
-    def _guidance_label(self, state: SessionState, g) -> Text:
+    def _guidance_label(self, state: SessionState, g: GuidanceState) -> Text:
         width = self._fit_width
         if width is not None:
             first = state.nodes.get(g.used_by[0]) if g.used_by else None
@@ -383,7 +393,7 @@ class SearchTree(Tree):
             item = self._items.get(node_id)
             if item is None:
                 parent = self._items.get(node.parent_id) if node.parent_id is not None else None
-                if parent is not None and not parent.allow_expand:
+                if parent is not None and not parent.allow_expand and node.parent_id is not None:
                     parent.allow_expand = True
                     parent.expand()
                     parent.set_label(self._label(state, node.parent_id))  # its ▼ takes two cells
@@ -406,7 +416,7 @@ class SearchTree(Tree):
         label = self._guidance_label(state, g)
         item = self._guidance_items.get(gid)
         first = self._items.get(g.used_by[0]) if g.used_by else None
-        placed_at = getattr(item, "_befair_anchor", None) if item is not None else None
+        placed_at = self._guidance_anchors.get(gid) if item is not None else None
         if item is not None and (first is None or placed_at == g.used_by[0]):
             item.set_label(label)
             return
@@ -414,14 +424,14 @@ class SearchTree(Tree):
             item.remove()
         if first is not None and first.parent is not None:
             item = first.parent.add(label, data=("guidance", gid), before=first, allow_expand=False)
-            item._befair_anchor = g.used_by[0]
+            self._guidance_anchors[gid] = g.used_by[0]
         else:
-            parent = self._items.get(g.node_id) if g.scope == "node" else None
+            parent = self._items.get(g.node_id) if g.scope == "node" and g.node_id is not None else None
             if parent is not None and not parent.allow_expand:
                 parent.allow_expand = True
                 parent.expand()
             item = (parent or self.root).add(label, data=("guidance", gid), allow_expand=False)
-            item._befair_anchor = None
+            self._guidance_anchors[gid] = None
         self._guidance_items[gid] = item
 
     def refresh_subtree(self, state: SessionState, node_id: int, best: int | None) -> None:

@@ -4,6 +4,8 @@ the trust markers: UNSANDBOXED (agent code ran without the sandbox) and RUNNER S
 session says running but its process is gone: no ticking clock, `u` resumes it)."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -30,7 +32,7 @@ def _asking(state: SessionState) -> str | None:
     return str(action) if action in ("draft", "improve", "debug") and last.get("seq", 0) > newest else None
 
 
-def _call_in_progress(state: SessionState, live: dict | None, dead: bool, read_only: bool) -> str:
+def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bool, read_only: bool) -> str:
     """The LLM call in progress: its tokens so far and how fast, or that the model still reads."""
     live = live if live is not None else state.live_reply
     if live and live.get("tokens"):
@@ -49,7 +51,7 @@ class StatusBar(Static):
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
              replay: str | None = None, runner: str | None = None, criterion: str | None = None,
-             live: dict | None = None) -> None:
+             live: dict[str, Any] | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown);
         `criterion`: a reader's own view of what ★ follows (None: the session's); `live`: the LLM
         call in progress (tokens so far, tokens/s), from the side channel (default: the state's)."""
@@ -114,7 +116,7 @@ class StatusBar(Static):
         except Exception:  # noqa: BLE001 - not mounted
             return None
 
-    _last_args: tuple | None = None
+    _last_args: tuple[SessionState, dict[str, Any]] | None = None
 
     def on_resize(self) -> None:
         """Narrower or wider: the line is laid out again (shorter words below 110 columns)."""

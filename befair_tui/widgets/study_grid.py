@@ -1,6 +1,8 @@
 """A study's grid on the Study screen: one row per session (cell) with its live state."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -13,7 +15,7 @@ STATE_STYLE = {"finished": "green", "running": "bold cyan", "queued": "dim", "in
                "failed": "bold red"}
 
 
-def cells(row: dict) -> tuple[str | Text, ...]:
+def cells(row: dict[str, Any]) -> tuple[str | Text, ...]:
     steps = f"{row.get('steps') or 0}/{row.get('budget') or '?'}" if row.get("session_id") else "-"
     state = str(row.get("state") or "?")
     return (str(row["cell"]), str(row.get("agent") or ""), str(row.get("level") or ""),
@@ -22,21 +24,21 @@ def cells(row: dict) -> tuple[str | Text, ...]:
             steps, fmt(row.get("best_auc")), fmt(row.get("best_gap")), str(row.get("session_id") or "-"))
 
 
-class StudyGrid(DataTable):
+class StudyGrid(DataTable[str | Text]):
     """Redrawn only when what it shows changed; the cursor stays on its cell."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")
         kwargs.setdefault("zebra_stripes", True)
         super().__init__(**kwargs)
-        self._shown: list | None = None
-        self.rows_by_key: dict[str, dict] = {}
+        self._shown: list[tuple[str, ...]] | None = None
+        self.rows_by_key: dict[str, dict[str, Any]] = {}
 
     def on_mount(self) -> None:
         for label, key in COLUMNS:
             self.add_column(label, key=key)
 
-    def sync(self, rows: list[dict]) -> None:
+    def sync(self, rows: list[dict[str, Any]]) -> None:
         shown = [tuple(str(c) for c in cells(r)) for r in rows]
         if shown == self._shown:
             return
@@ -51,7 +53,7 @@ class StudyGrid(DataTable):
         if self.row_count:
             self.move_cursor(row=min(cursor, self.row_count - 1), animate=False)
 
-    def selected(self) -> dict | None:
+    def selected(self) -> dict[str, Any] | None:
         if not self.row_count:
             return None
         try:

@@ -3,6 +3,8 @@ level, ± one std as bars, beside the expert baselines and the published rows (e
 draws the same points to a file)."""
 from __future__ import annotations
 
+from typing import Any
+
 from textual_plotext import PlotextPlot
 
 from engine.study.figure import Point
@@ -20,11 +22,11 @@ class StudyPlot(PlotextPlot):
     StudyPlot { height: 1fr; min-height: 12; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.points: list[Point] = []
         self.references: list[Point] = []
-        self._key: tuple | None = None
+        self._key: tuple[tuple[Point, ...], tuple[Point, ...]] | None = None
 
     def sync(self, points: list[Point], references: list[Point]) -> None:
         key = (tuple(points), tuple(references))

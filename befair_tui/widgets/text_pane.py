@@ -6,6 +6,8 @@ line by line (Textual's line API) and grows or shrinks without a layout unless a
 comes or goes (widgets/quiet_size.py)."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import RenderableType
 from rich.style import Style
 from rich.text import Text
@@ -22,7 +24,7 @@ class TextPane(ScrollView):
     TextPane { height: 1fr; overflow-x: hidden; overflow-y: auto; }
     """
 
-    def __init__(self, renderable: RenderableType = "", **kwargs) -> None:
+    def __init__(self, renderable: RenderableType = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._renderable: RenderableType = renderable
         self._lines: list[Strip] = []
