@@ -16,6 +16,7 @@ tab runs when the page is asked for, from its URL, and the websocket can ask for
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hmac
 import ipaddress
@@ -25,16 +26,19 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BefairError, UsageError
 from engine.paths import add_db_arg, db_from_args
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 TICKET_TTL = 120.0  # seconds a page's ticket waits for its websocket
 PARTICIPANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "serve", help="the console in a browser (textual-serve); --study: a study's participants, each their own",
         description="Serve befair over HTTP, each browser tab its own process. Without --study: the whole console, "
@@ -53,18 +57,18 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_serve)
 
 
-def console_command(db) -> str:
+def console_command(db: Path | str) -> str:
     return shlex.join([sys.executable, "-m", "befair_tui.cli", "--db", str(db)])
 
 
-def participant_command(db, study: str, participant: str | None = None) -> str:
+def participant_command(db: Path | str, study: str, participant: str | None = None) -> str:
     argv = [sys.executable, "-m", "befair_tui.cli", "participate", "--study", study, "--db", str(db)]
     if participant:
         argv += ["--participant", participant]
     return shlex.join(argv)
 
 
-def researcher_command(db, study: str) -> str:
+def researcher_command(db: Path | str, study: str) -> str:
     return shlex.join([sys.executable, "-m", "befair_tui.cli", "study", "watch", study, "--db", str(db)])
 
 
@@ -77,7 +81,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from textual_serve.server import Server  # noqa: F401 - checked before anything else
     except ImportError:
@@ -100,7 +104,7 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def _prepare_study(db: Path, args) -> str:
+def _prepare_study(db: Path, args: argparse.Namespace) -> str:
     """Record the study of a spec file (or find a recorded one), check it can run, build its data."""
     from engine.progress import task_progress
     from engine.session.lifecycle import open_store
@@ -144,9 +148,12 @@ def _check_coders(spec: Any) -> None:
                              "try the study first with --dry-run (the offline coder, no API key)")
 
 
-def _announce(args, db: Path, study: str | None, token: str | None, local: bool) -> None:
+def _announce(args: argparse.Namespace, db: Path, study: str | None, token: str | None, local: bool) -> None:
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
-    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     if study is None:
         say(f"befair: serving the console on {url} (this machine only; database {db}); Ctrl+C stops")
     elif token is None:
@@ -234,7 +241,7 @@ def _command_for(db: Path, study: str | None, researcher_only: bool, token: str 
     return participant_command(db, study, participant)
 
 
-def _web_app(server: Any) -> Any:
+def _web_app(server: Any) -> web.Application:
     """textual-serve's aiohttp application, with the server's own page and websocket handlers."""
     import aiohttp_jinja2
     import jinja2

@@ -54,7 +54,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         Binding("pageup", "page_up", "Page up", id="scoreboard-page-up", show=False),
     ]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.split = "test"
         self.unsandboxed = False
@@ -66,7 +66,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         self.notes: list[str] = []
         self.lines: list[Text] = []       # what the body shows, one entry per screen line
         self._line_help: list[str] = []   # tooltip text per content line
-        self._last_key: tuple | None = None
+        self._last_key: tuple[object, ...] | None = None
         self._state: SessionState | None = None
         self.criterion: str | None = None  # the criterion ★ follows for this reader (None: the session's)
         self.certainty = ""                # can the ★ be told apart from the others (views.BestChoice)
@@ -102,7 +102,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         self._last_key = None
         self._set_titles()
 
-    def set_references(self, baselines: list[dict], published: list[dict]) -> None:
+    def set_references(self, baselines: list[dict[str, Any]], published: list[dict[str, Any]]) -> None:
         self.baselines, self.published = baselines, published
         self._last_key = None
 
