@@ -23,6 +23,7 @@ import pytest
 from engine.agent.coder import CoderReply, Review
 from engine.session.liveness import runner_status
 from engine.session.state import fold
+from engine.session.selection import DEFAULT_CRITERION
 from engine.session.store import SessionStore, node_row
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC, statistic
@@ -148,7 +149,8 @@ def assert_events_sound(db: Path, sid: str) -> None:
         store.close()
 
 
-def hand_table(db: Path, study: str, criterion: str = "validation") -> dict[tuple[str, str], dict[str, list[float]]]:
+def hand_table(db: Path, study: str,
+               criterion: str = DEFAULT_CRITERION) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Per (agent, level): the final choice's test AUC and gap of each finished session, read from
     the raw events (no fold, no engine.study)."""
     con = sqlite3.connect(db)
@@ -171,8 +173,11 @@ def hand_table(db: Path, study: str, criterion: str = "validation") -> dict[tupl
     return out
 
 
-def assert_report_is_hand_computed(db: Path, study: str, table: list[dict]) -> int:
-    hand = hand_table(db, study)
+def assert_report_is_hand_computed(db: Path, study: str, table: list[dict],
+                                   criterion: str = DEFAULT_CRITERION) -> int:
+    """The report's table (by the study's criterion, robust unless its spec says `best`) equals the
+    mean and std computed by hand from the raw events."""
+    hand = hand_table(db, study, criterion)
     assert hand, "no finished session to compare"
     for (agent, level), columns in hand.items():
         for column, values in columns.items():
