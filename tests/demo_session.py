@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from engine.session import events as ev
 from engine.session import selection
 from engine.session.state import SessionState
+from engine.session.event_types import TypedEvent, parse
 
 
 class _Writer(Protocol):
@@ -30,14 +31,14 @@ class _Writer(Protocol):
     session_id: str
     state: SessionState
 
-    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None,
+    def emit(self, event: TypedEvent, *, ts: float | None = None,
              predictions: dict[str, float] | None = None) -> ev.Event: ...
 
 
 class _Emit(Protocol):
     """A writer's emit."""
 
-    def __call__(self, kind: str, payload: dict[str, Any], *, ts: float | None = None,
+    def __call__(self, event: TypedEvent, *, ts: float | None = None,
                  predictions: dict[str, float] | None = None) -> ev.Event: ...
 
 
@@ -175,7 +176,7 @@ class _DemoComparer:
 
         payload = self.comparer.payload(state)
         if changed(state.comparisons.get("validation"), payload):
-            emit(ev.COMPARED, payload, ts=ts)
+            emit(parse(ev.COMPARED, payload), ts=ts)
 
 
 def _medfair(summary: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +232,7 @@ def write_demo_session(
                                   coder=start.payload["coder"], data=start.payload["data"], session_id=session_id,
                                   ts=start.ts)
     for event, predictions in zip(recorded.events[1:], recorded.predictions[1:], strict=True):
-        writer.emit(event.kind, copy.deepcopy(event.payload), ts=event.ts, predictions=predictions)
+        writer.emit(parse(event.kind, copy.deepcopy(event.payload)), ts=event.ts, predictions=predictions)
     return session_id
 
 
@@ -266,7 +267,7 @@ def _compose(store: _Store, *, n_nodes: int, seed: int, ts0: float, finished: bo
     def human(kind: str, payload: dict[str, Any]) -> None:
         nonlocal command_id
         command_id += 1
-        emit(kind, {**payload, "by": "demo-user", "command_id": command_id}, ts=clock(0.8))
+        emit(parse(kind, {**payload, "by": "demo-user", "command_id": command_id}), ts=clock(0.8))
 
     buggy_plan = {2: "KeyError", max(3, n_nodes - 3): "timeout"}
     num_drafts = min(5, n_nodes)
@@ -293,7 +294,7 @@ def _compose(store: _Store, *, n_nodes: int, seed: int, ts0: float, finished: bo
 
         # -- the policy's choice -------------------------------------------------------------
         forced, parent, stage, action, reason = _demo_policy(state, rng, step, num_drafts)
-        emit(ev.POLICY_DECISION, {"action": action, "node_id": parent, "reason": reason, "forced": forced},
+        emit(parse(ev.POLICY_DECISION, {"action": action, "node_id": parent, "reason": reason, "forced": forced}),
              ts=clock(0.05))
         components = _demo_components(state, rng, parent, stage)
         bug = buggy_plan.get(step) if stage != "debug" else None
@@ -301,30 +302,30 @@ def _compose(store: _Store, *, n_nodes: int, seed: int, ts0: float, finished: bo
         gids = [g.guidance_id for g in glob] + [g.guidance_id for g in node_g]
 
         tokens_in, tokens_out = 1800 + 37 * step, 600 + 11 * step
-        emit(ev.LLM_STREAM, {"role": stage if stage != "human" else "improve", "step": step,
-                             "delta": f"(simulated) planning step {step}"}, ts=clock(0.2))
-        emit(ev.LLM_CALL, {"node_id": None, "role": stage if stage != "human" else "improve",
+        emit(parse(ev.LLM_STREAM, {"role": stage if stage != "human" else "improve", "step": step,
+                             "delta": f"(simulated) planning step {step}"}), ts=clock(0.2))
+        emit(parse(ev.LLM_CALL, {"node_id": None, "role": stage if stage != "human" else "improve",
                            "model": "offline-grammar", "tokens_in": tokens_in, "tokens_out": tokens_out,
-                           "latency_s": 0.4, "cost": 0.0, "ok": True, "error": None}, ts=clock(0.4))
+                           "latency_s": 0.4, "cost": 0.0, "ok": True, "error": None}), ts=clock(0.4))
         node_id = step
         plan = {
             "draft": f"Draft: {components['model']} with {components['preprocess']}.",
             "improve": f"Improve node {parent}: {components.get('intervention') or components['preprocess']}.",
             "debug": f"Debug node {parent}: fix the failing step.",
         }[stage]
-        emit(ev.NODE_CREATED, {"node_id": node_id, "parent_id": parent, "step": step, "stage": stage,
+        emit(parse(ev.NODE_CREATED, {"node_id": node_id, "parent_id": parent, "step": step, "stage": stage,
                                "plan": plan, "guidance_ids": gids, "components": components,
-                               "origin": "agent"}, ts=clock(0.1))
+                               "origin": "agent"}), ts=clock(0.1))
         code = _code_for(components, bug)
-        emit(ev.CODE, {"node_id": node_id, "code": code}, ts=clock(0.05))
-        emit(ev.LLM_CALL, {"node_id": node_id, "role": "review", "model": "offline-grammar",
+        emit(parse(ev.CODE, {"node_id": node_id, "code": code}), ts=clock(0.05))
+        emit(parse(ev.LLM_CALL, {"node_id": node_id, "role": "review", "model": "offline-grammar",
                            "tokens_in": 900, "tokens_out": 120, "latency_s": 0.2, "cost": 0.0,
-                           "ok": True, "error": None}, ts=clock(0.2))
-        emit(ev.EXEC_STARTED, {"node_id": node_id, "workdir": f"runs/{session_id}/node-{node_id:03d}"},
+                           "ok": True, "error": None}), ts=clock(0.2))
+        emit(parse(ev.EXEC_STARTED, {"node_id": node_id, "workdir": f"runs/{session_id}/node-{node_id:03d}"}),
              ts=clock(0.1))
         lines = [f"epoch {e}: loss {0.7 - 0.05 * e + rng.uniform(-0.01, 0.01):.4f}\n" for e in range(1, 4)]
         for line in lines:
-            emit(ev.OUTPUT, {"node_id": node_id, "text": line, "stream": "stdout"}, ts=clock(rng.uniform(1, 4)))
+            emit(parse(ev.OUTPUT, {"node_id": node_id, "text": line, "stream": "stdout"}), ts=clock(rng.uniform(1, 4)))
         if last and not finished:
             return session_id
 
@@ -337,10 +338,11 @@ def _compose(store: _Store, *, n_nodes: int, seed: int, ts0: float, finished: bo
         best = selection.best(state, criterion)
         choice[f"by_{criterion}"] = best.node_id if best else None
         reasons[criterion] = f"highest {criterion} metric among ok nodes" if best else "no ok node"
-    emit(ev.POLICY_DECISION, {"action": "finish", "node_id": None, "reason": "step budget used", "forced": False},
+    emit(parse(ev.POLICY_DECISION, {"action": "finish", "node_id": None, "reason": "step budget used",
+                                    "forced": False}),
          ts=clock(0.1))
-    emit(ev.FINAL_CHOICE, {**choice, "reasons": reasons}, ts=clock(0.1))
-    emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}, ts=clock(0.1))
+    emit(parse(ev.FINAL_CHOICE, {**choice, "reasons": reasons}), ts=clock(0.1))
+    emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}), ts=clock(0.1))
     return session_id
 
 
@@ -400,19 +402,19 @@ def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: Session
     if bug == "KeyError":
         err = ("Traceback (most recent call last):\n  File \"solution.py\", line 8, in <module>\n"
                "KeyError: 'malignant'\n")
-        emit(ev.OUTPUT, {"node_id": node_id, "text": err, "stream": "stderr"}, ts=clock(0.3))
-        emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": 1, "exec_time": 3.2,
+        emit(parse(ev.OUTPUT, {"node_id": node_id, "text": err, "stream": "stderr"}), ts=clock(0.3))
+        emit(parse(ev.EXEC_FINISHED, {"node_id": node_id, "status": "buggy", "exit_code": 1, "exec_time": 3.2,
                                 "exc_type": "KeyError", "output_head": "".join(lines) + err,
-                                "output_tail": "", "truncated": False}, ts=clock(0.1))
-        emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "KeyError: 'malignant'",
-                         "claimed_metric": 0.81}, ts=clock(0.2))
+                                "output_tail": "", "truncated": False}), ts=clock(0.1))
+        emit(parse(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "KeyError: 'malignant'",
+                         "claimed_metric": 0.81}), ts=clock(0.2))
         claimed, status = 0.81, "buggy"
     elif bug == "timeout":
-        emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "timeout", "exit_code": None,
+        emit(parse(ev.EXEC_FINISHED, {"node_id": node_id, "status": "timeout", "exit_code": None,
                                 "exec_time": 600.0, "exc_type": "TimeoutError",
-                                "output_head": "".join(lines), "output_tail": "", "truncated": False},
+                                "output_head": "".join(lines), "output_tail": "", "truncated": False}),
              ts=clock(5.0))
-        emit(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "timed out", "claimed_metric": None},
+        emit(parse(ev.REVIEW, {"node_id": node_id, "is_bug": True, "summary": "timed out", "claimed_metric": None}),
              ts=clock(0.2))
         claimed, status = None, "timeout"
     else:
@@ -424,22 +426,22 @@ def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: Session
             top = max((n.val_auc for n in state.nodes.values() if n.val_auc is not None), default=quality)
             quality, gap = top - 0.006, 0.005
         final_line = f"Validation AUROC: {claimed:.4f}\n"
-        emit(ev.OUTPUT, {"node_id": node_id, "text": final_line, "stream": "stdout"}, ts=clock(0.5))
+        emit(parse(ev.OUTPUT, {"node_id": node_id, "text": final_line, "stream": "stdout"}), ts=clock(0.5))
         exec_time = round(rng.uniform(8, 40), 2)
-        emit(ev.EXEC_FINISHED, {"node_id": node_id, "status": "ok", "exit_code": 0, "exec_time": exec_time,
+        emit(parse(ev.EXEC_FINISHED, {"node_id": node_id, "status": "ok", "exit_code": 0, "exec_time": exec_time,
                                 "exc_type": None, "output_head": "".join(lines) + final_line,
-                                "output_tail": "", "truncated": False}, ts=clock(0.1))
-        emit(ev.REVIEW, {"node_id": node_id, "is_bug": False, "summary": "trained and printed its AUROC",
-                         "claimed_metric": claimed}, ts=clock(0.2))
+                                "output_tail": "", "truncated": False}), ts=clock(0.1))
+        emit(parse(ev.REVIEW, {"node_id": node_id, "is_bug": False, "summary": "trained and printed its AUROC",
+                         "claimed_metric": claimed}), ts=clock(0.2))
         status = "ok"
     if status == "ok":
         val, val_preds = _metrics(rng, quality, gap, 480, intervals)
         test, test_preds = _metrics(rng, quality - 0.04, gap + 0.02, 656, intervals)
-        emit(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
-                            "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False},
+        emit(parse(ev.EVALUATED, {"node_id": node_id, "split": "validation", "ok": True, "verdict": "ok",
+                            "reason": None, "summary": val, "medfair": _medfair(val), "blinded": False}),
              ts=clock(1.5), predictions=val_preds)
-        emit(ev.EVALUATED, {"node_id": node_id, "split": "test", "ok": True, "verdict": "ok",
-                            "reason": None, "summary": test, "medfair": _medfair(test), "blinded": False},
+        emit(parse(ev.EVALUATED, {"node_id": node_id, "split": "test", "ok": True, "verdict": "ok",
+                            "reason": None, "summary": test, "medfair": _medfair(test), "blinded": False}),
              ts=clock(1.5), predictions=test_preds)
         if val_preds is not None and comparer is not None:
             comparer.kept[node_id] = val_preds
@@ -452,11 +454,11 @@ def _demo_outcome(emit: _Emit, clock: _Clock, rng: random.Random, state: Session
              "unsupported": claimed is not None and status != "ok",
              "reason": ("the run crashed before printing a metric"
                         if claimed is not None and status != "ok" else None)}
-    emit(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}, ts=clock(0.1))
+    emit(parse(ev.AUDITED, {"node_id": node_id, "flags": flags, "evidence": evidence, "claim": claim}), ts=clock(0.1))
     if comparer is not None and status == "ok":
         comparer.record(emit, state, clock(0.05))
     if bug == "KeyError":
-        emit(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"},
+        emit(parse(ev.ERROR, {"message": f"node {node_id} failed: KeyError", "node_id": node_id, "where": "execution"}),
              ts=clock(0.05))
 
 
@@ -472,21 +474,22 @@ def all_event_kinds_session(store: _Store, *, session_id: str = "all-kinds", ts0
     sid = write_demo_session(store, n_nodes=12, seed=1, ts0=ts0, finished=False, session_id=session_id)
     writer = store.writer(sid)
     t = writer.state.last_ts or ts0
-    writer.emit(ev.STOP_REQUESTED, {"by": "demo-user", "command_id": None, "interrupt": True}, ts=t + 1)
-    writer.emit(ev.NODE_INTERRUPTED, {"node_id": 12, "reason": "stopped by the user"}, ts=t + 2)
-    writer.emit(ev.SESSION_FINISHED, {"status": "stopped", "reason": "stopped by the user"}, ts=t + 3)
-    writer.emit(ev.SESSION_RESUMED, {"by": "demo-user", "interrupted": [12]}, ts=t + 10)
-    writer.emit(ev.POLICY_DECISION, {"action": "debug", "node_id": 2, "reason": "resumed", "forced": False}, ts=t + 11)
-    writer.emit(ev.NODE_CREATED, {"node_id": 13, "parent_id": 12, "step": 13, "stage": "human",
+    writer.emit(parse(ev.STOP_REQUESTED, {"by": "demo-user", "command_id": None, "interrupt": True}), ts=t + 1)
+    writer.emit(parse(ev.NODE_INTERRUPTED, {"node_id": 12, "reason": "stopped by the user"}), ts=t + 2)
+    writer.emit(parse(ev.SESSION_FINISHED, {"status": "stopped", "reason": "stopped by the user"}), ts=t + 3)
+    writer.emit(parse(ev.SESSION_RESUMED, {"by": "demo-user", "interrupted": [12]}), ts=t + 10)
+    writer.emit(parse(ev.POLICY_DECISION, {"action": "debug", "node_id": 2, "reason": "resumed", "forced": False}),
+                ts=t + 11)
+    writer.emit(parse(ev.NODE_CREATED, {"node_id": 13, "parent_id": 12, "step": 13, "stage": "human",
                                   "plan": "human-written fix", "guidance_ids": [], "components": None,
-                                  "origin": "human"}, ts=t + 12)
-    writer.emit(ev.CODE, {"node_id": 13, "code": "print('Validation AUROC: 0.7')\n"}, ts=t + 13)
-    writer.emit(ev.CRITERION_SET, {"criterion": "minimax", "by": "demo-user", "command_id": None}, ts=t + 13.5)
-    writer.emit(ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
-        "minimax": {"leader": None, "statistic": "worst_auc", "ties": [], "differences": []}}}, ts=t + 13.7)
-    writer.emit(ev.FINAL_CHOICE, {"by_claimed": None, "by_validation": None, "by_minimax": None,
-                                  "reasons": {}}, ts=t + 14)
-    writer.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}, ts=t + 15)
+                                  "origin": "human"}), ts=t + 12)
+    writer.emit(parse(ev.CODE, {"node_id": 13, "code": "print('Validation AUROC: 0.7')\n"}), ts=t + 13)
+    writer.emit(parse(ev.CRITERION_SET, {"criterion": "minimax", "by": "demo-user", "command_id": None}), ts=t + 13.5)
+    writer.emit(parse(ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
+        "minimax": {"leader": None, "statistic": "worst_auc", "ties": [], "differences": []}}}), ts=t + 13.7)
+    writer.emit(parse(ev.FINAL_CHOICE, {"by_claimed": None, "by_validation": None, "by_minimax": None,
+                                  "reasons": {}}), ts=t + 14)
+    writer.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}), ts=t + 15)
     return sid
 
 
@@ -501,11 +504,11 @@ class _MemoryWriter:
         self.events: list[ev.Event] = []
         self.predictions: list[dict[str, float] | None] = []   # kept with each event (evaluated only)
 
-    def emit(self, kind: str, payload: dict[str, Any], *, ts: float | None = None,
+    def emit(self, typed: TypedEvent, *, ts: float | None = None,
              predictions: dict[str, float] | None = None, **_: Any) -> ev.Event:
         from engine.session.state import apply
 
-        event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
+        event = ev.Event(seq=self.state.last_seq + 1, kind=typed.kind, payload=typed.to_payload(),
                          ts=float(ts if ts is not None else (self.state.last_ts or 0.0)), session_id=self.session_id)
         apply(self.state, event)
         self.events.append(event)
@@ -522,7 +525,8 @@ class _MemoryStore:
                        **_: Any) -> _MemoryWriter:
         w = _MemoryWriter(session_id or "demo")
         self.writers[w.session_id] = w
-        w.emit(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder, "data": data}, ts=ts)
+        w.emit(parse(ev.SESSION_STARTED, {"config": config, "instruction": instruction, "coder": coder,
+                                          "data": data}), ts=ts)
         return w
 
     def writer(self, session_id: str) -> _MemoryWriter:

@@ -13,14 +13,7 @@ FITZ_COLUMNS = (
     "url_alphanum",
 )
 # Columns a Fitzpatrick17k-format CSV must have; the others are filled with blanks when absent.
-FITZ_REQUIRED = (
-    "md5hash",
-    "fitzpatrick_scale",
-    "fitzpatrick_centaur",
-    "label",
-    "nine_partition_label",
-    "three_partition_label",
-)
+FITZ_REQUIRED = FITZ_COLUMNS[:6]  # md5hash .. three_partition_label
 FITZ_SCALES = (-1, 1, 2, 3, 4, 5, 6)
 THREE_PARTITIONS = ("non-neoplastic", "benign", "malignant")
 NINE_PARTITIONS = {

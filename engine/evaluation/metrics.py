@@ -305,60 +305,51 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
         warnings.simplefilter("ignore")
         thr = f1_threshold(y, s)
         pred = (s > thr).astype(int)
-        neg, pos = y == 0, y == 1
-
-        result = MetricSet(
-            n=int(y.size),
-            n_pos=int(pos.sum()),
-            auc=auc(y, s),
-            auc_reason=single_class_reason(y),
-            acc=float((pred == y).mean()) if y.size else None,
-            ece=ece(y, s),
-            bce=bce(y, s),
-            fpr=_rate((pred == 1) & neg, neg),
-            fnr=_rate((pred == 0) & pos, pos),
-            threshold=thr,
-        )
+        result = _overall(y, s, pred, thr)
         for name in _group_order(names.tolist()):
             idx = names == name
-            gy, gs, gp = y[idx], s[idx], pred[idx]
-            recall = recall_at(gy, gs)
-            spec = specificity_at(gy, gs)
-            result.groups.append(
-                GroupResult(
-                    name=name,
-                    n=int(idx.sum()),
-                    n_pos=int(gy.sum()),
-                    auc=auc(gy, gs),
-                    auc_reason=single_class_reason(gy),
-                    acc=float((gp == gy).mean()) if gy.size else None,
-                    tpr_at_tnr=tpr_at_tnr(gy, gs),
-                    fnr_at_thres=_one_minus(recall),
-                    fpr_at_thres=_one_minus(spec),
-                    recall_at_thres=recall,
-                    specificity_at_thres=spec,
-                    ece=ece(gy, gs),
-                    bce=bce(gy, gs),
-                    fpr=_round4(_rate((gp == 1) & (gy == 0), gy == 0)),
-                    fnr=_round4(_rate((gp == 0) & (gy == 1), gy == 1)),
-                )
-            )
-
-    scored = [(g.name, g.auc) for g in result.groups if g.auc is not None]
-    if scored:
-        worst, worst_g = 1.0, None
-        best, best_g = 0.0, None
-        for name, group_auc in scored:
-            if group_auc <= worst:
-                worst, worst_g = group_auc, name
-            if group_auc >= best:
-                best, best_g = group_auc, name
-        result.worst_auc, result.worst_group = worst, worst_g
-        result.best_auc, result.best_group = best, best_g
-        result.auc_gap = best - worst
+            result.groups.append(_group_result(name, y[idx], s[idx], pred[idx]))
+    _worst_and_best(result)
     if intervals:
         from engine.evaluation.uncertainty import Strata, interval_fields
 
         strata = Strata.of(y, names, [g.name for g in result.groups])
         result.intervals = interval_fields(s, strata, result.summary())
     return result
+
+
+def _overall(y: np.ndarray, s: np.ndarray, pred: np.ndarray, thr: float) -> MetricSet:
+    neg, pos = y == 0, y == 1
+    return MetricSet(
+        n=int(y.size), n_pos=int(pos.sum()), auc=auc(y, s), auc_reason=single_class_reason(y),
+        acc=float((pred == y).mean()) if y.size else None, ece=ece(y, s), bce=bce(y, s),
+        fpr=_rate((pred == 1) & neg, neg), fnr=_rate((pred == 0) & pos, pos), threshold=thr,
+    )
+
+
+def _group_result(name: str, gy: np.ndarray, gs: np.ndarray, gp: np.ndarray) -> GroupResult:
+    recall, spec = recall_at(gy, gs), specificity_at(gy, gs)
+    return GroupResult(
+        name=name, n=int(gy.size), n_pos=int(gy.sum()), auc=auc(gy, gs), auc_reason=single_class_reason(gy),
+        acc=float((gp == gy).mean()) if gy.size else None, tpr_at_tnr=tpr_at_tnr(gy, gs),
+        fnr_at_thres=_one_minus(recall), fpr_at_thres=_one_minus(spec), recall_at_thres=recall,
+        specificity_at_thres=spec, ece=ece(gy, gs), bce=bce(gy, gs),
+        fpr=_round4(_rate((gp == 1) & (gy == 0), gy == 0)), fnr=_round4(_rate((gp == 0) & (gy == 1), gy == 1)),
+    )
+
+
+def _worst_and_best(result: MetricSet) -> None:
+    """The worst and best group by AUC (the later of equals) and the gap between them."""
+    scored = [(g.name, g.auc) for g in result.groups if g.auc is not None]
+    if not scored:
+        return
+    worst, worst_g = 1.0, None
+    best, best_g = 0.0, None
+    for name, group_auc in scored:
+        if group_auc <= worst:
+            worst, worst_g = group_auc, name
+        if group_auc >= best:
+            best, best_g = group_auc, name
+    result.worst_auc, result.worst_group = worst, worst_g
+    result.best_auc, result.best_group = best, best_g
+    result.auc_gap = best - worst

@@ -14,22 +14,19 @@ Nested payload parts (the config, an evaluation's summary, the audit's flags) st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, TypeVar
 
 from engine.session import events as ev
 
 
-class _Absent:
-    """The value of a field whose key the payload did not hold (an older version's payload)."""
+class Absent(enum.Enum):
+    """The value of a field whose key the payload did not hold (an older version's payload).
+    An enum of one member, so that `value is ABSENT` narrows the field's type."""
 
-    _instance: ClassVar[_Absent | None] = None
-
-    def __new__(cls) -> _Absent:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    ABSENT = "ABSENT"
 
     def __repr__(self) -> str:
         return "ABSENT"
@@ -38,24 +35,46 @@ class _Absent:
         return False
 
 
-ABSENT = _Absent()
-Absent = _Absent
+ABSENT: Final = Absent.ABSENT
 
 Payload = dict[str, Any]
 JsonMap = Mapping[str, Any]
 T = TypeVar("T", bound="TypedEvent")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+class _NoExtra(Mapping[str, Any]):
+    """The empty, immutable (so shareable) default of `extra`."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+
+_NO_EXTRA = _NoExtra()
+
+
+@dataclass(frozen=True, kw_only=True)
 class TypedEvent:
-    """One event's payload; `kind` names it in the events table."""
+    """One event's payload; `kind` names it in the events table.
+
+    Not slotted: `from_payload` fills a new instance's `__dict__` with a copy of the payload in
+    one step (a fold parses every stored event, and calling the frozen `__init__` per event cost
+    more than the dict reducer's whole fold). A key the payload lacks reads the class's default."""
 
     kind: ClassVar[str] = ""
-    extra: JsonMap = field(default_factory=dict)  # keys this version does not know, kept as stored
+    extra: JsonMap = _NO_EXTRA  # keys this version does not know, kept as stored
 
     def to_payload(self) -> Payload:
         payload: Payload = {}
-        for name in _names_of(type(self)):
+        for name in _shape_of(type(self)).names:
             value = getattr(self, name)
             if value is not ABSENT:
                 payload[name] = value
@@ -65,94 +84,138 @@ class TypedEvent:
 
     @classmethod
     def from_payload(cls: type[T], payload: JsonMap) -> T:
-        if "extra" not in payload:
-            try:
-                return cls(**payload)  # the common case: every key known, none missing
-            except TypeError:
-                pass
-        names = _names_of(cls)
-        known = {k: v for k, v in payload.items() if k in names}
-        extra = {k: v for k, v in payload.items() if k not in names}
+        shape = _SHAPES.get(cls) or _shape_of(cls)
+        if tuple(payload) in shape.fitting or shape.fits(payload):  # the common case: every key known
+            event = _new(cls)
+            fields = event.__dict__
+            fields.update(shape.defaults)  # every field in the instance: the reducer's reads stay fast
+            fields.update(payload)
+            return event
+        known = {k: v for k, v in payload.items() if k in shape.known}
+        extra = {k: v for k, v in payload.items() if k not in shape.known}
         try:
-            return cls(**known, extra=extra)
-        except TypeError as exc:  # a required key is missing
+            return cls(**cls.missing_means(payload), **known, extra=extra)
+        except TypeError as exc:  # a required key is missing, and no default says what that means
             raise ValueError(f"{cls.kind} payload: {exc}") from None
 
+    # What a payload without a required key means: the values the reducer has always read then
+    # (a hand-written or damaged payload; no version of befair wrote one).
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {}
 
-_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _names_of(cls: type[TypedEvent]) -> tuple[str, ...]:
-    """The payload keys a class knows (its fields but `extra`), cached per class."""
-    names = _NAMES.get(cls)
-    if names is None:
-        names = tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
-        _NAMES[cls] = names
-    return names
+    @classmethod
+    def missing_means(cls, payload: JsonMap) -> dict[str, Any]:
+        return {k: v for k, v in cls.MISSING_MEANS.items() if k not in payload}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+_new = object.__new__
+
+
+@dataclass(frozen=True)
+class _Shape:
+    names: tuple[str, ...]  # the payload keys a class knows (its fields but `extra`)
+    known: frozenset[str]
+    required: frozenset[str]  # fields without a default
+    defaults: dict[str, Any]  # the other fields' defaults (`extra` included)
+    fitting: set[tuple[str, ...]] = dataclasses.field(default_factory=set)  # key lists seen to fit
+
+    def fits(self, payload: JsonMap) -> bool:
+        """Every required key and no unknown one (remembered: a fold meets the same few key lists)."""
+        keys = payload.keys()
+        if not (self.required <= keys and keys <= self.known):
+            return False
+        if len(self.fitting) < 64:
+            self.fitting.add(tuple(payload))
+        return True
+
+
+_SHAPES: dict[type, _Shape] = {}
+
+
+def _shape_of(cls: type[TypedEvent]) -> _Shape:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        fields = [f for f in dataclasses.fields(cls) if f.name != "extra"]
+        names = tuple(f.name for f in fields)
+        required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING
+                             and f.default_factory is dataclasses.MISSING)
+        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        shape = _SHAPES[cls] = _Shape(names, frozenset(names), required, defaults)
+    return shape
+
+
+@dataclass(frozen=True, kw_only=True)
 class _ByCommand(TypedEvent):
     """An event a steering command caused: who issued it (a study's participant since 008)."""
+
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"by": ""}
 
     by: str
     command_id: int | None = None
     participant_id: str | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class SessionStarted(TypedEvent):
     kind: ClassVar[str] = ev.SESSION_STARTED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"config": {}, "instruction": "", "coder": {}, "data": {}}
     config: JsonMap
     instruction: str
     coder: JsonMap
     data: JsonMap
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeCreated(TypedEvent):
     kind: ClassVar[str] = ev.NODE_CREATED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"parent_id": None, "step": 0, "stage": "draft", "plan": "",
+                                                  "guidance_ids": ()}
     node_id: int
     parent_id: int | None
     step: int
     stage: str
     plan: str
     guidance_ids: list[int]
-    components: JsonMap | None | Absent = ABSENT
+    components: Payload | None | Absent = ABSENT
     origin: str | Absent = ABSENT
     aide_id: str | Absent = ABSENT  # an imported AIDE node's id in its journal
     mlzero_node: int | Absent = ABSENT  # an imported MLZero node's index in its log
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Code(TypedEvent):
     kind: ClassVar[str] = ev.CODE
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"code": ""}
     node_id: int
     code: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ExecStarted(TypedEvent):
     kind: ClassVar[str] = ev.EXEC_STARTED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"workdir": None}
     node_id: int
     workdir: str
     sandbox: str | None | Absent = ABSENT  # absent before the sandbox
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Output(TypedEvent):
     kind: ClassVar[str] = ev.OUTPUT
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"text": "", "stream": "stdout"}
     node_id: int
     text: str
     stream: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ExecFinished(TypedEvent):
     """The sandbox's keys (cut_chars .. sandboxed) are absent from payloads recorded before it;
     every emit site of this version writes them."""
 
     kind: ClassVar[str] = ev.EXEC_FINISHED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"status": "ok", "exit_code": None, "exec_time": None,
+                                                  "exc_type": None, "output_head": "", "output_tail": "",
+                                                  "truncated": False}
     node_id: int
     status: str
     exit_code: int | None
@@ -168,27 +231,29 @@ class ExecFinished(TypedEvent):
     sandboxed: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Review(TypedEvent):
     kind: ClassVar[str] = ev.REVIEW
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"is_bug": None, "summary": None}
     node_id: int
     is_bug: bool
     summary: str
     claimed_metric: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Evaluated(TypedEvent):
     """The summary's figures stay a mapping (its keys grew with each version: see events.py)."""
 
     kind: ClassVar[str] = ev.EVALUATED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"split": "validation", "ok": False}
     node_id: int
     split: str
     ok: bool
     verdict: str
     reason: str | None | Absent = ABSENT
-    summary: JsonMap | Absent = ABSENT
-    medfair: JsonMap | Absent = ABSENT
+    summary: Payload | Absent = ABSENT
+    medfair: Payload | Absent = ABSENT
     blinded: bool | Absent = ABSENT
     predictions_kept: bool | Absent = ABSENT
     sealed: bool | Absent = ABSENT
@@ -197,65 +262,75 @@ class Evaluated(TypedEvent):
     predictions: str | Absent = ABSENT
     predictions_sha256: str | Absent = ABSENT
 
+    @classmethod
+    def missing_means(cls, payload: JsonMap) -> dict[str, Any]:
+        means = super().missing_means(payload)
+        if "verdict" not in payload:
+            means["verdict"] = "ok" if payload.get("ok") else "error"
+        return means
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(frozen=True, kw_only=True)
 class Audited(TypedEvent):
     kind: ClassVar[str] = ev.AUDITED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"flags": {}}
     node_id: int
     flags: JsonMap
     evidence: JsonMap | Absent = ABSENT
-    claim: JsonMap | Absent = ABSENT
+    claim: Payload | Absent = ABSENT
     note: str | None | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class PolicyDecision(TypedEvent):
     kind: ClassVar[str] = ev.POLICY_DECISION
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"action": ""}
     action: str
     node_id: int | None = None
     reason: str = ""
     forced: bool | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Guidance(_ByCommand):
     kind: ClassVar[str] = ev.GUIDANCE
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"by": "", "text": "", "scope": "global"}
     guidance_id: int
     text: str
     scope: str
     node_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Paused(_ByCommand):
     kind: ClassVar[str] = ev.PAUSED
     reason: str | None | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Resumed(_ByCommand):
     kind: ClassVar[str] = ev.RESUMED
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Pruned(_ByCommand):
     kind: ClassVar[str] = ev.PRUNED
     node_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class BudgetSet(_ByCommand):
     kind: ClassVar[str] = ev.BUDGET_SET
     steps: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class ExpandRequested(_ByCommand):
     kind: ClassVar[str] = ev.EXPAND_REQUESTED
     node_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class StopRequested(_ByCommand):
     """By "time limit" (no command) when a study session's time limit is reached, with a reason."""
 
@@ -264,18 +339,20 @@ class StopRequested(_ByCommand):
     reason: str | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class CriterionSet(_ByCommand):
     kind: ClassVar[str] = ev.CRITERION_SET
     criterion: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class LlmCall(TypedEvent):
     """messages, reply and tokens_estimated are absent in sessions recorded before them; the
     streaming figures and server_model likewise."""
 
     kind: ClassVar[str] = ev.LLM_CALL
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"role": "", "model": "", "tokens_in": 0, "tokens_out": 0,
+                                                  "latency_s": 0.0, "cost": 0.0, "ok": True}
     role: str
     model: str
     tokens_in: int
@@ -293,12 +370,13 @@ class LlmCall(TypedEvent):
     server_model: str | None | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class LlmStream(TypedEvent):
     """Sessions recorded earlier hold `delta` (the text since the last llm_stream) instead of
     the offsets and times."""
 
     kind: ClassVar[str] = ev.LLM_STREAM
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"role": None, "step": None}
     role: str
     step: int
     chars: int | Absent = ABSENT
@@ -310,29 +388,32 @@ class LlmStream(TypedEvent):
     delta: str | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeInterrupted(TypedEvent):
     kind: ClassVar[str] = ev.NODE_INTERRUPTED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"reason": None}
     node_id: int
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class SessionResumed(TypedEvent):
     kind: ClassVar[str] = ev.SESSION_RESUMED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"by": "", "interrupted": ()}
     by: str
     interrupted: list[int]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Compared(TypedEvent):
     kind: ClassVar[str] = ev.COMPARED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"split": "validation", "method": "", "by": {}}
     split: str
     method: str
     by: JsonMap
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class FinalChoice(TypedEvent):
     """by_minimax, by_robust, criterion and ties came later than by_claimed / by_validation."""
 
@@ -346,16 +427,18 @@ class FinalChoice(TypedEvent):
     ties: JsonMap | None | Absent = ABSENT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class SessionFinished(TypedEvent):
     kind: ClassVar[str] = ev.SESSION_FINISHED
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"status": "finished"}
     status: str
     reason: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Error(TypedEvent):
     kind: ClassVar[str] = ev.ERROR
+    MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"message": ""}
     message: str
     node_id: int | None | Absent = ABSENT
     where: str | None | Absent = ABSENT
@@ -379,3 +462,17 @@ def parse(kind: str, payload: JsonMap) -> TypedEvent:
     if cls is None:
         raise ValueError(f"unknown event kind {kind!r}")
     return cls.from_payload(payload)
+
+
+def parse_or_none(kind: str, payload: JsonMap) -> TypedEvent | None:
+    """`parse`, or None for a payload it cannot read (the reducer then says why, in the state's errors)."""
+    parser = _PARSERS.get(kind)
+    if parser is None:
+        return None
+    try:
+        return parser(payload)
+    except ValueError:
+        return None
+
+
+_PARSERS = {kind: cls.from_payload for kind, cls in EVENT_TYPES.items()}

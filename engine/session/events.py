@@ -156,6 +156,9 @@ class Event:
     payload: dict[str, Any] = field(default_factory=dict)
     ts: float = 0.0
     session_id: str = ""
+    # its typed payload (engine.session.event_types), when whoever made the event parsed it already
+    # (the store does, as it loads); the reducer parses it otherwise
+    typed: object = field(default=None, compare=False, repr=False)
 
     def to_row(self) -> dict[str, Any]:
         return {

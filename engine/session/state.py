@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from collections.abc import Callable, Hashable, Iterable, Iterator
 
+from engine.session import event_types as et
 from engine.session import events as ev
+from engine.session.event_types import ABSENT
 
 T = TypeVar("T")
 OUTPUT_KEEP = 64_000  # characters of live output kept per node (head and tail)
@@ -241,56 +243,60 @@ def new_state(session_id: str = "") -> SessionState:
 
 def fold(events: Iterable[ev.Event], session_id: str = "") -> SessionState:
     state = new_state(session_id)
-    for event in events:
-        apply(state, event)
+    last, handler_of = None, _HANDLERS.get
+    for last in events:
+        handler = handler_of(last.kind)
+        if handler is not None and (typed := last.typed or _typed(state, last)) is not None:
+            handler(state, typed, last)
+    if last is not None:
+        _moved_to(state, last)
     return state
 
 
-def apply(state: SessionState, event: ev.Event) -> SessionState:
+def apply(state: SessionState, event: ev.Event, typed: et.TypedEvent | None = None) -> SessionState:
+    """Fold one event into `state` (`typed`: the event's typed payload, when the caller holds it)."""
     handler = _HANDLERS.get(event.kind)
-    if handler is not None:
-        handler(state, event.payload, event)
+    if handler is not None and (body := typed or event.typed or _typed(state, event)) is not None:
+        handler(state, body, event)
+    _moved_to(state, event)
+    return state
+
+
+def _typed(state: SessionState, event: ev.Event) -> et.TypedEvent | None:
+    try:
+        return et.parse(event.kind, event.payload)
+    except ValueError as exc:  # a payload no version wrote: told (the stored event stays as it is)
+        state.errors.append({"seq": event.seq, "message": f"unreadable {event.kind} event, not folded: {exc}"})
+        return None
+
+
+def _moved_to(state: SessionState, event: ev.Event) -> None:
     state.last_seq = event.seq
     state.last_ts = event.ts
     if state.memo:
         state.memo.clear()  # folded inside a memoised block: what was derived is out of date
     if not state.session_id:
         state.session_id = event.session_id
-    return state
 
 
-# -- handlers ---------------------------------------------------------------------------
-Payload = dict[str, Any]  # an event's JSON payload (see events.py)
-
-
-def _node_of(s: SessionState, p: Payload) -> NodeState | None:
-    """The node a payload's node_id names; None when it names none or one never created."""
-    node_id = p.get("node_id")
-    return s.nodes.get(node_id) if node_id is not None else None
-
-
-def _session_started(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.config = dict(p.get("config") or {})
-    s.instruction = p.get("instruction", "")
-    s.coder = dict(p.get("coder") or {})
-    s.data = dict(p.get("data") or {})
+# -- handlers: one per event class; `t` is the typed payload, `e` the stored event (seq, ts) ------
+def _session_started(s: SessionState, t: et.SessionStarted, e: ev.Event) -> None:
+    s.config = dict(t.config or {})
+    s.instruction = t.instruction
+    s.coder = dict(t.coder or {})
+    s.data = dict(t.data or {})
     s.budget = int(s.config.get("steps", 0))
     s.status = "running"
     s.started_ts = e.ts
 
 
-def _node_created(s: SessionState, p: Payload, e: ev.Event) -> None:
+def _node_created(s: SessionState, t: et.NodeCreated, e: ev.Event) -> None:
+    origin, components = t.origin, t.components
     node = NodeState(
-        node_id=int(p["node_id"]),
-        parent_id=p.get("parent_id"),
-        step=int(p.get("step", 0)),
-        stage=p.get("stage", "draft"),
-        plan=p.get("plan", "") or "",
-        origin=p.get("origin", "agent"),
-        components=p.get("components"),
-        guidance_ids=list(p.get("guidance_ids") or []),
-        created_seq=e.seq,
-        created_ts=e.ts,
+        node_id=int(t.node_id), parent_id=t.parent_id, step=int(t.step), stage=t.stage, plan=t.plan or "",
+        origin="agent" if origin is ABSENT else origin,
+        components=None if components is ABSENT else components,
+        guidance_ids=list(t.guidance_ids or []), created_seq=e.seq, created_ts=e.ts,
     )
     s.nodes[node.node_id] = node
     if node.parent_id is not None and node.parent_id in s.nodes:
@@ -305,27 +311,27 @@ def _node_created(s: SessionState, p: Payload, e: ev.Event) -> None:
         s.pending_expand.remove(node.parent_id)
 
 
-def _code(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _code(s: SessionState, t: et.Code, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is not None:
-        node.code = p.get("code", "") or ""
+        node.code = t.code or ""
 
 
-def _exec_started(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _exec_started(s: SessionState, t: et.ExecStarted, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is not None:
         node.status = "running"
         node.exec_started_ts = e.ts
-        node.workdir = p.get("workdir")
+        node.workdir = t.workdir
         node.live_head, node.live_tail, node.live_dropped = "", "", 0
         s.running_node = node.node_id
 
 
-def _output(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _output(s: SessionState, t: et.Output, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is None:
         return
-    text, half = p.get("text") or "", OUTPUT_KEEP // 2
+    text, half = t.text or "", OUTPUT_KEEP // 2
     room = half - len(node.live_head)
     if room > 0:
         node.live_head += text[:room]
@@ -337,145 +343,143 @@ def _output(s: SessionState, p: Payload, e: ev.Event) -> None:
     node.live_tail = tail
 
 
-def _exec_finished(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _exec_finished(s: SessionState, t: et.ExecFinished, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is None:
         return
-    node.status = p.get("status", "ok")
-    node.exit_code = p.get("exit_code")
-    node.exec_time = p.get("exec_time")
-    node.exc_type = p.get("exc_type")
-    node.output_head = p.get("output_head", "") or ""
-    node.output_tail = p.get("output_tail", "") or ""
-    node.truncated = bool(p.get("truncated"))
-    node.cut_chars = int(p.get("cut_chars") or 0)
-    node.peak_mem_mb = p.get("peak_mem_mb")
+    node.status = t.status
+    node.exit_code = t.exit_code
+    node.exec_time = t.exec_time
+    node.exc_type = t.exc_type
+    node.output_head = t.output_head or ""
+    node.output_tail = t.output_tail or ""
+    node.truncated = bool(t.truncated)
+    cut = t.cut_chars
+    node.cut_chars = 0 if cut is ABSENT else int(cut or 0)
+    node.peak_mem_mb = None if t.peak_mem_mb is ABSENT else t.peak_mem_mb
     if s.running_node == node.node_id:
         s.running_node = None
 
 
-def _review(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _review(s: SessionState, t: et.Review, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is not None:
-        node.is_bug = p.get("is_bug")
-        node.review_summary = p.get("summary")
-        node.claimed_metric = p.get("claimed_metric")
+        node.is_bug = t.is_bug
+        node.review_summary = t.summary
+        node.claimed_metric = t.claimed_metric
 
 
-def _evaluated(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _evaluated(s: SessionState, t: et.Evaluated, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is None:
         return
-    split = p.get("split", "validation")
-    node.eval_verdicts[split] = p.get("verdict", "ok" if p.get("ok") else "error")
-    node.eval_reasons[split] = p.get("reason")
-    if p.get("source"):
-        node.eval_sources[split] = str(p["source"])
-    summary = p.get("summary") if p.get("ok") else None
+    split = t.split
+    node.eval_verdicts[split] = t.verdict
+    node.eval_reasons[split] = None if t.reason is ABSENT else t.reason
+    if t.source:
+        node.eval_sources[split] = str(t.source)
+    summary = t.summary if t.ok and t.summary is not ABSENT else None
     if split == "validation":
         node.validation = summary
     else:
         node.test = summary
-        node.test_blinded = bool(p.get("blinded"))
-    if p.get("medfair"):
-        node.medfair[split] = p["medfair"]
+        node.test_blinded = bool(t.blinded)
+    if (medfair := t.medfair) is not ABSENT and medfair:
+        node.medfair[split] = medfair
 
 
-def _audited(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _audited(s: SessionState, t: et.Audited, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is not None:
-        node.audit_flags = dict(p.get("flags") or {})
-        node.audit_evidence = dict(p.get("evidence") or {})
-        node.audit_note = p.get("note") or None
-        node.claim = p.get("claim")
+        node.audit_flags = dict(t.flags or {})
+        node.audit_evidence = {} if t.evidence is ABSENT else dict(t.evidence or {})
+        node.audit_note = None if t.note is ABSENT else (t.note or None)
+        node.claim = None if t.claim is ABSENT else t.claim
 
 
-def _policy_decision(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.decisions.append({"seq": e.seq, **p})
+def _policy_decision(s: SessionState, t: et.PolicyDecision, e: ev.Event) -> None:
+    s.decisions.append({"seq": e.seq, **e.payload})
 
 
-def _guidance(s: SessionState, p: Payload, e: ev.Event) -> None:
-    gid = int(p["guidance_id"])
-    s.guidance[gid] = GuidanceState(
-        guidance_id=gid,
-        text=p.get("text", ""),
-        scope=p.get("scope", "global"),
-        node_id=p.get("node_id"),
-        by=p.get("by", ""),
-        seq=e.seq,
-    )
+def _guidance(s: SessionState, t: et.Guidance, e: ev.Event) -> None:
+    gid = int(t.guidance_id)
+    s.guidance[gid] = GuidanceState(guidance_id=gid, text=t.text, scope=t.scope, node_id=t.node_id, by=t.by,
+                                    seq=e.seq)
 
 
-def _paused(s: SessionState, p: Payload, e: ev.Event) -> None:
+def _paused(s: SessionState, t: et.Paused, e: ev.Event) -> None:
     if s.status in ("running", "new"):
         s.status = "paused"
 
 
-def _resumed(s: SessionState, p: Payload, e: ev.Event) -> None:
+def _resumed(s: SessionState, t: et.Resumed, e: ev.Event) -> None:
     if s.status == "paused":
         s.status = "running"
 
 
-def _pruned(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _pruned(s: SessionState, t: et.Pruned, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is not None:
         node.pruned = True
 
 
-def _budget_set(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.budget = int(p.get("steps", s.budget))
+def _budget_set(s: SessionState, t: et.BudgetSet, e: ev.Event) -> None:
+    s.budget = int(t.steps)
 
 
-def _expand_requested(s: SessionState, p: Payload, e: ev.Event) -> None:
-    nid = p.get("node_id")
-    if nid is not None and nid not in s.pending_expand:
-        s.pending_expand.append(nid)
+def _expand_requested(s: SessionState, t: et.ExpandRequested, e: ev.Event) -> None:
+    if t.node_id not in s.pending_expand:
+        s.pending_expand.append(t.node_id)
 
 
-def _stop_requested(s: SessionState, p: Payload, e: ev.Event) -> None:
+def _stop_requested(s: SessionState, t: et.StopRequested, e: ev.Event) -> None:
     s.stop_requested = True
 
 
-def _llm_call(s: SessionState, p: Payload, e: ev.Event) -> None:
-    tin, tout, cost = int(p.get("tokens_in", 0)), int(p.get("tokens_out", 0)), float(p.get("cost", 0.0))
+def _llm_call(s: SessionState, t: et.LlmCall, e: ev.Event) -> None:
+    tin, tout, cost = int(t.tokens_in or 0), int(t.tokens_out or 0), float(t.cost or 0.0)
     s.tokens_in += tin
     s.tokens_out += tout
     s.cost += cost
     s.live_reply = None
-    node = _node_of(s, p)
+    node = s.nodes.get(node_id) if isinstance(node_id := t.node_id, int) else None
     if node is not None:
         node.tokens_in += tin
         node.tokens_out += tout
         node.cost += cost
-        node.conversation.append(dict(p, seq=e.seq))
+        node.conversation.append(dict(e.payload, seq=e.seq))
     else:
-        s.unassigned_calls.append(dict(p, seq=e.seq))
+        s.unassigned_calls.append(dict(e.payload, seq=e.seq))
 
 
-def _llm_stream(s: SessionState, p: Payload, e: ev.Event) -> None:
+_LIVE_FIGURES = ("chars", "tokens", "elapsed_s", "first_token_s", "tokens_per_s", "recent_tokens_per_s")
+
+
+def _llm_stream(s: SessionState, t: et.LlmStream, e: ev.Event) -> None:
     live = s.live_reply
-    if live is None or live.get("role") != p.get("role") or live.get("step") != p.get("step"):
-        live = s.live_reply = {"role": p.get("role"), "step": p.get("step"), "text": "", "chars": 0,
+    if live is None or live.get("role") != t.role or live.get("step") != t.step:
+        live = s.live_reply = {"role": t.role, "step": t.step, "text": "", "chars": 0,
                                "tokens": None, "elapsed_s": None, "tokens_per_s": None}
-    if "delta" in p:  # an old session: the text itself, in pieces
-        live["text"] += str(p.get("delta") or "")
+    if t.delta is not ABSENT:  # an old session: the text itself, in pieces
+        live["text"] += str(t.delta or "")
         live["chars"] = len(live["text"])
         return
-    for key in ("chars", "tokens", "elapsed_s", "first_token_s", "tokens_per_s", "recent_tokens_per_s"):
+    p = e.payload
+    for key in _LIVE_FIGURES:
         if key in p:
             live[key] = p[key]
 
 
-def _node_interrupted(s: SessionState, p: Payload, e: ev.Event) -> None:
-    node = _node_of(s, p)
+def _node_interrupted(s: SessionState, t: et.NodeInterrupted, e: ev.Event) -> None:
+    node = s.nodes.get(t.node_id)
     if node is not None:
         node.status = "interrupted"
-        node.interrupted_reason = p.get("reason")
+        node.interrupted_reason = t.reason
         if s.running_node == node.node_id:
             s.running_node = None
 
 
-def _session_resumed(s: SessionState, p: Payload, e: ev.Event) -> None:
+def _session_resumed(s: SessionState, t: et.SessionResumed, e: ev.Event) -> None:
     s.status = "running"
     s.stop_requested = False
     s.finished_ts = None
@@ -483,57 +487,43 @@ def _session_resumed(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.final_choice = None  # chosen when the session ended; a resumed session chooses again
 
 
-def _final_choice(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.final_choice = dict(p)
+def _final_choice(s: SessionState, t: et.FinalChoice, e: ev.Event) -> None:
+    s.final_choice = dict(e.payload)
 
 
-def _criterion_set(s: SessionState, p: Payload, e: ev.Event) -> None:
-    if p.get("criterion"):
-        s.criterion = str(p["criterion"])
+def _criterion_set(s: SessionState, t: et.CriterionSet, e: ev.Event) -> None:
+    if t.criterion:
+        s.criterion = str(t.criterion)
 
 
-def _compared(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.comparisons[str(p.get("split", "validation"))] = dict(p)
+def _compared(s: SessionState, t: et.Compared, e: ev.Event) -> None:
+    s.comparisons[str(t.split)] = dict(e.payload)
 
 
-def _session_finished(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.status = p.get("status", "finished")
-    s.finish_reason = p.get("reason")
+def _session_finished(s: SessionState, t: et.SessionFinished, e: ev.Event) -> None:
+    s.status = t.status
+    s.finish_reason = t.reason
     s.finished_ts = e.ts
     s.running_node = None
 
 
-def _error(s: SessionState, p: Payload, e: ev.Event) -> None:
-    s.errors.append({"seq": e.seq, **p})
+def _error(s: SessionState, t: et.Error, e: ev.Event) -> None:
+    s.errors.append({"seq": e.seq, **e.payload})
 
 
-_HANDLERS = {
-    ev.SESSION_STARTED: _session_started,
-    ev.NODE_CREATED: _node_created,
-    ev.CODE: _code,
-    ev.EXEC_STARTED: _exec_started,
-    ev.OUTPUT: _output,
-    ev.EXEC_FINISHED: _exec_finished,
-    ev.REVIEW: _review,
-    ev.EVALUATED: _evaluated,
-    ev.AUDITED: _audited,
-    ev.POLICY_DECISION: _policy_decision,
-    ev.GUIDANCE: _guidance,
-    ev.PAUSED: _paused,
-    ev.RESUMED: _resumed,
-    ev.PRUNED: _pruned,
-    ev.BUDGET_SET: _budget_set,
-    ev.EXPAND_REQUESTED: _expand_requested,
-    ev.STOP_REQUESTED: _stop_requested,
-    ev.LLM_CALL: _llm_call,
-    ev.LLM_STREAM: _llm_stream,
-    ev.NODE_INTERRUPTED: _node_interrupted,
-    ev.SESSION_RESUMED: _session_resumed,
-    ev.FINAL_CHOICE: _final_choice,
-    ev.CRITERION_SET: _criterion_set,
-    ev.COMPARED: _compared,
-    ev.SESSION_FINISHED: _session_finished,
-    ev.ERROR: _error,
+_HANDLERS: dict[str, Callable[[SessionState, Any, ev.Event], None]] = {
+    cls.kind: handler for cls, handler in (
+        (et.SessionStarted, _session_started), (et.NodeCreated, _node_created), (et.Code, _code),
+        (et.ExecStarted, _exec_started), (et.Output, _output), (et.ExecFinished, _exec_finished),
+        (et.Review, _review), (et.Evaluated, _evaluated), (et.Audited, _audited),
+        (et.PolicyDecision, _policy_decision), (et.Guidance, _guidance), (et.Paused, _paused),
+        (et.Resumed, _resumed), (et.Pruned, _pruned), (et.BudgetSet, _budget_set),
+        (et.ExpandRequested, _expand_requested), (et.StopRequested, _stop_requested), (et.LlmCall, _llm_call),
+        (et.LlmStream, _llm_stream), (et.NodeInterrupted, _node_interrupted),
+        (et.SessionResumed, _session_resumed), (et.FinalChoice, _final_choice),
+        (et.CriterionSet, _criterion_set), (et.Compared, _compared), (et.SessionFinished, _session_finished),
+        (et.Error, _error),
+    )
 }
 
 

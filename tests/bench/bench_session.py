@@ -3,12 +3,15 @@
 - ingest: events appended through SessionWriter.batch (64 events per transaction, the node rows
   and session summary written once per batch), against emit with one durable transaction per
   event, both against the floor of raw sqlite3 `executemany` of the same rows in one transaction.
-- fold: the reducer over a recorded 1,000-node session (in memory), and load + fold from SQLite.
+- fold: the typed reducer over a recorded 1,000-node session against today's fold of payload dicts
+  (tests/bench/reference_dict_fold.py), in memory and with the load from SQLite.
 - steering: a command issued in this process, seen and consumed by another process polling the
   commands table every 10 ms (what a headless `befair run` does between steps).
 """
 from __future__ import annotations
 
+import dataclasses
+import gc
 import os
 import sqlite3
 import statistics
@@ -18,10 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.session.event_types import parse
 from tests.demo_session import demo_events
 from engine.session.state import fold
 from engine.session.store import SessionStore
+from tests.bench import reference_dict_fold
+from engine.session.event_types import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +45,7 @@ def _emit_rate(tmp: Path, events, batch: int, name: str) -> float:
     for i in range(0, len(body), batch):
         with writer.batch():
             for e in body[i:i + batch]:
-                writer.emit(e.kind, e.payload, ts=e.ts)
+                writer.emit(parse(e.kind, e.payload), ts=e.ts)
     elapsed = time.perf_counter() - started
     store.close()
     return len(body) / elapsed
@@ -89,17 +93,57 @@ def _ingest(tmp: Path) -> list[dict]:
 
 
 def _fold(tmp: Path) -> list[dict]:
+    """Today's fold (the reducer of payload dicts, kept in tests/bench/reference_dict_fold.py) against
+    the typed fold, on the same events in the same run: as the store loads them (typed as they are
+    read), and from bare dicts (each parsed in the fold); then load + fold from SQLite, both ways.
+    The ways take turns, each run after a full collection with the collector paused (as the store
+    folds), and the fastest of the runs is kept: under load the slowest runs are noise."""
+    sid = _stored_session(tmp)
+    store = SessionStore(tmp / "fold.db")
+    loaded = store.events(sid)  # typed as loaded
+    bare = [dataclasses.replace(e, typed=None) for e in loaded]
+    assert len(fold(loaded, sid).nodes) == 1000
+    fastest = _fastest({
+        "reference": lambda: reference_dict_fold.fold(loaded, sid), "typed": lambda: fold(loaded, sid),
+        "from dicts": lambda: fold(bare, sid),
+    }, 15)
+    loads = _fastest({"reference": lambda: reference_dict_fold.load_and_fold(store, sid),
+                      "typed": lambda: store.state(sid)}, 5)
+    store.close()
+    reference, typed, from_dicts = fastest["reference"], fastest["typed"], fastest["from dicts"]
+    n = f"{len(loaded):,} events, fastest of 15 taking turns"
+    return [
+        {"name": "reducer fold, 1,000-node session (today's fold of dicts: the reference)", "value": reference,
+         "unit": "ms", "note": n},
+        {"name": "typed fold, 1,000-node session (events typed as the store loads them)", "value": typed,
+         "unit": "ms", "reference": "today's fold of dicts", "ratio": typed / reference, "note": n},
+        {"name": "typed fold from bare dicts (each payload parsed in the fold)", "value": from_dicts,
+         "unit": "ms", "reference": "today's fold of dicts", "ratio": from_dicts / reference,
+         "note": "the parse that a fold of events the store did not read pays"},
+        {"name": "load events from SQLite + fold, 1,000 nodes (typed)", "value": loads["typed"], "unit": "ms",
+         "reference": "today's load + fold of dicts", "ratio": loads["typed"] / loads["reference"],
+         "note": f"today's: {loads['reference']:.1f} ms; fastest of 5 taking turns"},
+    ]
+
+
+def _fastest(ways: dict, repeats: int) -> dict[str, float]:
+    """Milliseconds per way, the fastest of `repeats` rounds in which the ways take turns."""
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(repeats):
+        for name, fn in ways.items():
+            gc.collect()
+            gc.disable()
+            try:
+                started = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - started)
+            finally:
+                gc.enable()
+    return {name: min(t) * 1000 for name, t in times.items()}
+
+
+def _stored_session(tmp: Path) -> str:
     events = demo_events(n_nodes=1000, seed=2, intervals=False)  # bench_uncertainty measures the new fields
-    times, typed = [], []
-    for _ in range(5):
-        started = time.perf_counter()
-        state = fold(events)
-        times.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        parsed = [parse(e.kind, e.payload) for e in events]  # what a reducer reading typed events adds
-        fold(events)
-        typed.append(time.perf_counter() - started)
-    assert len(state.nodes) == 1000 and len(parsed) == len(events)
     store = SessionStore(tmp / "fold.db")
     first = events[0].payload
     store.create_session(first["config"], instruction=first["instruction"], coder=first["coder"],
@@ -109,25 +153,13 @@ def _fold(tmp: Path) -> list[dict]:
             "insert into events (session_id, seq, ts, kind, payload) values (?, ?, ?, ?, ?)",
             [(e.session_id, e.seq, e.ts, e.kind, e.to_row()["payload"]) for e in events[1:]],
         )
-    load = []
-    for _ in range(3):
-        started = time.perf_counter()
-        store.state(events[0].session_id)
-        load.append(time.perf_counter() - started)
     store.close()
-    return [
-        {"name": "reducer fold, 1,000-node session", "value": statistics.median(times) * 1000, "unit": "ms",
-         "note": f"{len(events):,} events, median of 5"},
-        {"name": "typed events parsed + reducer fold, 1,000-node session", "value": statistics.median(typed) * 1000,
-         "unit": "ms", "note": f"{statistics.median(typed) / statistics.median(times):.2f}x the fold of dicts "
-                               "(same run): the cost of a reducer reading typed events"},
-        {"name": "load events from SQLite + fold, 1,000 nodes", "value": statistics.median(load) * 1000,
-         "unit": "ms", "note": "median of 3"},
-    ]
+    return events[0].session_id
 
 
 CONSUMER = r"""
 import sys, time
+from engine.session import event_types as et
 from engine.session.store import SessionStore
 s = SessionStore(sys.argv[1])
 w = s.writer("steer")
@@ -136,8 +168,8 @@ print("ready", flush=True)
 done = 0
 while done < n:
     for cmd in s.pending_commands("steer"):
-        w.emit("paused" if cmd["kind"] == "pause" else "resumed", {"by": "bench", "command_id": cmd["id"]},
-               consumes=cmd)
+        typed = et.Paused if cmd["kind"] == "pause" else et.Resumed
+        w.emit(typed(by="bench", command_id=cmd["id"]), consumes=cmd)
         done += 1
     time.sleep(0.010)
 """

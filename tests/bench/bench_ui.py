@@ -12,6 +12,7 @@ from pathlib import Path
 from engine.config import SessionConfig
 from engine.session import events as ev
 from engine.session.store import SessionStore
+from engine.session.event_types import parse
 
 N_NODES = 1_000
 BIG_TREE = 5_000  # "a 5,000-node session stays usable"
@@ -142,9 +143,9 @@ async def _stream_bench(db: Path) -> list[dict]:
     store = SessionStore(db)
     w = store.create_session(SessionConfig(level="base", steps=3).to_dict(), instruction="x", coder=CODER,
                              data={}, session_id="bench-stream")
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
-                             "guidance_ids": [], "origin": "agent"})
-    w.emit(ev.EXEC_STARTED, {"node_id": 1, "workdir": "w"})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
+                             "guidance_ids": [], "origin": "agent"}))
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": 1, "workdir": "w"}))
     emitted: dict[int, float] = {}
     seen: dict[int, float] = {}
     app = create_app(db, start="console", session_id="bench-stream", poll_interval=0.1)
@@ -172,7 +173,7 @@ async def _stream_bench(db: Path) -> list[dict]:
             while time.perf_counter() - start < STREAM_SECONDS:
                 text = "".join(f"epoch {line + i}: loss 0.{line + i:05d} auc 0.7\n" for i in range(CHUNK_LINES))
                 line += CHUNK_LINES
-                e = ww.emit(ev.OUTPUT, {"node_id": 1, "text": text, "stream": "stdout"})
+                e = ww.emit(parse(ev.OUTPUT, {"node_id": 1, "text": text, "stream": "stdout"}))
                 emitted[e.seq] = time.perf_counter()
                 k += 1
                 delay = start + k * interval - time.perf_counter()
@@ -232,7 +233,7 @@ async def _idle_bench(db: Path) -> list[dict]:
     done = write_demo_session(store, n_nodes=12)
     live = write_demo_session(store, n_nodes=6, seed=1, finished=False, session_id="paused")
     w = store.writer(live)
-    w.emit(ev.PAUSED, {"by": "bench"})
+    w.emit(parse(ev.PAUSED, {"by": "bench"}))
     store.db.conn.execute("update sessions set pid = ? where id = ?", [os.getpid(), live])
     setup_pct, _ = await _cpu_while_open(create_app(db, settings_file=db.parent / "s.json"),
                                          lambda a: a.screen.__class__.__name__ == "SetupScreen")

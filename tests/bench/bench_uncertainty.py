@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from engine.session.event_types import parse
 
 N_NODES = 1000
 
@@ -123,7 +124,7 @@ def _write(path: Path, items: list[Any]) -> str:
                                   data=first["data"], session_id="big", ts=ts)
     with writer.batch():
         for kind, payload, ts, predictions in items[1:]:
-            writer.emit(kind, payload, ts=ts, predictions=predictions)
+            writer.emit(parse(kind, payload), ts=ts, predictions=predictions)
     store.close()
     return "big"
 

@@ -9,6 +9,7 @@ from befair_tui.app import create_app
 from befair_tui.screens.console import ConsoleScreen
 
 from .conftest import screen_text, tree_text, wait_for
+from engine.session.event_types import parse
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 
@@ -20,26 +21,26 @@ def new_session(store, sid="s-live"):
 
 
 def add_node(w, nid, parent=None, stage="draft", guidance=(), auc=0.7, gap=0.1):
-    w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage,
-                             "plan": f"plan {nid}", "guidance_ids": list(guidance), "origin": "agent"})
-    w.emit(ev.CODE, {"node_id": nid, "code": f"print('node {nid}')\n"})
-    w.emit(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"})
-    w.emit(ev.OUTPUT, {"node_id": nid, "text": f"training node {nid}\n", "stream": "stdout"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": "ok", "exit_code": 0, "exec_time": 1.0,
+    w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage,
+                             "plan": f"plan {nid}", "guidance_ids": list(guidance), "origin": "agent"}))
+    w.emit(parse(ev.CODE, {"node_id": nid, "code": f"print('node {nid}')\n"}))
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"}))
+    w.emit(parse(ev.OUTPUT, {"node_id": nid, "text": f"training node {nid}\n", "stream": "stdout"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": "ok", "exit_code": 0, "exec_time": 1.0,
                               "exc_type": None, "output_head": f"training node {nid}\n", "output_tail": "",
-                              "truncated": False})
-    w.emit(ev.EVALUATED, {"node_id": nid, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
+                              "truncated": False}))
+    w.emit(parse(ev.EVALUATED, {"node_id": nid, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
                           "summary": {"auc": auc, "auc_gap": gap, "worst_auc": auc - gap / 2,
                                       "group_auc": {"group_0": auc, "group_1": auc, "group_2": auc - gap},
                                       "n": 90},
-                          "medfair": {}, "blinded": False})
-    w.emit(ev.AUDITED, {"node_id": nid, "flags": {"reads_skin_tone": True, "reweighting": nid % 2 == 0},
-                        "evidence": {"reads_skin_tone": "df['skin_tone']"}, "claim": None})
+                          "medfair": {}, "blinded": False}))
+    w.emit(parse(ev.AUDITED, {"node_id": nid, "flags": {"reads_skin_tone": True, "reweighting": nid % 2 == 0},
+                        "evidence": {"reads_skin_tone": "df['skin_tone']"}, "claim": None}))
 
 
 def consume(store, w, kind, event_kind, payload):
     (cmd,) = [c for c in store.pending_commands(w.session_id) if c["kind"] == kind]
-    w.emit(event_kind, {**payload, "by": "console", "command_id": cmd["id"]}, consumes=cmd)
+    w.emit(parse(event_kind, {**payload, "by": "console", "command_id": cmd["id"]}), consumes=cmd)
     return cmd
 
 
@@ -73,8 +74,8 @@ async def test_live_events_and_steering(db, store):
         await pilot.pause()
         (cmd,) = store.pending_commands("s-live")
         assert cmd["kind"] == "guide" and cmd["payload"] == {"text": "reweight dark skin"}
-        w.emit(ev.GUIDANCE, {"guidance_id": 1, "text": "reweight dark skin", "scope": "global",
-                             "node_id": None, "by": "console", "command_id": cmd["id"]}, consumes=cmd)
+        w.emit(parse(ev.GUIDANCE, {"guidance_id": 1, "text": "reweight dark skin", "scope": "global",
+                             "node_id": None, "by": "console", "command_id": cmd["id"]}), consumes=cmd)
         await wait_for(pilot, lambda: "reweight dark skin" in tree_text(app), what="guidance in tree")
 
         # node-scoped guidance with Ctrl+N for the selected node
@@ -127,7 +128,7 @@ async def test_live_events_and_steering(db, store):
         assert store.pending_commands("s-live")[-1] == {**store.pending_commands("s-live")[-1],
                                                         "kind": "set_budget", "payload": {"steps": 9}}
 
-        w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"})
+        w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}))
         await wait_for(pilot, lambda: screen.state.status == "finished")
         assert "FINISHED" in screen_text(app)
         assert not screen.live
@@ -135,15 +136,15 @@ async def test_live_events_and_steering(db, store):
 
 async def test_output_streams_into_the_open_node(db, store):
     w = new_session(store, "s-out")
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
-                             "guidance_ids": [], "origin": "agent"})
-    w.emit(ev.EXEC_STARTED, {"node_id": 1, "workdir": "w"})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
+                             "guidance_ids": [], "origin": "agent"}))
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": 1, "workdir": "w"}))
     app = create_app(db, start="console", session_id="s-out", poll_interval=0.05)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.selected_node == 1)
         for i in range(25):  # while the Plan tab is open: kept, drawn when the Output tab opens
-            w.emit(ev.OUTPUT, {"node_id": 1, "text": f"epoch {i}\n", "stream": "stdout"})
+            w.emit(parse(ev.OUTPUT, {"node_id": 1, "text": f"epoch {i}\n", "stream": "stdout"}))
         await wait_for(pilot, lambda: "epoch 24" in screen.state.nodes[1].live_output, what="output folded")
         from textual.widgets import Log
 
@@ -152,7 +153,7 @@ async def test_output_streams_into_the_open_node(db, store):
         await pilot.press("3")
         await wait_for(pilot, lambda: "epoch 24" in "\n".join(log.lines), what="output so far")
         for i in range(25, 50):  # with the Output tab open: streamed in as it comes
-            w.emit(ev.OUTPUT, {"node_id": 1, "text": f"epoch {i}\n", "stream": "stdout"})
+            w.emit(parse(ev.OUTPUT, {"node_id": 1, "text": f"epoch {i}\n", "stream": "stdout"}))
         await wait_for(pilot, lambda: "epoch 49" in "\n".join(log.lines), what="streamed output")
         assert [line for line in log.lines if line.startswith("epoch")] == [f"epoch {i}" for i in range(50)]
         assert "running" in tree_text(app)
@@ -160,11 +161,11 @@ async def test_output_streams_into_the_open_node(db, store):
 
 async def test_failed_node_shows_its_reason(db, store):
     w = new_session(store, "s-bug")
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
-                             "guidance_ids": [], "origin": "agent"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": 1, "status": "buggy", "exit_code": 1, "exec_time": 1.0,
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
+                             "guidance_ids": [], "origin": "agent"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": 1, "status": "buggy", "exit_code": 1, "exec_time": 1.0,
                               "exc_type": "KeyError", "output_head": "Traceback...\nKeyError: 'label'\n",
-                              "output_tail": "", "truncated": False})
+                              "output_tail": "", "truncated": False}))
     app = create_app(db, start="console", session_id="s-bug", poll_interval=0.05)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: 1 in app.screen.state.nodes)

@@ -18,6 +18,7 @@ from befair_tui.screens.sessions import SessionsScreen
 
 from .conftest import tree_text, wait_for
 from .test_console_events import add_node, new_session
+from engine.session.event_types import parse
 
 
 async def test_sessions_screen_refreshes_and_keeps_the_cursor(db, store, monkeypatch):
@@ -106,7 +107,7 @@ def _timed_session(store, sid: str, seconds: int) -> None:
     w = store.create_session(config, instruction="x", coder={"name": "offline", "simulated": True},
                              data={"kind": "synth", "path": "p"}, session_id=sid, ts=t0)
     for i in range(1, seconds + 1):
-        w.emit(ev.POLICY_DECISION, {"action": "draft", "forced": False, "node_id": None, "reason": f"tick {i}"},
+        w.emit(parse(ev.POLICY_DECISION, {"action": "draft", "forced": False, "node_id": None, "reason": f"tick {i}"}),
                ts=t0 + i)
 
 
@@ -172,13 +173,13 @@ async def test_imported_aide_nodes_say_not_measured_here(db, store):
                              data={"kind": "aide-import", "path": "journal.json"}, session_id="s-aide",
                              origin="import")
     for nid, status in ((1, "ok"), (2, "buggy")):
-        w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": "p",
-                                 "guidance_ids": [], "origin": "import"})
-        w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0, "exec_time": 1.0,
+        w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": "p",
+                                 "guidance_ids": [], "origin": "import"}))
+        w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0, "exec_time": 1.0,
                                   "exc_type": "KeyError" if status == "buggy" else None, "output_head": "",
-                                  "output_tail": "", "truncated": False})
-        w.emit(ev.REVIEW, {"node_id": nid, "is_bug": status != "ok", "summary": "", "claimed_metric": 0.81})
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "imported"})
+                                  "output_tail": "", "truncated": False}))
+        w.emit(parse(ev.REVIEW, {"node_id": nid, "is_bug": status != "ok", "summary": "", "claimed_metric": 0.81}))
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "imported"}))
     app = create_app(db, start="console", session_id="s-aide", poll_interval=0.05)
     async with app.run_test(size=(120, 34)) as pilot:
         await wait_for(pilot, lambda: app.screen.state.status == "finished")

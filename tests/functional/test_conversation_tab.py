@@ -20,6 +20,7 @@ from befair_tui.widgets.text_pane import TextPane
 from befair_tui.widgets.search_tree import SearchTree
 
 from .conftest import screen_text, wait_for
+from engine.session.event_types import parse
 
 CODER = {"name": "openai", "label": "LLM coder", "simulated": False, "model": "m-1"}
 SYSTEM = "[system prompt] " + "You are an expert machine-learning engineer. " * 20   # ~900 characters, every call
@@ -37,14 +38,15 @@ def user_message(instruction: str, guidance: str | None) -> str:
 def node_with_call(w, nid, stage, *, instruction, guidance, plan, parent=None, gids=()):
     code = f"def predict(folder):\n    return {nid}\n"
     reply = f"{plan}\n\n```python\n{code}```"
-    w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage, "plan": plan,
-                             "guidance_ids": list(gids), "components": None, "origin": "agent"})
-    w.emit(ev.LLM_CALL, {"node_id": nid, "role": stage, "model": "m-1", "tokens_in": 1234 + nid, "tokens_out": 567,
+    w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage, "plan": plan,
+                             "guidance_ids": list(gids), "components": None, "origin": "agent"}))
+    w.emit(parse(ev.LLM_CALL, {"node_id": nid, "role": stage, "model": "m-1", "tokens_in": 1234 + nid,
+                               "tokens_out": 567,
                          "latency_s": 2.25, "cost": 0.0012, "ok": True, "error": None, "tokens_estimated": False,
                          "messages": [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": user_message(instruction, guidance)}],
-                         "reply": reply})
-    w.emit(ev.CODE, {"node_id": nid, "code": code})
+                         "reply": reply}))
+    w.emit(parse(ev.CODE, {"node_id": nid, "code": code}))
 
 
 async def select(pilot, screen, node_id: int) -> None:
@@ -79,8 +81,8 @@ async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
     instruction = SessionConfig(level="fairness-metric").instruction
     w = store.create_session(config, instruction=instruction, coder=CODER, data={"kind": "synth", "path": "p"},
                              session_id="conv")
-    w.emit(ev.GUIDANCE, {"guidance_id": 1, "text": GUIDANCE, "scope": "global", "node_id": None, "by": "u",
-                         "command_id": None})
+    w.emit(parse(ev.GUIDANCE, {"guidance_id": 1, "text": GUIDANCE, "scope": "global", "node_id": None, "by": "u",
+                         "command_id": None}))
     node_with_call(w, 1, "draft", instruction=instruction, guidance=GUIDANCE, gids=[1],
                    plan=f'Following guidance: "{GUIDANCE}". A small CNN.')
     node_with_call(w, 2, "improve", parent=1, instruction=instruction, guidance=GUIDANCE, gids=[1],
@@ -130,16 +132,16 @@ async def test_conversation_tab_shows_calls_marks_and_repeats_once(db, store):
         # a reply being written streams into the tab
         await pilot.press("7")
         for delta in ("I will draft ", "a gradient-boosting model ", "on colour histograms."):
-            w.emit(ev.LLM_STREAM, {"role": "draft", "step": 4, "delta": delta})
+            w.emit(parse(ev.LLM_STREAM, {"role": "draft", "step": 4, "delta": delta}))
         await wait_for(pilot, lambda: "on colour histograms." in screen_text(app), what="the live reply")
         text = screen_text(app)
         assert "the model is writing: draft · step 4" in text
         assert "I will draft a gradient-boosting model on colour histograms." in text
-        w.emit(ev.NODE_CREATED, {"node_id": 4, "parent_id": None, "step": 4, "stage": "draft", "plan": "p",
-                                 "guidance_ids": [1], "components": None, "origin": "agent"})
-        w.emit(ev.LLM_CALL, {"node_id": 4, "role": "draft", "model": "m-1", "tokens_in": 1, "tokens_out": 1,
+        w.emit(parse(ev.NODE_CREATED, {"node_id": 4, "parent_id": None, "step": 4, "stage": "draft", "plan": "p",
+                                 "guidance_ids": [1], "components": None, "origin": "agent"}))
+        w.emit(parse(ev.LLM_CALL, {"node_id": 4, "role": "draft", "model": "m-1", "tokens_in": 1, "tokens_out": 1,
                              "latency_s": 0.5, "cost": 0.0, "ok": True, "error": None, "messages": [],
-                             "reply": "I will draft a gradient-boosting model on colour histograms."})
+                             "reply": "I will draft a gradient-boosting model on colour histograms."}))
         await wait_for(pilot, lambda: "the model is writing" not in screen_text(app), what="the live reply done")
         assert screen.query_one(NodeDetail).query_one(ConversationView).display
 

@@ -17,6 +17,7 @@ from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.search_tree import SearchTree
 
 from .conftest import screen_text, wait_for
+from engine.session.event_types import parse
 
 
 def _help_text() -> str:
@@ -105,15 +106,15 @@ async def test_tooltips_explain_scoreboard_rows_and_tree_badges(db, store):
     w = store.create_session({"level": "fairness-metric", "steps": 3, "best": "validation"}, instruction="x",
                              coder={"name": "offline", "simulated": True}, data={"kind": "synth", "path": "p"},
                              session_id="s-tip")
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
-                             "guidance_ids": [], "origin": "agent"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
-                              "output_head": "", "output_tail": "", "truncated": False})
-    w.emit(ev.EVALUATED, {"node_id": 1, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
+                             "guidance_ids": [], "origin": "agent"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
+                              "output_head": "", "output_tail": "", "truncated": False}))
+    w.emit(parse(ev.EVALUATED, {"node_id": 1, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
                           "summary": {"auc": 0.7, "auc_gap": 0.1, "worst_auc": 0.65, "group_auc": {}, "n": 9},
-                          "medfair": {}, "blinded": False})
-    w.emit(ev.AUDITED, {"node_id": 1, "flags": {"reads_skin_tone": True, "reweighting": True},
-                        "evidence": {}, "claim": {"unsupported": True, "reason": "no run printed it"}})
+                          "medfair": {}, "blinded": False}))
+    w.emit(parse(ev.AUDITED, {"node_id": 1, "flags": {"reads_skin_tone": True, "reweighting": True},
+                        "evidence": {}, "claim": {"unsupported": True, "reason": "no run printed it"}}))
     app = create_app(db, start="console", session_id="s-tip", poll_interval=0.05)
     async with app.run_test(size=(120, 36)) as pilot:
         screen = app.screen

@@ -14,6 +14,7 @@ from befair_tui.widgets.scatter import Scatter
 from befair_tui.widgets.scoreboard import Scoreboard
 
 from .conftest import region_text, screen_text, wait_for
+from engine.session.event_types import parse
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 
@@ -31,14 +32,14 @@ def session(store, sid, *, kind="synth", blind=False, study=None):
 
 
 def measured_node(w, nid, val, test, *, blinded=False):
-    w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": "p",
-                             "guidance_ids": [], "origin": "agent"})
-    w.emit(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
-                              "output_head": "", "output_tail": "", "truncated": False})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": "p",
+                             "guidance_ids": [], "origin": "agent"}))
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
+                              "output_head": "", "output_tail": "", "truncated": False}))
     for split, (auc, gap), blind in (("validation", val, False), ("test", test, blinded)):
-        w.emit(ev.EVALUATED, {"node_id": nid, "split": split, "ok": True, "verdict": "ok", "reason": None,
-                              "summary": _summary(auc, gap), "medfair": {}, "blinded": blind})
+        w.emit(parse(ev.EVALUATED, {"node_id": nid, "split": split, "ok": True, "verdict": "ok", "reason": None,
+                              "summary": _summary(auc, gap), "medfair": {}, "blinded": blind}))
 
 
 async def _open(app, pilot, n_nodes):
@@ -113,7 +114,7 @@ async def test_blinded_test_metrics_are_hidden_with_the_reason_then_revealed_at_
         await pilot.pause(0.1)
         assert [(r.auc, r.gap) for r in board.rows if r.kind == "node"] == [(0.80, 0.05)]
         await pilot.press("v")
-        w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"})
+        w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}))
         await wait_for(pilot, lambda: screen.state.status == "finished")
         await pilot.pause(0.1)
         assert plot.points == [(1, 0.12, 0.66)]
@@ -123,7 +124,7 @@ async def test_blinded_test_metrics_are_hidden_with_the_reason_then_revealed_at_
 async def test_a_study_keeps_test_metrics_blind_after_the_end(db, store):
     w = session(store, "s-study", kind="workspace", blind=True, study="st-1")
     measured_node(w, 1, val=(0.80, 0.05), test=(0.66, 0.12), blinded=True)
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"})
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}))
     app = create_app(db, start="console", session_id="s-study", poll_interval=0.05)
     async with app.run_test(size=(140, 42)) as pilot:
         screen = await _open(app, pilot, 1)

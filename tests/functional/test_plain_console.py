@@ -29,6 +29,7 @@ from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
 
 from .conftest import region_text, screen_text, tree_text, wait_for
+from engine.session.event_types import parse
 
 CODER = {"name": "offline", "label": "offline coder (simulated agent)", "simulated": True}
 T0 = 1_700_000_000.0
@@ -51,21 +52,22 @@ def _summary(auc, gap):
 def _node(w, nid, *, plan="p", code="print('x')\n", components=None, status="ok", auc=0.7, gap=0.1,
           audit=None, ts=None, reason=None):
     t = ts or T0 + nid * 10
-    w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": plan,
-                             "guidance_ids": [], "origin": "agent", "components": components}, ts=t)
-    w.emit(ev.CODE, {"node_id": nid, "code": code}, ts=t + 1)
-    w.emit(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"}, ts=t + 1)
+    w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": plan,
+                             "guidance_ids": [], "origin": "agent", "components": components}), ts=t)
+    w.emit(parse(ev.CODE, {"node_id": nid, "code": code}), ts=t + 1)
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"}), ts=t + 1)
     if status == "interrupted":
-        w.emit(ev.NODE_INTERRUPTED, {"node_id": nid, "reason": reason or "interrupted"}, ts=t + 2)
+        w.emit(parse(ev.NODE_INTERRUPTED, {"node_id": nid, "reason": reason or "interrupted"}), ts=t + 2)
         return
-    w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0, "exec_time": 2.0, "exc_type": None,
-                              "output_head": "Validation AUROC: 0.7\n", "output_tail": "", "truncated": False},
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0, "exec_time": 2.0,
+                                    "exc_type": None,
+                              "output_head": "Validation AUROC: 0.7\n", "output_tail": "", "truncated": False}),
            ts=t + 3)
     if status == "ok":
         for split in ("validation", "test"):
-            w.emit(ev.EVALUATED, {"node_id": nid, "split": split, "ok": True, "verdict": "ok", "reason": None,
-                                  "summary": _summary(auc, gap), "medfair": {}, "blinded": False}, ts=t + 4)
-    w.emit(ev.AUDITED, audit or {"node_id": nid, "flags": {}, "evidence": {}, "claim": None}, ts=t + 5)
+            w.emit(parse(ev.EVALUATED, {"node_id": nid, "split": split, "ok": True, "verdict": "ok", "reason": None,
+                                  "summary": _summary(auc, gap), "medfair": {}, "blinded": False}), ts=t + 4)
+    w.emit(parse(ev.AUDITED, audit or {"node_id": nid, "flags": {}, "evidence": {}, "claim": None}), ts=t + 5)
 
 
 def _offline(bug=None, selection="overall", fairness="none"):
@@ -110,7 +112,7 @@ async def test_a_simulated_failure_is_labelled_and_never_exported_as_a_property_
     plan, code, c = _offline(bug="slow")
     w = _session(store, "s-slow")
     _node(w, 1, plan=plan, code=code, components=c)  # a slow run that still finished in time: the best
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"})
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}))
     app = create_app(db, start="sessions")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("enter")
@@ -222,10 +224,10 @@ async def test_the_replay_header_tells_paused_from_playing(db, store):
 # -- a long step ----------------------------------------------------------------------------------
 async def test_the_running_node_shows_its_time_against_the_step_limit_and_its_latest_output(db, store):
     w = _session(store, "s-long", step_timeout=600, alive=True)
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
-                             "guidance_ids": [], "origin": "agent"}, ts=T0 + 1)
-    w.emit(ev.EXEC_STARTED, {"node_id": 1, "workdir": "w"}, ts=T0 + 2)
-    w.emit(ev.OUTPUT, {"node_id": 1, "text": "Loaded 242 rows\nepoch 1/30 loss 0.61\n", "stream": "stdout"},
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
+                             "guidance_ids": [], "origin": "agent"}), ts=T0 + 1)
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": 1, "workdir": "w"}), ts=T0 + 2)
+    w.emit(parse(ev.OUTPUT, {"node_id": 1, "text": "Loaded 242 rows\nepoch 1/30 loss 0.61\n", "stream": "stdout"}),
            ts=T0 + 3)
     app = create_app(db, start="console", session_id="s-long", poll_interval=0.05, clock=frozen_clock(T0 + 94))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -296,7 +298,7 @@ async def test_no_baseline_for_this_data_says_so_and_b_trains_them_in_the_backgr
     ws = synth_workspace(n_train=60, n_test=40, size=16)
     w = _session(store, "s-base", data={"kind": "synth", "path": str(ws.root)})
     _node(w, 1)
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"})
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}))
     app = create_app(db, start="console", session_id="s-base", poll_interval=0.05)
     async with app.run_test(size=(140, 50)) as pilot:
         screen = await _console(app, pilot, 1)

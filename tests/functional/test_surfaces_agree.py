@@ -34,6 +34,7 @@ from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.search_tree import SearchTree
 
 from .conftest import wait_for
+from engine.session.event_types import parse
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 # The truth about the session below, by hand.
@@ -45,25 +46,26 @@ STATES = [("running", None), ("finished", None), ("finished", "st-1")]
 
 
 def _node(w, nid, parent, stage, *, status="ok", claimed=None, groups=None, flags=(), claim=None, gids=()):
-    w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage, "plan": f"plan {nid}",
-                             "guidance_ids": list(gids), "components": None, "origin": "agent"})
-    w.emit(ev.CODE, {"node_id": nid, "code": f"print({nid})\n"})
-    w.emit(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0 if status == "ok" else 1,
+    w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage,
+                                   "plan": f"plan {nid}",
+                             "guidance_ids": list(gids), "components": None, "origin": "agent"}))
+    w.emit(parse(ev.CODE, {"node_id": nid, "code": f"print({nid})\n"}))
+    w.emit(parse(ev.EXEC_STARTED, {"node_id": nid, "workdir": "w"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0 if status == "ok" else 1,
                               "exec_time": 2.0 + nid, "exc_type": "KeyError" if status == "buggy" else None,
-                              "output_head": "", "output_tail": "", "truncated": False})
-    w.emit(ev.REVIEW, {"node_id": nid, "is_bug": status != "ok", "summary": "s", "claimed_metric": claimed})
+                              "output_head": "", "output_tail": "", "truncated": False}))
+    w.emit(parse(ev.REVIEW, {"node_id": nid, "is_bug": status != "ok", "summary": "s", "claimed_metric": claimed}))
     if groups:
         val = {"auc": sum(groups) / 3, "worst_auc": min(groups), "best_auc": max(groups),
                "auc_gap": max(groups) - min(groups), "n": 90,
                "group_auc": {f"group_{i}": g for i, g in enumerate(groups)}}
         test = {**val, "auc": TEST_AUC[nid], "auc_gap": 0.1}
         for split, summary in (("validation", val), ("test", test)):
-            w.emit(ev.EVALUATED, {"node_id": nid, "split": split, "ok": True, "verdict": "ok", "reason": None,
-                                  "summary": summary, "medfair": {}, "blinded": split == "test"})
+            w.emit(parse(ev.EVALUATED, {"node_id": nid, "split": split, "ok": True, "verdict": "ok", "reason": None,
+                                  "summary": summary, "medfair": {}, "blinded": split == "test"}))
     flag_names = {v: k for k, v in views.AUDIT_BADGES.items()}
-    w.emit(ev.AUDITED, {"node_id": nid, "flags": {flag_names[f]: True for f in flags},
-                        "evidence": {flag_names[f]: f"line for {f}" for f in flags}, "claim": claim})
+    w.emit(parse(ev.AUDITED, {"node_id": nid, "flags": {flag_names[f]: True for f in flags},
+                        "evidence": {flag_names[f]: f"line for {f}" for f in flags}, "claim": claim}))
 
 
 def write_session(store, sid, *, finished: bool, study: str | None) -> None:
@@ -77,15 +79,15 @@ def write_session(store, sid, *, finished: bool, study: str | None) -> None:
     _node(w, 3, None, "draft", status="buggy", claimed=0.99,
           claim={"claimed": 0.99, "measured": None, "unsupported": True, "reason": "no run printed 0.99"})
     _node(w, 4, 1, "improve", claimed=0.75, groups=(0.81, 0.80, 0.79), flags=("PA",))
-    w.emit(ev.GUIDANCE, {"guidance_id": 1, "text": "reweight dark skin", "scope": "global", "node_id": None,
-                         "by": "u", "command_id": None})
+    w.emit(parse(ev.GUIDANCE, {"guidance_id": 1, "text": "reweight dark skin", "scope": "global", "node_id": None,
+                         "by": "u", "command_id": None}))
     _node(w, 5, None, "draft", claimed=0.70, groups=(0.90, 0.82, 0.74), flags=("RW", "UP"), gids=[1])
     _node(w, 6, 3, "debug", status="timeout", gids=[1])
-    w.emit(ev.PRUNED, {"node_id": 2, "by": "u", "command_id": None})
+    w.emit(parse(ev.PRUNED, {"node_id": 2, "by": "u", "command_id": None}))
     if finished:
-        w.emit(ev.FINAL_CHOICE, {**{f"by_{c}": n for c, n in BEST.items()},
-                                 "reasons": {c: f"node {n} by {c}" for c, n in BEST.items()}})
-        w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"})
+        w.emit(parse(ev.FINAL_CHOICE, {**{f"by_{c}": n for c, n in BEST.items()},
+                                 "reasons": {c: f"node {n} by {c}" for c, n in BEST.items()}}))
+        w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "step budget used"}))
 
 
 def cli(*args: str) -> str:

@@ -20,6 +20,7 @@ from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.status_bar import StatusBar
 
 from .conftest import screen_text, tree_text, wait_for
+from engine.session.event_types import parse
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 SIZES = {"group_0": (120, 30), "group_1": (100, 20), "group_2": (60, 6)}   # FST V–VI: 6 malignant
@@ -43,13 +44,14 @@ def _session(store, sid="s-sure", best="validation"):
 
 
 def _node(w, nid, summary):
-    w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft", "plan": f"plan {nid}",
-                             "guidance_ids": [], "origin": "agent"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
-                              "output_head": "", "output_tail": "", "truncated": False})
-    w.emit(ev.REVIEW, {"node_id": nid, "is_bug": False, "summary": "ok", "claimed_metric": None})
-    w.emit(ev.EVALUATED, {"node_id": nid, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
-                          "summary": summary, "medfair": {}, "blinded": False})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": None, "step": nid, "stage": "draft",
+                                   "plan": f"plan {nid}",
+                             "guidance_ids": [], "origin": "agent"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
+                              "output_head": "", "output_tail": "", "truncated": False}))
+    w.emit(parse(ev.REVIEW, {"node_id": nid, "is_bug": False, "summary": "ok", "claimed_metric": None}))
+    w.emit(parse(ev.EVALUATED, {"node_id": nid, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
+                          "summary": summary, "medfair": {}, "blinded": False}))
 
 
 # node 1: the best AUC, a poor dark-skin group; node 2: a lower AUC, a good worst group
@@ -109,8 +111,8 @@ async def test_in_a_replay_the_switch_is_a_view_only(db, store):
     w = _session(store, sid="s-done")
     _node(w, 1, _summary(1, NODE_1))
     _node(w, 2, _summary(2, NODE_2))
-    w.emit(ev.FINAL_CHOICE, selection.final_choice(w.state))
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"})
+    w.emit(parse(ev.FINAL_CHOICE, selection.final_choice(w.state)))
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}))
     app = create_app(db, start="replay", session_id="s-done")
     async with app.run_test(size=(140, 42)) as pilot:
         screen = app.screen
@@ -130,8 +132,8 @@ async def test_intervals_too_few_to_judge_and_the_summary(db, store, tmp_path):
     w = _session(store, sid="s-groups")
     _node(w, 1, _summary(1, NODE_1))
     _node(w, 2, _summary(2, NODE_2))
-    w.emit(ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
-        "validation": {"leader": 1, "statistic": "auc", "ties": [2], "differences": []}}})
+    w.emit(parse(ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
+        "validation": {"leader": 1, "statistic": "auc", "ties": [2], "differences": []}}}))
     app = create_app(db, start="console", session_id="s-groups", poll_interval=0.05)
     async with app.run_test(size=(150, 45)) as pilot:
         screen = app.screen
@@ -153,8 +155,8 @@ async def test_intervals_too_few_to_judge_and_the_summary(db, store, tmp_path):
         assert "30 of 120" in text and "of 30 missed: ." in text and "95 % interval" in text
         assert "r" not in [b.key for b in app.active_bindings.values() if b.binding.show and b.enabled and
                            b.binding.action == "summary"]
-        w.emit(ev.FINAL_CHOICE, selection.final_choice(w.state))
-        w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"})
+        w.emit(parse(ev.FINAL_CHOICE, selection.final_choice(w.state)))
+        w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}))
         await wait_for(pilot, lambda: screen.state.status == "finished")
         await pilot.press("r")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "SummaryModal", what="the summary")

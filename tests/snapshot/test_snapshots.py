@@ -10,6 +10,7 @@ from tests.demo_session import write_demo_session
 from engine.session.store import SessionStore
 
 from befair_tui.app import create_app, frozen_clock
+from engine.session.event_types import parse
 
 TS0 = 1_700_000_000.0
 NOW = TS0 + 400.0
@@ -120,8 +121,8 @@ def test_console_unsandboxed_runner_stopped(snap_compare, tmp_path):
     writer = store.create_session(config, instruction=instruction_text("fairness-hint"), coder=dict(DEMO_CODER),
                                   data={"kind": "synth", "path": "synthderm/seed-0"}, session_id="killed",
                                   ts=TS0)
-    writer.emit(ev.POLICY_DECISION, {"action": "draft", "forced": False, "node_id": None,
-                                     "reason": "initial drafting"}, ts=TS0 + 1)
+    writer.emit(parse(ev.POLICY_DECISION, {"action": "draft", "forced": False, "node_id": None,
+                                     "reason": "initial drafting"}), ts=TS0 + 1)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     store.db.conn.execute("update sessions set pid = ?, heartbeat_at = ? where id = 'killed'", [dead.pid, TS0 + 2])

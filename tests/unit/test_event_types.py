@@ -29,7 +29,7 @@ def test_every_kind_has_one_class():
     assert set(et.EVENT_TYPES) == ev.KINDS
     for kind, cls in et.EVENT_TYPES.items():
         assert cls.kind == kind
-        assert "__slots__" in cls.__dict__
+        assert cls.__dataclass_params__.frozen
 
 
 def test_every_kind_written_by_the_fixtures_round_trips(tmp_path):
@@ -102,11 +102,29 @@ def test_an_older_payload_loads_and_is_written_back_unchanged():
     assert code.extra == {"written_by": "a later version"} and code.to_payload() == unknown
 
 
-def test_a_payload_missing_a_required_key_is_refused():
-    with pytest.raises(ValueError, match="code"):
-        et.parse(ev.CODE, {"node_id": 1})
+def test_a_payload_missing_a_required_key_is_refused_unless_its_class_says_what_that_means():
+    with pytest.raises(ValueError, match="node_id"):
+        et.parse(ev.CODE, {"code": "print(1)"})
     with pytest.raises(ValueError, match="unknown event kind"):
         et.parse("no_such_kind", {})
+    assert et.parse(ev.CODE, {"node_id": 1}) == et.Code(node_id=1, code="")  # as the reducer always read it
+    evaluated = et.parse(ev.EVALUATED, {"node_id": 1, "split": "test", "ok": True})
+    assert isinstance(evaluated, et.Evaluated) and evaluated.verdict == "ok"
+
+
+def test_the_fold_tells_of_an_unreadable_event_and_goes_on():
+    from engine.session.state import fold
+
+    def event(seq: int, kind: str, **payload: object) -> ev.Event:
+        return ev.Event(seq=seq, kind=kind, payload=dict(payload), ts=float(seq), session_id="s")
+
+    state = fold([event(1, ev.SESSION_STARTED, config={"steps": 2}),
+                  event(2, ev.NODE_CREATED, node_id=1, stage="draft"),  # no plan, step, parent: as always read
+                  event(3, ev.CODE, code="print(1)"),  # no node_id: nothing says which node
+                  event(4, ev.PRUNED, node_id=1, by="user")])
+    assert state.nodes[1].plan == "" and state.nodes[1].code == "" and state.nodes[1].pruned
+    assert state.last_seq == 4 and [e["seq"] for e in state.errors] == [3]
+    assert "unreadable code event" in state.errors[0]["message"]
 
 
 def test_the_writer_stores_a_typed_event_as_its_payload(tmp_path):
@@ -116,5 +134,5 @@ def test_the_writer_stores_a_typed_event_as_its_payload(tmp_path):
     written = writer.emit(et.Error(message="boom", node_id=None, where="test"))
     assert store.events(sid)[-1].payload == {"message": "boom", "node_id": None, "where": "test"} == written.payload
     with pytest.raises(TypeError):
-        writer.emit(et.Error(message="boom"), {"message": "boom"})
+        writer.emit(ev.ERROR, {"message": "boom"})  # type: ignore[arg-type]  # only typed events are written
     store.close()

@@ -16,6 +16,7 @@ from engine.execution import check_isolated
 from engine.session import events as ev
 from engine.session.state import fold
 from engine.session.store import SessionStore, node_row
+from engine.session.event_types import parse
 
 STUB = '''
 import os, sys, time, zlib
@@ -252,11 +253,11 @@ def test_resume_after_a_crash_marks_the_running_node(store, workspace):
     writer = _new(store, workspace, StubCoder(), steps=2)
     sid = writer.session_id
     # what a process killed in the middle of node 1 leaves behind
-    writer.emit(ev.POLICY_DECISION, {"action": "draft", "node_id": None, "reason": "x", "forced": False})
-    writer.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
-                                  "guidance_ids": [], "components": None, "origin": "agent"})
-    writer.emit(ev.CODE, {"node_id": 1, "code": "print(1)\n"})
-    writer.emit(ev.EXEC_STARTED, {"node_id": 1, "workdir": "/nonexistent"})
+    writer.emit(parse(ev.POLICY_DECISION, {"action": "draft", "node_id": None, "reason": "x", "forced": False}))
+    writer.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "p",
+                                  "guidance_ids": [], "components": None, "origin": "agent"}))
+    writer.emit(parse(ev.CODE, {"node_id": 1, "code": "print(1)\n"}))
+    writer.emit(parse(ev.EXEC_STARTED, {"node_id": 1, "workdir": "/nonexistent"}))
     store.close()
     store2 = SessionStore(store.path)
     store2.db.execute("update sessions set pid = 999999999 where id = ?", [sid])

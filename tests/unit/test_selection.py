@@ -13,6 +13,7 @@ from engine.session import selection, views
 from engine.session.selection import minimax_pareto
 from engine.session.state import fold
 from engine.session.store import SessionStore
+from engine.session.event_types import parse
 
 GROUPS = ("group_0", "group_1", "group_2")
 
@@ -41,20 +42,21 @@ class Session:
              claimed: float | None = None, parent: int | None = None, bounds: dict[str, float] | None = None,
              is_bug: bool = False):
         w = self.writer
-        w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": "draft", "plan": "",
-                                 "guidance_ids": [], "components": None, "origin": "agent"})
-        w.emit(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0, "exec_time": 1.0,
+        w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": "draft", "plan": "",
+                                 "guidance_ids": [], "components": None, "origin": "agent"}))
+        w.emit(parse(ev.EXEC_FINISHED, {"node_id": nid, "status": status, "exit_code": 0, "exec_time": 1.0,
                                   "exc_type": None if status == "ok" else "KeyError", "output_head": "",
-                                  "output_tail": "", "truncated": False})
-        w.emit(ev.REVIEW, {"node_id": nid, "is_bug": is_bug or status != "ok", "summary": "",
-                           "claimed_metric": claimed})
+                                  "output_tail": "", "truncated": False}))
+        w.emit(parse(ev.REVIEW, {"node_id": nid, "is_bug": is_bug or status != "ok", "summary": "",
+                           "claimed_metric": claimed}))
         if status == "ok" and groups is not None:
-            w.emit(ev.EVALUATED, {"node_id": nid, "split": "validation", "ok": True, "verdict": "ok", "reason": None,
-                                  "summary": _summary(groups, bounds=bounds), "medfair": {}, "blinded": False})
+            w.emit(parse(ev.EVALUATED, {"node_id": nid, "split": "validation", "ok": True, "verdict": "ok",
+                                        "reason": None,
+                                  "summary": _summary(groups, bounds=bounds), "medfair": {}, "blinded": False}))
         return self
 
     def emit(self, kind: str, **payload):
-        self.writer.emit(kind, payload)
+        self.writer.emit(parse(kind, payload))
         return self
 
     @property

@@ -14,6 +14,7 @@ from engine.session import events as ev
 from tests.demo_session import write_demo_session
 from engine.session.selection import best as best_node
 from engine.session.store import SessionNotFound, SessionStore
+from engine.session.event_types import parse
 
 
 def run(*argv: str) -> int:
@@ -96,15 +97,15 @@ def test_show_hides_blinded_test_metrics(tmp_path, capsys):
     store = SessionStore(tmp_path / "b.db")
     w = store.create_session({"level": "base", "steps": 1, "best": "validation", "blind_test": True},
                              instruction="x", coder={"name": "offline"}, data={}, session_id="blind")
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "",
-                             "guidance_ids": [], "components": None, "origin": "agent"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
-                              "output_head": "", "output_tail": "", "truncated": False})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "",
+                             "guidance_ids": [], "components": None, "origin": "agent"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
+                              "output_head": "", "output_tail": "", "truncated": False}))
     summary = {"auc": 0.7, "worst_auc": 0.6, "best_auc": 0.8, "auc_gap": 0.2, "group_auc": {}, "n": 3}
     for split in ("validation", "test"):
-        w.emit(ev.EVALUATED, {"node_id": 1, "split": split, "ok": True, "verdict": "ok", "reason": None,
+        w.emit(parse(ev.EVALUATED, {"node_id": 1, "split": split, "ok": True, "verdict": "ok", "reason": None,
                               "summary": {**summary, "auc": 0.7 if split == "validation" else 0.61},
-                              "medfair": {}, "blinded": split == "test"})
+                              "medfair": {}, "blinded": split == "test"}))
     assert run("show", "blind", "--db", str(store.path)) == 0
     out = capsys.readouterr().out
     assert "test hidden" in out and ".610" not in out
@@ -173,7 +174,7 @@ def test_steer_wait_reports_latency(db, capsys):
         writer = s.writer("demo-2-6-live")
         while not done.is_set():
             for cmd in s.pending_commands("demo-2-6-live"):
-                writer.emit(ev.PAUSED, {"by": "cli", "command_id": cmd["id"], "reason": None}, consumes=cmd)
+                writer.emit(parse(ev.PAUSED, {"by": "cli", "command_id": cmd["id"], "reason": None}), consumes=cmd)
                 done.set()
             done.wait(0.01)
         s.close()

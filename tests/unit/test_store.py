@@ -18,6 +18,7 @@ from tests.demo_session import all_event_kinds_session, write_demo_session
 from engine.session.schema import MIGRATIONS, migrate
 from engine.session.state import fold
 from engine.session.store import SessionNotFound, SessionStore, node_row, session_summary
+from engine.session.event_types import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {"level": "base", "steps": 5, "best": "validation"}
@@ -37,9 +38,9 @@ def _new(store, sid=None, ts=None):
 
 
 def _node(w, nid, parent=None, stage="draft"):
-    return w.emit(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage,
+    return w.emit(parse(ev.NODE_CREATED, {"node_id": nid, "parent_id": parent, "step": nid, "stage": stage,
                                     "plan": f"plan {nid}", "guidance_ids": [], "components": None,
-                                    "origin": "agent"})
+                                    "origin": "agent"}))
 
 
 def _python(code: str, *args: str, **kw) -> subprocess.CompletedProcess:
@@ -92,7 +93,7 @@ def test_create_session_row_and_started_event(store):
 def test_unknown_event_kind_is_rejected(store):
     w = _new(store, "s")
     with pytest.raises(ValueError):
-        w.emit("no_such_kind", {})
+        w.emit(parse("no_such_kind", {}))
     assert store.last_seq("s") == 1
 
 
@@ -173,7 +174,7 @@ def test_reader_in_another_process_reads_while_writer_appends(store):
         assert ask() == 2
         for i in range(3, 23):
             w.state.last_seq = store.last_seq("rw")
-            w.emit(ev.ERROR, {"message": f"e{i}", "node_id": None, "where": None})
+            w.emit(parse(ev.ERROR, {"message": f"e{i}", "node_id": None, "where": None}))
             assert ask() == i
     finally:
         proc.stdin.write("q\n")
@@ -183,14 +184,15 @@ def test_reader_in_another_process_reads_while_writer_appends(store):
 
 WRITER = r"""
 import sys, time
+from engine.session import event_types as et
 from engine.session.store import SessionStore
 s = SessionStore(sys.argv[1])
 w = s.create_session({"level": "base", "steps": 3, "best": "validation"}, instruction="x",
                      coder={"name": "offline"}, data={}, session_id="crash")
 for i in range(1, int(sys.argv[2]) + 1):
-    w.emit("node_created", {"node_id": i, "parent_id": None, "step": i, "stage": "draft", "plan": "p",
-                            "guidance_ids": [], "components": None, "origin": "agent"})
-    w.emit("exec_started", {"node_id": i, "workdir": "w"})
+    w.emit(et.NodeCreated(node_id=i, parent_id=None, step=i, stage="draft", plan="p", guidance_ids=[],
+                          components=None, origin="agent"))
+    w.emit(et.ExecStarted(node_id=i, workdir="w"))
 print("ready", flush=True)
 time.sleep(60)
 """
@@ -235,15 +237,15 @@ def test_commands_queue_and_consume_in_the_same_transaction(store):
     pending = store.pending_commands("c")
     assert [p["id"] for p in pending] == [c1, c2]
     assert pending[0]["issued_by"] == "alice" and pending[1]["payload"]["text"] == "reweight"
-    e = w.emit(ev.PAUSED, {"by": "alice", "command_id": c1, "reason": None}, consumes=pending[0])
+    e = w.emit(parse(ev.PAUSED, {"by": "alice", "command_id": c1, "reason": None}), consumes=pending[0])
     row = store.command(c1)
     assert row["consumed_seq"] == e.seq and row["result"] == "applied" and row["consumed_at"] >= row["issued_at"]
     assert [p["id"] for p in store.pending_commands("c")] == [c2]
     # an event that fails to append leaves its command pending (same transaction)
     w.state.last_seq -= 1  # force a seq collision
     with pytest.raises(sqlite3.IntegrityError):
-        w.emit(ev.GUIDANCE, {"guidance_id": 1, "text": "reweight", "scope": "global", "node_id": None,
-                             "by": "cli", "command_id": c2}, consumes=pending[1])
+        w.emit(parse(ev.GUIDANCE, {"guidance_id": 1, "text": "reweight", "scope": "global", "node_id": None,
+                             "by": "cli", "command_id": c2}), consumes=pending[1])
     assert [p["id"] for p in store.pending_commands("c")] == [c2]
     w = store.writer("c")
     w.consume_command(pending[1], "rejected: test")
@@ -266,7 +268,7 @@ def test_wait_command(store):
     w = _new(store, "c")
     cid = store.issue_command("c", "resume")
     assert store.wait_command(cid, timeout=0.05) is None
-    w.emit(ev.RESUMED, {"by": "u", "command_id": cid}, consumes=store.command(cid))
+    w.emit(parse(ev.RESUMED, {"by": "u", "command_id": cid}), consumes=store.command(cid))
     assert store.wait_command(cid, timeout=1)["consumed_seq"] == 2
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from engine.session import events as ev
 from engine.session.store import SessionStore, SessionWriter
 from tests.unit.test_views_sealed import TEST_AUC, _blinded_session
+from engine.session.event_types import parse
 
 
 def test_revealing_appends_before_the_end_without_re_entering_emit(tmp_path, monkeypatch):
@@ -23,7 +24,7 @@ def test_revealing_appends_before_the_end_without_re_entering_emit(tmp_path, mon
             depth[0] -= 1
 
     monkeypatch.setattr(SessionWriter, "emit", counted)
-    writer.emit(ev.SESSION_FINISHED, {"status": "finished", "best_node": 1, "reason": "done"})
+    writer.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "best_node": 1, "reason": "done"}))
     assert deepest[0] == 1
     tail = store.events("run")[-2:]
     assert [e.kind for e in tail] == [ev.EVALUATED, ev.SESSION_FINISHED]
@@ -34,6 +35,6 @@ def test_revealing_appends_before_the_end_without_re_entering_emit(tmp_path, mon
 def test_a_study_keeps_them_sealed_at_the_end(tmp_path):
     store = SessionStore(tmp_path / "s.db")
     writer = _blinded_session(store, "run", study="s1")
-    writer.emit(ev.SESSION_FINISHED, {"status": "finished", "best_node": 1, "reason": "done"})
+    writer.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "best_node": 1, "reason": "done"}))
     assert [e.kind for e in store.events("run")[-2:]] == [ev.EVALUATED, ev.SESSION_FINISHED]
     assert store.events("run")[-2].payload["sealed"] and store.nodes("run")[0]["test_auc"] is None

@@ -13,6 +13,7 @@ from engine.session.sealed import open_sealed
 from engine.session.state import fold
 from engine.session.store import SessionStore
 from befair_tui.cli import main
+from engine.session.event_types import parse
 
 TEST_AUC = 0.6137  # a figure that appears nowhere else in the session
 
@@ -21,15 +22,15 @@ def _blinded_session(store: SessionStore, sid: str, *, study: str | None = None)
     w = store.create_session({"level": "base", "steps": 2, "best": "validation", "blind_test": True,
                               "study_id": study}, instruction="x", coder={"name": "offline"}, data={},
                              session_id=sid)
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "",
-                             "guidance_ids": [], "components": None, "origin": "agent"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
-                              "output_head": "", "output_tail": "", "truncated": False})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "",
+                             "guidance_ids": [], "components": None, "origin": "agent"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
+                              "output_head": "", "output_tail": "", "truncated": False}))
     for split, auc in (("validation", 0.7), ("test", TEST_AUC)):
         summary = {"auc": auc, "worst_auc": 0.5, "best_auc": 0.8, "auc_gap": 0.3,
                    "group_auc": {"group_0": 0.8, "group_2": 0.5}, "n": 40}
-        w.emit(ev.EVALUATED, {"node_id": 1, "split": split, "ok": True, "verdict": "ok", "reason": None,
-                              "summary": summary, "medfair": {"AUC": auc}, "blinded": split == "test"})
+        w.emit(parse(ev.EVALUATED, {"node_id": 1, "split": split, "ok": True, "verdict": "ok", "reason": None,
+                              "summary": summary, "medfair": {"AUC": auc}, "blinded": split == "test"}))
     return w
 
 
@@ -64,7 +65,7 @@ def test_a_blinded_test_figure_is_sealed_while_the_session_runs(tmp_path):
 def test_the_end_of_the_session_reveals_them_to_everyone(tmp_path):
     store = SessionStore(tmp_path / "s.db")
     w = _blinded_session(store, "end")
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "budget"})
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "budget"}))
     kinds = [e.kind for e in store.events("end")]
     assert kinds[-2:] == [ev.EVALUATED, ev.SESSION_FINISHED]  # revealed before the end is recorded
     state = store.state("end")
@@ -79,7 +80,7 @@ def test_the_end_of_the_session_reveals_them_to_everyone(tmp_path):
 def test_a_study_keeps_them_sealed_after_the_end_and_a_researcher_unblinds(tmp_path, capsys):
     store = SessionStore(tmp_path / "s.db")
     w = _blinded_session(store, "study", study="st-1")
-    w.emit(ev.SESSION_FINISHED, {"status": "finished", "reason": "budget"})
+    w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "budget"}))
     assert not _participant_can_read(store.path, "study")
     state = store.state("study")
     assert state.nodes[1].test is None and views.visibility(state)["note"] == views.STUDY_BLINDED_NOTE
@@ -111,10 +112,10 @@ def test_migration_seals_a_running_session_recorded_before_it(tmp_path):
     store.db.execute("drop table sealed_metrics")
     store.db.execute("delete from migrations where name = '006_sealed'")
     w = store.writer("old")
-    w.emit(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "",
-                             "guidance_ids": [], "components": None, "origin": "agent"})
-    w.emit(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
-                              "output_head": "", "output_tail": "", "truncated": False})
+    w.emit(parse(ev.NODE_CREATED, {"node_id": 1, "parent_id": None, "step": 1, "stage": "draft", "plan": "",
+                             "guidance_ids": [], "components": None, "origin": "agent"}))
+    w.emit(parse(ev.EXEC_FINISHED, {"node_id": 1, "status": "ok", "exit_code": 0, "exec_time": 1.0, "exc_type": None,
+                              "output_head": "", "output_tail": "", "truncated": False}))
     store.db.execute("insert into events (session_id, seq, ts, kind, payload) values (?, ?, ?, ?, ?)",
                      ["old", w.state.last_seq + 1, 0.0, ev.EVALUATED, json.dumps(
                          {"node_id": 1, "split": "test", "ok": True, "verdict": "ok", "blinded": True,

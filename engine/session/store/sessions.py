@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from engine.errors import UsageError
+from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState, fold
 from engine.session.store.connection import SessionNotFound, StoreConnection, gc_paused, payload_loads
@@ -90,9 +91,9 @@ class SessionRows(StoreConnection):
         if limit is not None:
             sql += " limit ?"
             params.append(limit)
-        loads, Event = payload_loads, ev.Event
+        loads, Event, typed = payload_loads, ev.Event, et.parse_or_none
         with gc_paused():
-            return [Event(seq=seq, kind=kind, payload=loads(payload), ts=ts, session_id=session_id)
+            return [Event(seq, kind, body := loads(payload), ts, session_id, typed(kind, body))
                     for seq, ts, kind, payload in self.db.conn.execute(sql, params)]
 
     def last_seq(self, session_id: str) -> int:

@@ -51,8 +51,7 @@ class SessionWriter:
 
     def emit(
         self,
-        event: TypedEvent | str,
-        payload: dict[str, Any] | None = None,
+        event: TypedEvent,
         *,
         ts: float | None = None,
         consumes: dict[str, Any] | None = None,
@@ -63,11 +62,10 @@ class SessionWriter:
         `consumes`: the steering command this event carries out, marked consumed in the same
         transaction (so never applied twice). `predictions`: an `evaluated` event's per-image
         predictions, kept in the same transaction (sealed with a blinded test evaluation).
-        `event`: a typed event (engine.session.event_types); during the transition also a kind
-        with its `payload` dict."""
-        kind, body = _kind_and_payload(event, payload)
-        if kind not in ev.KINDS:
-            raise ValueError(f"unknown event kind {kind!r}")
+        `event`: a typed event (engine.session.event_types)."""
+        if not isinstance(event, TypedEvent):
+            raise TypeError(f"the writer appends typed events (engine.session.event_types), not {event!r}")
+        kind, body = event.kind, event.to_payload()
         if predictions is not None and kind != ev.EVALUATED:
             raise ValueError("only an evaluated event keeps predictions")
         with self.batch():
@@ -75,12 +73,10 @@ class SessionWriter:
                 self._reveal_sealed()  # appended before the end, in the same transaction
             return self._append(kind, body, ts, consumes, result, predictions)
 
-    def emit_many(self, items: Iterable[TypedEvent | tuple[str, dict[str, Any]]], *,
-                  ts: float | None = None) -> list[ev.Event]:
-        """Append typed events (or (kind, payload) pairs) in one transaction; durable on return."""
+    def emit_many(self, items: Iterable[TypedEvent], *, ts: float | None = None) -> list[ev.Event]:
+        """Append typed events in one transaction; durable on return."""
         with self.batch():
-            return [self.emit(item, ts=ts) if isinstance(item, TypedEvent) else self.emit(*item, ts=ts)
-                    for item in items]
+            return [self.emit(item, ts=ts) for item in items]
 
     def batch(self) -> _Batch:
         """One transaction for every event emitted inside (nested batches join the outer one).
@@ -170,16 +166,6 @@ class SessionWriter:
 
     def _mark_consumed(self, command: dict[str, Any], result: str, seq: int | None) -> None:
         self.store.db.conn.execute(_MARK_CONSUMED, (time.time(), seq, result, int(command["id"])))
-
-
-def _kind_and_payload(event: TypedEvent | str, payload: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    if isinstance(event, TypedEvent):
-        if payload is not None:
-            raise TypeError("a typed event carries its own payload")
-        return event.kind, event.to_payload()
-    if payload is None:
-        raise TypeError(f"event kind {event!r} without a payload")
-    return event, payload
 
 
 class _Batch:
