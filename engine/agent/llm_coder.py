@@ -26,7 +26,7 @@ from engine.agent.llm_config import LlmConfig, LlmConfigError
 from engine.agent.response_parsing import extract_code, extract_plan, parse_json_object, review_from_dict
 from engine.evaluation.audit import parse_claimed_metric
 
-__all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session", "totals"]
+__all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session"]
 
 ParsedReview = tuple[bool, str, float | None]     # is_bug, summary, claimed metric
 NO_USABLE_REVIEW = "the reply held no usable review"
@@ -71,14 +71,6 @@ class LlmCoder:
         return {"name": self.name, "label": self.label, "simulated": self.simulated,
                 "model": self.model, "review_model": self.review_model,
                 "base_url": self.config.base_url, "server": self._server}
-
-    @property
-    def total_cost(self) -> float:
-        return sum(c.cost for c in self.calls)
-
-    @property
-    def total_tokens(self) -> tuple[int, int]:
-        return sum(c.tokens_in for c in self.calls), sum(c.tokens_out for c in self.calls)
 
     def cancel(self) -> None:
         """End the LLM call in progress now (a stop command); later calls run normally."""
@@ -210,18 +202,6 @@ def _review_from_tools(tool_calls: list[dict[str, Any]]) -> ParsedReview | None:
             if parsed is not None:
                 return parsed
     return None
-
-
-def totals(calls: list[LlmCall]) -> dict[str, float]:
-    """Tokens, cost and call counts over some calls (a node's or a session's)."""
-    return {
-        "calls": len(calls),
-        "failed_calls": sum(1 for c in calls if not c.ok),
-        "tokens_in": sum(c.tokens_in for c in calls),
-        "tokens_out": sum(c.tokens_out for c in calls),
-        "cost": sum(c.cost for c in calls),
-        "latency_s": sum(c.latency_s for c in calls),
-    }
 
 
 def llm_config_for_session(session_config: Any, overrides: dict[str, Any] | None = None,

@@ -41,12 +41,3 @@ def obfuscate(df: pd.DataFrame, seed: int = 0, start: int = 1) -> tuple[pd.DataF
     agent = agent[list(AGENT_COLUMNS)]
     mapping = pd.DataFrame({"image_name": names, "md5hash": shuffled["md5hash"].to_numpy()})
     return agent, mapping
-
-
-def deobfuscate(agent: pd.DataFrame, mapping: pd.DataFrame) -> pd.DataFrame:
-    """Back to the original column names (and md5hash) for the rows of an obfuscated frame."""
-    back = {v: k for k, v in RENAME.items()}
-    out = agent.merge(mapping[["image_name", "md5hash"]], on="image_name", how="left", validate="one_to_one")
-    if out["md5hash"].isna().any():
-        raise DataError("some image names are not in the mapping")
-    return out.drop(columns=["image_name"]).rename(columns=back)

@@ -128,25 +128,8 @@ KINDS = frozenset(
     }
 )
 
-# Node stages and statuses (the search tree's vocabulary).
-STAGES = ("draft", "improve", "debug", "human")
-STATUSES = ("queued", "running", "ok", "buggy", "timeout", "interrupted")
-
 # Steering commands (the commands table's `kind` column).
 COMMAND_KINDS = frozenset({"pause", "resume", "stop", "guide", "expand", "prune", "set_budget", "set_criterion"})
-
-# Payload of each steering command (the commands table's `payload` JSON), as `befair steer` and
-# the console write them:
-COMMAND_PAYLOADS = {
-    "pause": {},
-    "resume": {},
-    "stop": {"interrupt": "bool: also interrupt the running execution (default true)"},
-    "guide": {"text": "str", "scope": "global|node", "node_id": "int? (scope node)"},
-    "expand": {"node_id": "int"},
-    "prune": {"node_id": "int"},
-    "set_budget": {"steps": "int"},
-    "set_criterion": {"criterion": "claimed|validation|minimax|robust"},
-}
 
 
 @dataclass(frozen=True)

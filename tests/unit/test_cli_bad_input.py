@@ -368,17 +368,15 @@ def test_oversized_image_is_a_data_error_naming_the_file(tmp_path, synth, capsys
     one_error(rc, err, 3, test_victim.name, "too large")
 
 
-def test_oversized_image_in_hashing_feature_reading_and_batch_decoding(tmp_path):
+def test_oversized_image_in_hashing_and_batch_decoding(tmp_path):
     from engine.data.cleaning import hash_images
     from engine.data.common import find_unreadable_image
-    from engine.data.gapcheck import _load
 
     bomb = tmp_path / "imgs" / "big.jpg"
     bomb.parent.mkdir()
     bomb.write_bytes(png_header(30_000, 30_000))
-    for fn in (hash_images, _load):
-        with pytest.raises(DataError, match=r"big\.jpg is too large"):
-            fn([bomb])
+    with pytest.raises(DataError, match=r"big\.jpg is too large"):
+        hash_images([bomb])
     found = find_unreadable_image([tmp_path])
     assert found is not None and found[0] == bomb
     from befair_tui.cli.baselines import _image_failure

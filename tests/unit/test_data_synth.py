@@ -124,7 +124,7 @@ def test_invalid_sizes_rejected(tmp_path):
 @pytest.mark.parametrize("seed", [0, 3])
 def test_plain_classifier_shows_a_gap_that_the_fair_variant_shrinks(tmp_path, seed):
     """The point of SynthDerm: a naive pipeline is unfair on it, a fairness-aware one less so."""
-    from engine.data.gapcheck import gap_check
+    from tests.synth_gapcheck import gap_check
 
     p = generate(tmp_path, seed=seed, n_train=2000, n_test=656, size=32)
     r = gap_check(p.train_csv, p.train_images, p.test_csv, p.test_images)

@@ -9,7 +9,7 @@ import pytest
 
 from engine.data.cleaning import clean, read_keep_list
 from engine.data.fitzpatrick import load_fitzpatrick
-from engine.data.obfuscate import AGENT_COLUMNS, deobfuscate, obfuscate
+from engine.data.obfuscate import AGENT_COLUMNS, RENAME, obfuscate
 from engine.data.split import stratified_validation_split
 from engine.data.workspace import Workspace
 from engine.errors import DataError
@@ -207,3 +207,11 @@ def test_cli(tmp_path, capsys):
         args.func(args)
     full = parser.parse_args(["data", "synth", "--out", "x", "--full"])
     assert full.full is True
+
+def deobfuscate(agent: pd.DataFrame, mapping: pd.DataFrame) -> pd.DataFrame:
+    """Back to the original column names (and md5hash) for the rows of an obfuscated frame."""
+    back = {v: k for k, v in RENAME.items()}
+    out = agent.merge(mapping[["image_name", "md5hash"]], on="image_name", how="left", validate="one_to_one")
+    if out["md5hash"].isna().any():
+        raise DataError("some image names are not in the mapping")
+    return out.drop(columns=["image_name"]).rename(columns=back)
