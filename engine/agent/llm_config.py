@@ -367,9 +367,3 @@ def cli_overrides(args: Any) -> dict[str, Any]:
         _CLI_TO_FIELD.get(dest, dest): get(dest)
         for dest in CLI_FLAGS if dest != "llm_config" and get(dest) is not None
     }
-
-
-def config_from_cli(args: Any, env: Mapping[str, str] | None = None) -> LlmConfig:
-    """LlmConfig from parsed flags (an argparse Namespace or a dict) over file and environment."""
-    get = args.get if isinstance(args, Mapping) else (lambda k, d=None: getattr(args, k, d))
-    return LlmConfig.load(cli_overrides(args), env=env, path=get("llm_config"))

@@ -136,7 +136,7 @@ def test_invalid_values():
 def test_cli_flags_roundtrip(tmp_path, clean_env):
     import argparse
 
-    from engine.agent.llm_config import add_cli_arguments, config_from_cli
+    from engine.agent.llm_config import add_cli_arguments
 
     f = tmp_path / "c.toml"
     f.write_text('model = "file-model"\ntemperature = 0.3\n')
@@ -229,7 +229,7 @@ def test_limits_from_the_config_file_and_old_retry_keys_accepted(tmp_path):
 def test_limits_from_cli_flags(tmp_path, clean_env):
     import argparse
 
-    from engine.agent.llm_config import add_cli_arguments, cli_overrides, config_from_cli
+    from engine.agent.llm_config import add_cli_arguments, cli_overrides
 
     parser = argparse.ArgumentParser()
     add_cli_arguments(parser)
@@ -256,3 +256,11 @@ def test_limits_from_cli_flags(tmp_path, clean_env):
 def test_invalid_limits(kw, word):
     with pytest.raises(LlmConfigError, match=word):
         LlmConfig(**kw)
+
+
+def config_from_cli(args, env=None):
+    """What the CLI's flags make of a config: the flags over the file they name and the environment."""
+    from engine.agent.llm_config import LlmConfig, cli_overrides
+
+    get = args.get if isinstance(args, dict) else (lambda k, d=None: getattr(args, k, d))
+    return LlmConfig.load(cli_overrides(args), env=env, path=get("llm_config"))
