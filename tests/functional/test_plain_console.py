@@ -437,8 +437,9 @@ async def test_setup_fields_are_wide_enough_for_their_values(db, tmp_path):
             box.value = value
             box.focus()
             box.scroll_visible()
-            await pilot.pause(0.2)
-            assert value in region_text(app, box), (wid, region_text(app, box))
+            # scrolling and repainting take a few frames (longer on a loaded machine)
+            await wait_for(pilot, lambda box=box, value=value: value in region_text(app, box),
+                           what=f"{wid} showing {value}")
 
 
 async def test_setup_states_are_visible_without_colour(db, tmp_path):
