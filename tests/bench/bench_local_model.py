@@ -59,7 +59,7 @@ def loadavg() -> str:
 
 
 def _steer_after_first_failure(db: Path, sid: str, done: threading.Event, out: dict[str, Any]) -> None:
-    from engine.agent.policy import is_buggy
+    from engine.session.selection import is_failed as is_buggy
     from engine.session.store import SessionStore
 
     while not done.wait(2.0):
@@ -108,7 +108,7 @@ def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STE
 
 
 def summarise(db: Path, sid: str) -> dict[str, Any]:
-    from engine.agent.policy import is_buggy
+    from engine.session.selection import is_failed as is_buggy
     from engine.session import events as ev
     from engine.session.store import SessionStore
 
@@ -181,6 +181,7 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     from engine.agent import local_model
     from engine.agent.llm_check import check_server
     from engine.agent.llm_config import LlmConfig
+    from engine.data.workspace import synth_workspace
 
     if not force and os.environ.get("BEFAIR_BENCH_LOCAL") != "1":
         print("bench_local_model: set BEFAIR_BENCH_LOCAL=1 to run it (an hour or more); no rows")
@@ -196,6 +197,8 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     sessions: list[dict[str, Any]] = []
     plan = [(arm, seed) for arm in arms for seed in (seeds if seeds is not None else SEEDS)]
     lanes = max(1, min(parallel, len(plan)))
+    # the sessions share one SynthDerm workspace: built once here, not by six sessions at once
+    synth_workspace(seed=0, n_train=int(SYNTH[1]), n_test=int(SYNTH[3]), size=int(SYNTH[5]))
     lock = threading.Lock()
     with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes,
                                  context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
