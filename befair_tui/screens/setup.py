@@ -60,6 +60,13 @@ def _range(field: str) -> str:
     return f"{low:,}–{high:,}"
 
 
+def _choice_column(label: str, choices: RadioSet) -> ComposeResult:
+    """The narrow left column of a setup row: what is chosen, and the choices."""
+    with Vertical(classes="col-narrow"):
+        yield Label(label)
+        yield choices
+
+
 def adequacy_warnings(choices: SetupChoices) -> list[str]:
     """engine.data.adequacy's warnings for the data these choices name ([] when they cannot be read)."""
     from engine.data.adequacy import synth_counts, warnings, workspace_counts
@@ -126,11 +133,9 @@ class SetupScreen(Screen[None]):
     def _compose_level(self) -> ComposeResult:
         c = self.choices
         with Horizontal(classes="row stack"):
-            with Vertical(classes="col-narrow"):
-                yield Label("Instruction level")
-                with RadioSet(id="level"):
-                    for name in LEVEL_NAMES:
-                        yield PlainRadioButton(name, value=name == c.level, id=f"level-{name}")
+            yield from _choice_column("Instruction level", RadioSet(
+                *[PlainRadioButton(name, value=name == c.level, id=f"level-{name}") for name in LEVEL_NAMES],
+                id="level"))
             with Vertical(classes="col-wide"):
                 yield Static("", id="level-text")
                 yield TextArea(c.custom_text, id="custom-text", classes="hidden")
@@ -138,12 +143,10 @@ class SetupScreen(Screen[None]):
     def _compose_data(self) -> ComposeResult:
         c = self.choices
         with Horizontal(classes="row stack"):
-            with Vertical(classes="col-narrow"):
-                yield Label("Data")
-                with RadioSet(id="data"):
-                    yield PlainRadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth")
-                    yield PlainRadioButton("prepared workspace", value=c.data == "workspace",
-                                           id="data-workspace")
+            yield from _choice_column("Data", RadioSet(
+                PlainRadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth"),
+                PlainRadioButton("prepared workspace", value=c.data == "workspace", id="data-workspace"),
+                id="data"))
             with Vertical(classes="col-wide"):
                 with Vertical(id="synth-sizes"):
                     with Horizontal(classes="inline"):
@@ -164,11 +167,10 @@ class SetupScreen(Screen[None]):
         c = self.choices
         default_model, default_server = llm_defaults()
         with Horizontal(classes="row stack"):
-            with Vertical(classes="col-narrow"):
-                yield Label("Coder")
-                with RadioSet(id="coder"):
-                    for kind in CODERS.values():
-                        yield PlainRadioButton(kind.label, value=c.coder == kind.name, id=f"coder-{kind.name}")
+            yield from _choice_column("Coder", RadioSet(
+                *[PlainRadioButton(kind.label, value=c.coder == kind.name, id=f"coder-{kind.name}")
+                  for kind in CODERS.values()],
+                id="coder"))
             with Vertical(classes="col-wide"):
                 yield Static("", id="coder-note")
                 with Vertical(id="llm-fields", classes="hidden"):
