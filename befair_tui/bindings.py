@@ -25,3 +25,15 @@ def detail_tab_bindings() -> list[Binding]:
     """1-7: the node detail's tabs (hidden from the footer)."""
     return [Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
             for i, tab in enumerate(DETAIL_TABS, start=1)]
+
+
+def open_and_replay(screen: str, open_label: str = "Open session") -> list[Binding]:
+    """Enter (or o) opens the highlighted session in the console, r replays it: the screens that
+    list sessions (`screen` prefixes the ids)."""
+    return [Binding("enter,o", "open", open_label, id=f"{screen}-open"),
+            Binding("r", "replay", "Replay", id=f"{screen}-replay")]
+
+
+def back_and_quit(screen: str) -> list[Binding]:
+    """Escape: back to the screen below; q: quit."""
+    return [Binding("escape", "back", "Back", id=f"{screen}-back"), QUIT]
