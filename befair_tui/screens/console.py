@@ -2,7 +2,8 @@
 
 It only reads events and writes steering commands. A thread worker polls the event log and
 posts batches (EventsArrived); this screen is the one owner that folds them into SessionState
-and updates the widgets.
+and updates the widgets. Beside it: its keys and when each can act (console_keys), the expert
+baselines it compares with and trains (console_baselines), the follower (befair_tui.polling).
 """
 from __future__ import annotations
 
