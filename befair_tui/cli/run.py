@@ -37,6 +37,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run", help="run a search session (headless with --headless)",
         description="Run an agent's search over ML pipelines on the skin-lesion task and record it as a session.",
     )
+    _task_options(p)
+    _data_options(p)
+    _search_options(p)
+    _limit_options(p)
+    _agent_options(p)
+    _study_options(p)
+    add_db_arg(p)
+    p.set_defaults(func=cmd_run)
+    _register_resume(subparsers)
+
+
+def _register_resume(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = subparsers.add_parser("resume", help="continue a session after a crash, kill or stop",
+                              description="Continue a session: the node that was running is marked interrupted "
+                                          "and the search goes on until the budget is spent.")
+    r.add_argument("session", help="session id, unique prefix, or 'last'")
+    r.add_argument("--headless", action="store_true", help="accepted for symmetry with run (resume is always headless)")
+    r.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    r.add_argument("--force", action="store_true", help="resume even if the session's process seems alive")
+    r.add_argument("--model", default=None, help="LLM model (openai sessions; default: the session's)")
+    r.add_argument("--base-url", default=None, help="server URL (openai sessions)")
+    add_db_arg(r)
+    r.set_defaults(func=cmd_resume)
+
+
+def _task_options(p: argparse.ArgumentParser) -> None:
+    """How it runs, the instruction level, the budget and the coder."""
     p.add_argument("--headless", action="store_true", help="no console: print progress to the terminal")
     p.add_argument("--level", choices=[*LEVELS, CUSTOM], default="base", help="instruction level (default: base)")
     p.add_argument("--custom-text", default=None, help="the instruction for --level custom (recorded verbatim)")
@@ -44,12 +71,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--coder", choices=list(CODERS), default="offline",
                    help="; ".join(f"{kind.name}: {kind.help}" for kind in CODERS.values()))
     add_llm_arguments(p.add_argument_group("LLM coder (--coder openai)"))
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    """The data, and the seed."""
     p.add_argument("--data", default="synth",
                    help="'synth' (generated SynthDerm, cached) or a prepared workspace folder")
     p.add_argument("--synth-n-train", type=int, default=None, help="SynthDerm training images (default 2000)")
     p.add_argument("--synth-n-test", type=int, default=None, help="SynthDerm test images (default 656)")
     p.add_argument("--synth-size", type=int, default=None, help="SynthDerm image size in pixels (default 96)")
     p.add_argument("--seed", type=int, default=0, help="the agent's seed (same seed, same session)")
+
+
+def _search_options(p: argparse.ArgumentParser) -> None:
+    """What "best" means, and the task protocol."""
     p.add_argument("--best", choices=BEST_CRITERIA, default=None,
                    help="what 'best node' means for the search (default: robust; claimed under --protocol be-fair); "
                         "switch it live with `befair steer SESSION criterion C` or the console")
@@ -57,6 +92,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="befair: the product's task (a validation set withheld and measured); be-fair: the study's "
                         "exact task (mydataset.csv + MyImages/, AIDE's prompts, test set only, blinded; needs an "
                         "LLM coder)")
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    """Blinding, and each node's limits and sandbox."""
     p.add_argument("--blind-test", action="store_true", help="mark test metrics blinded (studies)")
     p.add_argument("--step-timeout", type=float, default=None, help="seconds per node execution (default 600)")
     p.add_argument("--memory-limit", type=int, default=None,
@@ -66,6 +105,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--sandbox", choices=["auto", "bwrap", "none"], default="auto",
                    help="run agent code in a bubblewrap sandbox (auto/bwrap: refuse where namespaces are "
                         "unavailable); none: run it unsandboxed, and mark the session UNSANDBOXED")
+
+
+def _agent_options(p: argparse.ArgumentParser) -> None:
+    """The offline coder's failures, the search policy, and the evaluation device."""
     p.add_argument("--failure-rate", type=float, default=None,
                    help="offline coder: share of pipelines written with a bug (default 0.15)")
     p.add_argument("--policy", choices=POLICIES, default=None,
@@ -78,6 +121,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="--policy aide: probability of debugging a buggy leaf (default 0.5)")
     p.add_argument("--max-debug-depth", type=int, default=None, help="debug attempts in a row (default 3)")
     p.add_argument("--device", default=None, help="evaluation device (cpu, cuda); default: GPU when present")
+
+
+def _study_options(p: argparse.ArgumentParser) -> None:
+    """User studies, starting guidance, and where the settings come from."""
     p.add_argument("--participant", default=None, help="participant id (user studies)")
     p.add_argument("--study", default=None, help="study id (user studies)")
     p.add_argument("--repeat", type=int, default=None, help="repeat index within a study")
@@ -88,20 +135,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="start the session this JSON file describes (written by the console for the run it "
                         "starts detached); the settings flags above are then not read")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    add_db_arg(p)
-    p.set_defaults(func=cmd_run)
-
-    r = subparsers.add_parser("resume", help="continue a session after a crash, kill or stop",
-                              description="Continue a session: the node that was running is marked interrupted "
-                                          "and the search goes on until the budget is spent.")
-    r.add_argument("session", help="session id, unique prefix, or 'last'")
-    r.add_argument("--headless", action="store_true", help="accepted for symmetry with run (resume is always headless)")
-    r.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    r.add_argument("--force", action="store_true", help="resume even if the session's process seems alive")
-    r.add_argument("--model", default=None, help="LLM model (openai sessions; default: the session's)")
-    r.add_argument("--base-url", default=None, help="server URL (openai sessions)")
-    add_db_arg(r)
-    r.set_defaults(func=cmd_resume)
 
 
 # --------------------------------------------------------------------------- commands

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,21 +39,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_db_arg(p)
     p.set_defaults(func=cmd_sessions)
 
-    p = subparsers.add_parser("show", help="print a session's search tree with its metrics")
-    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p = _session_parser(subparsers, "show", cmd_show, help="print a session's search tree with its metrics")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--unblind", action="store_true", help="show test metrics even where the session blinds them")
+    _add_unblind(p, "show")
     add_db_arg(p)
-    p.set_defaults(func=cmd_show)
 
-    p = subparsers.add_parser(
-        "steer", help="steer a session running in another process",
+    p = _session_parser(
+        subparsers, "steer", cmd_steer, help="steer a session running in another process",
         description="Write a steering command to the session's queue; the running session "
         "consumes it between steps. Actions: pause | resume | stop | guide TEXT [--node N] | "
         "expand N | prune N | budget N | criterion " + "|".join(selection.CRITERIA) + " (what ★ and the "
         "search's improve step follow from now on).",
     )
-    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
     p.add_argument("action", choices=sorted(STEER_ACTIONS))
     p.add_argument("argument", nargs="*", help="TEXT for guide, N for expand/prune/budget, a criterion for criterion")
     p.add_argument("--node", type=int, default=None, help="guide: guidance for this node only")
@@ -61,27 +59,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--wait", action="store_true", help="wait until the session consumes it; print the latency")
     p.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds")
     add_db_arg(p)
-    p.set_defaults(func=cmd_steer)
 
-    p = subparsers.add_parser("export", help="write a session's best pipeline, tree, node metrics and events")
-    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p = _session_parser(subparsers, "export", cmd_export,
+                        help="write a session's best pipeline, tree, node metrics and events")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--criterion", choices=selection.CRITERIA, default=None,
                    help="what 'best' means (default: the one ★ follows)")
-    p.add_argument("--unblind", action="store_true", help="include test metrics even where the session blinds them")
+    _add_unblind(p)
     add_db_arg(p)
-    p.set_defaults(func=cmd_export)
 
-    p = subparsers.add_parser(
-        "report", help="write a session's summary (Markdown or HTML, with the plot) to hand to a colleague",
+    p = _session_parser(
+        subparsers, "report", cmd_report,
+        help="write a session's summary (Markdown or HTML, with the plot) to hand to a colleague",
         description="The session summary: the final choice by each criterion with its intervals, whether it "
         "can be told apart from the runners-up, what each guidance changed, and the labels that apply.")
-    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
     p.add_argument("--out", type=Path, default=None,
                    help="FILE.md or FILE.html (default: Markdown on standard output, without the plot)")
-    p.add_argument("--unblind", action="store_true", help="include test metrics even where the session blinds them")
+    _add_unblind(p)
     add_db_arg(p)
-    p.set_defaults(func=cmd_report)
 
     p = subparsers.add_parser("delete", help="delete a session and everything recorded for it")
     p.add_argument("session", help="session id (or a unique prefix)")
@@ -90,6 +85,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="a running session is stopped first: seconds to wait for its runner (default 20)")
     add_db_arg(p)
     p.set_defaults(func=cmd_delete)
+
+
+def _session_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
+                    func: Callable[[argparse.Namespace], int], **parser_args: Any) -> argparse.ArgumentParser:
+    """The parser of a command on one session, SESSION its first argument (--db is added last, by
+    the caller: the help lists the options in the order they are added)."""
+    p = subparsers.add_parser(name, **parser_args)
+    p.add_argument("session", help="session id, a unique prefix of it, or 'last'")
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_unblind(p: argparse.ArgumentParser, verb: str = "include") -> None:
+    p.add_argument("--unblind", action="store_true", help=f"{verb} test metrics even where the session blinds them")
 
 
 # -- helpers ---------------------------------------------------------------------------------

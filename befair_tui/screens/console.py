@@ -2,7 +2,8 @@
 
 It only reads events and writes steering commands. A thread worker polls the event log and
 posts batches (EventsArrived); this screen is the one owner that folds them into SessionState
-and updates the widgets.
+and updates the widgets. Beside it: its keys and when each can act (console_keys), the expert
+baselines it compares with and trains (console_baselines), the follower (befair_tui.polling).
 """
 from __future__ import annotations
 
@@ -10,27 +11,27 @@ import gc
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import events, on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Tree
-from textual.worker import Worker, get_current_worker
+from textual.worker import get_current_worker
 
-from baselines.reference import reference_rows
 from engine.session import events as ev
 from engine.session import selection, views
 from engine.session.changes import Changes, apply_changes
 from engine.session.state import SessionState, memoised, new_state
 from engine.session.store import SessionStore
 
-from befair_tui.launch import log_tail, runner_state
-from befair_tui.messages import BaselinesTraining, EventsArrived, FollowProblem
+from befair_tui.launch import runner_state
+from befair_tui.messages import EventsArrived, FollowProblem
 from befair_tui.navigation import navigator
+from befair_tui.polling import ENDED_POLL, IDLE_POLL, EventLogFollower
+from befair_tui.screens.console_baselines import ExpertBaselines
+from befair_tui.screens.console_keys import (CONSOLE_BINDINGS, FOOTER_DROP, KEY_ACTIONS, OFFERED_WHEN_ABLE,
+                                             fits_the_p_key, steering_refusal)
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -39,45 +40,13 @@ from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.search_tree import SearchTree
 from befair_tui.widgets.status_bar import StatusBar
 
-if TYPE_CHECKING:
-    from befair_tui.baseline_training import TrainingPlan
-
-STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
-STEERING_VERB = {"pause": "pause it", "resume": "resume it", "stop": "stop it", "guide": "guide the agent",
-                 "expand": "expand a node", "prune": "prune a node", "add_steps": "add steps"}
-NEEDS_RUNNER = {"pause", "resume", "stop"}  # steering that only a live runner can carry out
 RUNNER_CHECK = 0.9  # seconds between two reads of the session row's heartbeat (every other tick)
-# Polling the event log: every poll_interval while events arrive, then slower and slower while
-# nothing happens, up to IDLE_POLL (a live session) or ENDED_POLL (a finished one, which only a
-# resume elsewhere can wake): an idle console costs next to nothing.
-IDLE_POLL = 0.6
-ENDED_POLL = 2.0
 FREEZE_AFTER = 500  # events in one batch (a session opened, a replay seek): freeze what they built
-DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversation")
-BATCH = 5_000
 
 
-class ConsoleScreen(Screen[None]):
-    # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
-    FOOTER_DROP = ("app.quit", "sessions", "choose_criterion", "train_baselines", "add_steps", "prune", "expand")
-    BINDINGS = [
-        Binding("p", "pause", "Pause", id="pause"),
-        Binding("p", "resume", "Resume", id="resume"),
-        Binding("s", "stop", "Stop", id="stop"),
-        Binding("g", "guide", "Guide", id="guide"),
-        Binding("e", "expand", "Expand", id="expand"),
-        Binding("x", "prune", "Prune", id="prune"),
-        Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", key_display="+"),
-        Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
-        Binding("c", "choose_criterion", "Best means", id="choose-criterion"),
-        Binding("r", "summary", "Summary", id="session-summary"),
-        Binding("u", "resume_runner", "Resume run", id="resume-runner"),
-        Binding("b", "train_baselines", "Train baselines", id="train-baselines"),
-        Binding("l", "sessions", "Sessions", id="sessions"),
-        Binding("q", "app.quit", "Quit", id="quit"),
-        *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
-          for i, tab in enumerate(DETAIL_TABS, start=1)],
-    ]
+class ConsoleScreen(ExpertBaselines):
+    FOOTER_DROP = FOOTER_DROP
+    BINDINGS = [*CONSOLE_BINDINGS]
 
     def __init__(self, store: SessionStore, session_id: str, *, read_only: bool = False,
                  proc: subprocess.Popen[bytes] | None = None, poll_interval: float = 0.15,
@@ -102,8 +71,8 @@ class ConsoleScreen(Screen[None]):
         self.runner: str | None = None  # runner_status of a followed session: alive | stopped | finished
         self._runner_checked = float("-inf")
         self.split = "test"  # what the scoreboard and the plot compare: test | validation
-        self.polls = 0  # reads of the event log (tests, benchmarks)
-        self._poll_max = IDLE_POLL
+        self._follower = EventLogFollower(store, session_id, self.post_message, proc=proc,
+                                          poll_interval=poll_interval)
         self._bindings_key: tuple[object, ...] | None = None
 
     # -- layout ---------------------------------------------------------------------------
@@ -136,83 +105,16 @@ class ConsoleScreen(Screen[None]):
             self.set_interval(0.5, self._tick)
         self.sync_all()
 
-    def _load_references(self) -> None:
-        baselines: list[dict[str, Any]] = []
-        published: list[dict[str, Any]] = []
-        try:
-            trained, rows = reference_rows(self.store)
-            baselines = views.baseline_points(trained, self.state)
-            level = self.state.level or self._level_hint()
-            published = views.published_points(rows, level)
-        except Exception as exc:  # noqa: BLE001
-            self.notify(f"could not read baselines: {exc}", severity="warning")
-        self._baselines, self._published = baselines, published
-        board = self.query_one(Scoreboard)
-        board.set_references(baselines, published)
-        board.can_baselines = not self.read_only and self.baseline_workspace() is not None
-        self.query_one(ComparisonPlot).set_references(baselines, published)
-
-    def _level_hint(self) -> str:
-        try:
-            return self.store.session(self.session_id).get("level") or ""
-        except Exception:  # noqa: BLE001 - the session may not exist yet (just spawned)
-            return ""
-
     # -- following the event log ----------------------------------------------------------
     @work(thread=True, exclusive=True, group="follow", name="follow-session")
     def follow(self) -> None:
-        """Poll the event log; never touches widgets, only posts messages."""
-        worker = get_current_worker()
-        after = self.state.last_seq
-        store = self.store
-        warned_exit = False
-        wait = self.poll_interval
-        while not worker.is_cancelled:
-            try:
-                self.polls += 1
-                batch = store.events(self.session_id, after, limit=BATCH)
-            except Exception as exc:  # noqa: BLE001 - report, keep polling
-                self.post_message(FollowProblem(self.session_id, f"cannot read the session: {exc}"))
-                time.sleep(1.0)
-                continue
-            if batch:
-                after = batch[-1].seq
-                self.post_message(EventsArrived(self.session_id, batch))
-                wait = self.poll_interval
-                if len(batch) == BATCH:
-                    continue
-            else:
-                if self.proc is not None and not warned_exit:
-                    code = self.proc.poll()
-                    if code is not None:
-                        warned_exit = True
-                        time.sleep(self.poll_interval)
-                        if not store.events(self.session_id, after, limit=1):
-                            self.post_message(self._exit_problem(code, after))
-                # nothing new: wait longer next time (a child still starting keeps the fast pace)
-                if self.proc is None or self.proc.poll() is not None or after:
-                    wait = min(max(self._poll_max, self.poll_interval), wait * 1.5)
-            self._sleep(wait, worker)
-        store.close()
+        """Poll the event log (polling.EventLogFollower); never touches widgets, only posts messages."""
+        self._follower.run(get_current_worker(), self.state.last_seq)
 
-    def _sleep(self, seconds: float, worker: Worker[None]) -> None:
-        """Sleep in short slices so that leaving the screen stops the follower promptly."""
-        deadline = time.monotonic() + seconds
-        while not worker.is_cancelled:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            time.sleep(min(left, 0.25))
-
-    def _exit_problem(self, code: int, after: int) -> FollowProblem:
-        tail = log_tail(self.store.path, self.session_id)
-        if after == 0:
-            reason = f"the session process exited (code {code}) before it started"
-        elif code != 0:
-            reason = f"the session process exited with code {code}"
-        else:
-            return FollowProblem(self.session_id, "", fatal=False)
-        return FollowProblem(self.session_id, reason + (f":\n{tail}" if tail else ""), fatal=True)
+    @property
+    def polls(self) -> int:
+        """Reads of the event log so far (tests, benchmarks)."""
+        return self._follower.polls
 
     @on(FollowProblem)
     def _on_problem(self, message: FollowProblem) -> None:
@@ -278,7 +180,7 @@ class ConsoleScreen(Screen[None]):
             self.query_one(Scoreboard).sync(state)
             self.query_one(ComparisonPlot).sync(state, self.best)
         ended = views.ended(state)
-        self._poll_max = ENDED_POLL if ended else IDLE_POLL
+        self._follower.longest_wait = ENDED_POLL if ended else IDLE_POLL
         if ended and self._was_live and self.follow_enabled:
             self.notify("The session has ended: r shows its summary (the final choice with its intervals, what "
                         "each guidance changed).", title="Session summary", timeout=12)
@@ -439,47 +341,14 @@ class ConsoleScreen(Screen[None]):
         """Why a steering key cannot act in this state (None: it can). The footer and the palette
         offer only the keys that can; pressing another one says this."""
         if action == "train_baselines":
-            if self._training is not None:
-                return "The baselines are training already: their progress is in the scoreboard."
-            if self.read_only or self.baseline_workspace() is None:
-                return "This session's data is not here, so no baseline can be trained for it."
-            boards = self.query(Scoreboard)
-            if boards and not boards.first().no_baselines():
-                return "Baselines trained on this session's data are in the scoreboard already."
-            return None
-        if action == "resume_runner":
-            if self.read_only:
-                return "This is a replay: it shows what happened and cannot be resumed from here."
-            if self.runner == "stopped" and self.state.status in ("running", "paused"):
-                return None
-            return f"The session is {self.state.status} and its runner is not stopped: nothing to resume (u)."
-        if action not in STEERING:
-            return None
-        what = STEERING_VERB[action]
-        if self.read_only:
-            return (f"This is a replay of what happened: it cannot {what}. Open the session from Sessions (l) "
-                    "to steer it.")
-        status = self.state.status
-        if status == "finished":
-            return f"The session has finished: nothing runs any more, so there is no way to {what}."
-        if status in ("stopped", "failed"):
-            return (f"The session {status}: nothing runs any more. To {what}, resume it first "
-                    "(Sessions, l, then u).")
-        if action in NEEDS_RUNNER and self.runner == "stopped" and status in ("running", "paused"):
-            return f"Nothing runs this session now (its runner stopped): press u to resume it, then {what}."
-        return None
+            return self.why_not_train()
+        return steering_refusal(action, self.state, read_only=self.read_only, runner=self.runner)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "summary":
             return views.ended(self.state)
-        if action == "resume_runner" or action == "train_baselines" or action in STEERING:
-            if self.why_not(action) is not None:
-                return False  # not offered: the footer and the palette show only what can act
-            # one key, p: "Pause" while running, "Resume" while paused
-            if action == "pause" and self.state.status == "paused":
-                return False
-            if action == "resume" and self.state.status != "paused":
-                return False
+        if action in OFFERED_WHEN_ABLE:  # not offered unless it can act: the footer and the palette agree
+            return self.why_not(action) is None and fits_the_p_key(action, self.state.status)
         return True
 
     def on_key(self, event: events.Key) -> None:
@@ -649,107 +518,6 @@ class ConsoleScreen(Screen[None]):
             return
         navigator(self.app).resume_session(self.session_id)
 
-    # -- expert baselines, trained in the background on the session's data -----------------
-    baseline_plan: TrainingPlan | None = None  # a baseline_training.TrainingPlan (None: its defaults); tests train less
-    _training = None      # the training's process while it runs
-    _trained_runs = 0     # its runs recorded so far (each one reloads the rows)
-
-    def baseline_workspace(self) -> str | None:
-        """The session's prepared workspace, when it is here to train baselines on."""
-        from pathlib import Path
-
-        path = str((self.state.data or {}).get("path") or "")
-        if views.data_kind(self.state) not in ("synth", "real") or not path:
-            return None
-        return path if Path(path).is_dir() else None
-
-    def action_train_baselines(self) -> None:
-        from befair_tui.baseline_training import TrainingPlan
-        from befair_tui.screens.confirm import ConfirmModal
-
-        reason = self.why_not("train_baselines")
-        if reason:
-            self.notify(reason, title="Not now", severity="warning")
-            return
-        plan = self.baseline_plan or TrainingPlan()
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self._start_training(plan)
-
-        self.app.push_screen(ConfirmModal(
-            f"Train {plan.words()} on this session's data, in the background? On a CPU that takes a few "
-            "minutes per run; the console stays usable, the results land in this database and appear in "
-            "the scoreboard and the plot.", yes="Train baselines", no="Not now"), done)
-
-    def _start_training(self, plan: TrainingPlan) -> None:
-        from befair_tui import launch
-        from befair_tui.baseline_training import train_argv
-
-        workspace = self.baseline_workspace()
-        name = f"baselines-{self.session_id}"
-        log = launch.log_path(self.store.path, name)
-        start = log.stat().st_size if log.exists() else 0  # an earlier training's lines are not this one's
-        try:
-            self._training = launch.spawn(train_argv(plan, self.store.path, workspace or ""), self.store.path, name)
-        except OSError as exc:
-            self.notify(f"could not start the training: {exc}", severity="error", title="Baselines")
-            return
-        self.query_one(Scoreboard).set_training(f"training baselines: starting ({plan.words()})")
-        self.refresh_bindings()
-        self.follow_training(plan, log, start)
-
-    @work(thread=True, exclusive=True, group="baselines", name="baseline-training")
-    def follow_training(self, plan: TrainingPlan, log: Path, offset: int = 0) -> None:
-        """Read the training's log (from `offset`) for progress until its process ends; never
-        touches widgets."""
-        from befair_tui.baseline_training import TrainingProgress
-
-        worker = get_current_worker()
-        progress = TrainingProgress(plan.runs)
-        proc, said = self._training, ""
-        while not worker.is_cancelled and proc is not None:
-            try:
-                with open(log, encoding="utf-8", errors="replace") as fh:
-                    fh.seek(offset)
-                    for line in fh.read().splitlines():
-                        progress.read(line)
-                        said = line.strip() or said
-                    offset = fh.tell()
-            except OSError:
-                pass
-            code = proc.poll()
-            if code is not None:
-                error = None if code == 0 else (said or f"exit code {code}")
-                self.post_message(BaselinesTraining(progress.words(), done=True, error=error))
-                return
-            self.post_message(BaselinesTraining(progress.words(), finished=progress.finished))
-            self._sleep(1.0, worker)
-
-    @on(BaselinesTraining)
-    def _on_training(self, message: BaselinesTraining) -> None:
-        board = self.query_one(Scoreboard)
-        if not message.done:
-            board.set_training(message.text)
-            if message.finished != self._trained_runs:  # a run landed in the database: show it now
-                self._trained_runs = message.finished
-                self._load_references()
-                self.query_one(ComparisonPlot).sync(self.state, self.best)
-            board.sync(self.state)
-            return
-        self._training = None
-        board.set_training(None)
-        self._load_references()  # the new rows, from the database
-        board.sync(self.state)
-        self.query_one(ComparisonPlot).sync(self.state, self.best)
-        self.refresh_bindings()
-        if message.error:
-            self.notify(f"The baseline training failed: {message.error}", title="Baselines", severity="error",
-                        timeout=15)
-        else:
-            self.notify("Expert baselines trained: their rows are in the scoreboard and the plot.",
-                        title="Baselines", timeout=8)
-
     def action_sessions(self) -> None:
         navigator(self.app).action_open_sessions()
 
@@ -763,11 +531,3 @@ class ConsoleScreen(Screen[None]):
         self.workers.cancel_group(self, "follow")
         self.workers.cancel_group(self, "baselines")  # the training itself goes on, detached
 
-
-# key -> the steering actions it stands for (ConsoleScreen.on_key explains a key that cannot act)
-KEY_ACTIONS: dict[str, tuple[str, ...]] = {}
-for _binding in ConsoleScreen.BINDINGS:
-    if isinstance(_binding, Binding) and (_binding.action in STEERING or _binding.action in ("resume_runner",
-                                                                                              "train_baselines")):
-        for _key in _binding.key.split(","):
-            KEY_ACTIONS[_key.strip()] = (*KEY_ACTIONS.get(_key.strip(), ()), _binding.action)

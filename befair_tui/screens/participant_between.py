@@ -6,7 +6,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
@@ -16,7 +16,7 @@ from engine.study.spec import StudySpec
 from engine.task import instruction_text
 
 from befair_tui.navigation import participant_flow
-from befair_tui.screens.participant_signin import PAGE_CSS
+from befair_tui.screens.participant_signin import PAGE_CSS, focus_first, page_button
 
 
 def minutes(seconds: float) -> str:
@@ -52,8 +52,7 @@ class ReadyScreen(Screen[None]):
                          "guidance, e expands the selected node next, x prunes it (? lists every key).",
                          classes="page-text")
             yield Static("The session ends by itself; a few questions follow.", classes="page-hint")
-            with Horizontal(classes="page-buttons"):
-                yield Button(f"Start session {self.position.number}", id="ready-go", variant="primary")
+            yield from page_button(f"Start session {self.position.number}", "ready-go")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -108,15 +107,12 @@ class QuestionsScreen(Screen[None]):
                 if q.labels:
                     yield Static(Text(f"{q.low} = {q.labels[0]} · {q.high} = {q.labels[1]}"), classes="scale-ends")
             yield Static("", id="questions-problem", classes="page-problem")
-            with Horizontal(classes="page-buttons"):
-                yield Button("Save and finish" if last else "Save and go on to the next session",
-                             id="questions-continue", variant="primary")
+            yield from page_button("Save and finish" if last else "Save and go on to the next session",
+                                   "questions-continue")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        first = self.query("RadioSet, Input, Button")
-        if first:
-            first.first().focus()
+        focus_first(self, "RadioSet, Input, Button")
 
     def answers(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 
 from engine.agent.commands import guidance_budget
 from engine.errors import BefairError
@@ -28,9 +27,10 @@ from engine.study.people import Position
 from engine.study.pool import log_dir
 from engine.study.spec import StudySpec
 
+from befair_tui.bindings import CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, RESUME, TOGGLE_SPLIT, detail_tab_bindings
 from befair_tui.launch import runner_state
 from befair_tui.navigation import participant_flow
-from befair_tui.screens.console import DETAIL_TABS, RUNNER_CHECK, ConsoleScreen
+from befair_tui.screens.console import RUNNER_CHECK, ConsoleScreen
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
 from befair_tui.widgets.scoreboard import Scoreboard
@@ -42,17 +42,7 @@ MAX_ATTEMPTS = 5
 
 
 class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
-    BINDINGS = [
-        Binding("p", "pause", "Pause", id="pause"),
-        Binding("p", "resume", "Resume", id="resume"),
-        Binding("g", "guide", "Guide", id="guide"),
-        Binding("e", "expand", "Expand", id="expand"),
-        Binding("x", "prune", "Prune", id="prune"),
-        Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False),
-        Binding("c", "choose_criterion", "Best means", id="choose-criterion"),
-        *[Binding(str(i), f"detail_tab('{tab}')", f"{tab.capitalize()} tab", id=f"detail-{tab}", show=False)
-          for i, tab in enumerate(DETAIL_TABS, start=1)],
-    ]
+    BINDINGS = [PAUSE, RESUME, GUIDE, EXPAND, PRUNE, TOGGLE_SPLIT, CHOOSE_CRITERION, *detail_tab_bindings()]
 
     def __init__(self, store: SessionStore, session_id: str, *, position: Position, spec: StudySpec,
                  participant: str, poll_interval: float = 0.15, clock: Callable[[], float] | None = None) -> None:

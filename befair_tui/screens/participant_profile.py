@@ -8,7 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
@@ -17,7 +17,7 @@ from engine.study.people_spec import FIELD_LABELS, PeopleSpec
 
 from befair_tui.navigation import participant_flow
 
-from befair_tui.screens.participant_signin import PAGE_CSS
+from befair_tui.screens.participant_signin import PAGE_CSS, focus_first, page_button
 
 
 class ProfileScreen(Screen[None]):
@@ -48,14 +48,11 @@ class ProfileScreen(Screen[None]):
                 else:
                     yield Input(id=f"field-{name}", placeholder="years, e.g. 3 or 0.5", type="number")
             yield Static("", id="profile-problem", classes="page-problem")
-            with Horizontal(classes="page-buttons"):
-                yield Button("Save and continue", id="profile-continue", variant="primary")
+            yield from page_button("Save and continue", "profile-continue")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        first = self.query("RadioSet, Input")
-        if first:
-            first.first().focus()
+        focus_first(self, "RadioSet, Input")
 
     def values(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

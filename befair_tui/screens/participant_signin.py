@@ -26,6 +26,19 @@ PAGE_CSS = """
 """
 
 
+def page_button(label: str, button_id: str) -> ComposeResult:
+    """A page's one button, under its text and fields."""
+    with Horizontal(classes="page-buttons"):
+        yield Button(label, id=button_id, variant="primary")
+
+
+def focus_first(page: Screen[None], selector: str) -> None:
+    """Focus the page's first field (`selector`: the kinds of field it may have), when it has one."""
+    fields = page.query(selector)
+    if fields:
+        fields.first().focus()
+
+
 class SignInScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="SignInScreen")
     BINDINGS = [Binding("ctrl+s", "go", "Continue", id="signin-go", priority=True)]
@@ -42,8 +55,7 @@ class SignInScreen(Screen[None]):
                          classes="page-text")
             yield Input(placeholder="e.g. p01", id="participant-id")
             yield Static(self.problem or "", id="signin-problem", classes="page-problem")
-            with Horizontal(classes="page-buttons"):
-                yield Button("Continue", id="signin-continue", variant="primary")
+            yield from page_button("Continue", "signin-continue")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -79,8 +91,7 @@ class ConsentScreen(Screen[None]):
                          classes="page-text", id="consent-text")
             yield Checkbox("I have read this and I agree", id="consent-agree")
             yield Static("", id="consent-problem", classes="page-problem")
-            with Horizontal(classes="page-buttons"):
-                yield Button("Continue", id="consent-continue", variant="primary")
+            yield from page_button("Continue", "consent-continue")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:

@@ -177,17 +177,16 @@ class ReplayScreen(ConsoleScreen):
         self._move_to(pos)
 
     def action_next_node(self) -> None:
-        tl = self.timeline
-        current = tl.position
-        tl.next_node()
-        target, tl.position = tl.position, current
-        self._move_to(target)
-        self._restart_clock()  # playing on from the new place
+        self._step_node(self.timeline.next_node)
 
     def action_prev_node(self) -> None:
+        self._step_node(self.timeline.prev_node)
+
+    def _step_node(self, step: Callable[[], object]) -> None:
+        """To where the next (or previous) node starts, as `step` finds it; playing on from there."""
         tl = self.timeline
         current = tl.position
-        tl.prev_node()
+        step()
         target, tl.position = tl.position, current
         self._move_to(target)
         self._restart_clock()

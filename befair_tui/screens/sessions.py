@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Static
 
 from engine.session import figures, views
@@ -25,7 +24,10 @@ from engine.session.store import SessionStore
 from befair_tui.format import warning_style
 from befair_tui.launch import runner_state
 from befair_tui.messages import SessionsRead
+from befair_tui.bindings import back_and_quit, open_and_replay
 from befair_tui.navigation import navigator
+from befair_tui.polling import refresh_every
+from befair_tui.screens.session_picker import SessionPicker
 from befair_tui.widgets.keys_footer import KeysFooter
 
 REFRESH = 2.0  # seconds between two reads of the sessions table
@@ -114,11 +116,10 @@ class ExportModal(ModalScreen[Path | None]):
         self.dismiss(None)
 
 
-class SessionsScreen(Screen[None]):
+class SessionsScreen(SessionPicker):
     FOOTER_DROP = ("app.quit", "back", "sort", "filter", "study", "delete")  # widgets/keys_footer.py
     BINDINGS = [
-        Binding("enter,o", "open", "Open", id="sessions-open"),
-        Binding("r", "replay", "Replay", id="sessions-replay"),
+        *open_and_replay("sessions", "Open"),
         Binding("u", "resume", "Resume", id="sessions-resume"),
         Binding("x", "export", "Export", id="sessions-export"),
         Binding("d,delete", "delete", "Delete", id="sessions-delete"),
@@ -126,8 +127,7 @@ class SessionsScreen(Screen[None]):
         Binding("t", "sort", "Sort", id="sessions-sort"),
         Binding("n", "new", "New session", id="sessions-new"),
         Binding("s", "study", "Study", id="sessions-study"),
-        Binding("escape", "back", "Back", id="sessions-back"),
-        Binding("q", "app.quit", "Quit", id="quit"),
+        *back_and_quit("sessions"),
     ]
 
     def __init__(self, store: SessionStore) -> None:
@@ -175,28 +175,14 @@ class SessionsScreen(Screen[None]):
         """Read the sessions table every REFRESH seconds; never touches widgets."""
         from textual.worker import get_current_worker
 
-        worker = get_current_worker()
-        store = self.store  # connections are per thread: this one is the worker's own
-        last_error = None
-        try:
-            while not worker.is_cancelled:
-                deadline = time.monotonic() + REFRESH
-                while not worker.is_cancelled and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if worker.is_cancelled:
-                    break
-                try:
-                    rows = self._read(store)
-                except Exception as exc:  # noqa: BLE001 - say it once, keep trying
-                    if str(exc) != last_error:
-                        last_error = str(exc)
-                        self.post_message(SessionsRead([], error=last_error))
-                    continue
-                last_error = None
-                self.reads += 1
-                self.post_message(SessionsRead(rows))
-        finally:
-            store.close()
+        def read(store: SessionStore) -> SessionsRead:
+            rows = self._read(store)
+            self.reads += 1
+            return SessionsRead(rows)
+
+        # connections are per thread: the store's connection in this thread is the worker's own
+        refresh_every(get_current_worker(), REFRESH, self.store, read, lambda error: SessionsRead([], error=error),
+                      self.post_message, repeat_errors=False)
 
     @on(SessionsRead)
     def _on_read(self, message: SessionsRead) -> None:
@@ -260,10 +246,6 @@ class SessionsScreen(Screen[None]):
             self.sort_key, self.sort_reverse = key, key in ("created_at", "best_auc", "steps")
         self._fill()
 
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_open()
-
     def _cursor_key(self) -> str | None:
         table = self.query_one(DataTable)
         try:
@@ -280,6 +262,9 @@ class SessionsScreen(Screen[None]):
         row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
         return str(row_key.value)
 
+    def highlighted_session(self) -> str | None:
+        return self.selected_id()
+
     def action_filter(self) -> None:
         self.query_one("#sessions-filter", Input).focus()
 
@@ -288,16 +273,6 @@ class SessionsScreen(Screen[None]):
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
         self.sort_reverse = self.sort_key in ("created_at", "best_auc", "steps")
         self._fill()
-
-    def action_open(self) -> None:
-        sid = self.selected_id()
-        if sid:
-            navigator(self.app).open_console(sid)
-
-    def action_replay(self) -> None:
-        sid = self.selected_id()
-        if sid:
-            navigator(self.app).open_replay(sid)
 
     def action_resume(self) -> None:
         sid = self.selected_id()

@@ -60,6 +60,13 @@ def _range(field: str) -> str:
     return f"{low:,}–{high:,}"
 
 
+def _choice_column(label: str, choices: RadioSet) -> ComposeResult:
+    """The narrow left column of a setup row: what is chosen, and the choices."""
+    with Vertical(classes="col-narrow"):
+        yield Label(label)
+        yield choices
+
+
 def adequacy_warnings(choices: SetupChoices) -> list[str]:
     """engine.data.adequacy's warnings for the data these choices name ([] when they cannot be read)."""
     from engine.data.adequacy import synth_counts, warnings, workspace_counts
@@ -112,85 +119,99 @@ class SetupScreen(Screen[None]):
         self.adequacy: list[str] = []  # skin-tone groups too few to judge in the data chosen
 
     def compose(self) -> ComposeResult:
-        c = self.choices
-        default_model, default_server = llm_defaults()
         with VerticalScroll(id="setup"):
             yield Static("befair · new session", classes="setup-title")
-            with Horizontal(classes="row stack"):
-                with Vertical(classes="col-narrow"):
-                    yield Label("Instruction level")
-                    with RadioSet(id="level"):
-                        for name in LEVEL_NAMES:
-                            yield PlainRadioButton(name, value=name == c.level, id=f"level-{name}")
-                with Vertical(classes="col-wide"):
-                    yield Static("", id="level-text")
-                    yield TextArea(c.custom_text, id="custom-text", classes="hidden")
-            with Horizontal(classes="row stack"):
-                with Vertical(classes="col-narrow"):
-                    yield Label("Data")
-                    with RadioSet(id="data"):
-                        yield PlainRadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth")
-                        yield PlainRadioButton("prepared workspace", value=c.data == "workspace",
-                                               id="data-workspace")
-                with Vertical(classes="col-wide"):
-                    with Vertical(id="synth-sizes"):
-                        with Horizontal(classes="inline"):
-                            yield Label("train images")
-                            yield Input(str(c.synth_n_train), id="synth-n-train", type="integer")
-                            yield Label("test images")
-                            yield Input(str(c.synth_n_test), id="synth-n-test", type="integer")
-                            yield Label("px")
-                            yield Input(str(c.synth_size), id="synth-size", type="integer")
-                        yield Static(f"[dim]train {_range('synth_n_train')} · test {_range('synth_n_test')} · "
-                                     f"px {_range('synth_size')}. Generated images: their numbers are not "
-                                     "comparable to the published DDI figures.[/dim]", classes="hint")
-                    with Vertical(id="workspace-box", classes="hidden"):
-                        yield Input(c.workspace, placeholder="path to a prepared workspace folder", id="workspace")
-                        yield Static(f"[dim]{WORKSPACE_HINT}[/dim]", classes="hint")
-            with Horizontal(classes="row stack"):
-                with Vertical(classes="col-narrow"):
-                    yield Label("Coder")
-                    with RadioSet(id="coder"):
-                        for kind in CODERS.values():
-                            yield PlainRadioButton(kind.label, value=c.coder == kind.name, id=f"coder-{kind.name}")
-                with Vertical(classes="col-wide"):
-                    yield Static("", id="coder-note")
-                    with Vertical(id="llm-fields", classes="hidden"):
-                        yield Input(c.base_url, placeholder=f"server address (blank: {default_server})",
-                                    id="base-url")
-                        yield Input(c.model, placeholder=f"model (blank: {default_model})", id="model")
-                        yield Input("", placeholder="API key (blank: from your environment or LLM config)",
-                                    id="api-key", password=True)
-                        yield Static("[dim]The key is given to this session's process only, through its "
-                                     "environment; it is never saved.[/dim]", classes="hint")
-                        with Horizontal(classes="row inline"):
-                            yield Button("Check server", id="llm-check-button")
-                            yield Static("", id="llm-check")
-            with Vertical(classes="row"):
-                with Horizontal(classes="inline stack"):
-                    yield Label(f"Steps ({_range('steps')})")
-                    yield Input(str(c.steps), id="steps", type="integer")
-                    yield Label(f"Time limit per step, s (≥ {LIMITS['step_timeout'][0]})")
-                    yield Input(f"{c.step_timeout:.0f}", id="step-timeout", type="integer")
-                    yield Label("Seed")
-                    yield Input(str(c.seed), id="seed", type="integer")
-                yield Static(f"[dim]{STEPS_HINT}[/dim]", classes="hint")
-            with Vertical(classes="row"):
-                with Horizontal(classes="inline stack"):
-                    yield Label('"Best" means')
-                    yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
-                                 allow_blank=False, id="best")
-                    yield PlainCheckbox("Blind test metrics until the end", c.blind_test, id="blind")
-                yield Static(f"[dim]{BEST_HINT}[/dim]", classes="hint")
+            yield from self._compose_level()
+            yield from self._compose_data()
+            yield from self._compose_coder()
+            yield from self._compose_budget()
             yield Static("", id="setup-problems")
             yield Static("", id="setup-adequacy")
-            with Vertical(classes="row"):
-                with Horizontal(classes="inline"):
-                    yield Label("Participant id")
-                    yield Input("", placeholder="not remembered", id="participant")
-                    yield Button("Start session", id="start", variant="primary")
-                yield Static(f"[dim]{PARTICIPANT_HINT}[/dim]", classes="hint")
+            yield from self._compose_start()
         yield KeysFooter()
+
+    def _compose_level(self) -> ComposeResult:
+        c = self.choices
+        with Horizontal(classes="row stack"):
+            yield from _choice_column("Instruction level", RadioSet(
+                *[PlainRadioButton(name, value=name == c.level, id=f"level-{name}") for name in LEVEL_NAMES],
+                id="level"))
+            with Vertical(classes="col-wide"):
+                yield Static("", id="level-text")
+                yield TextArea(c.custom_text, id="custom-text", classes="hidden")
+
+    def _compose_data(self) -> ComposeResult:
+        c = self.choices
+        with Horizontal(classes="row stack"):
+            yield from _choice_column("Data", RadioSet(
+                PlainRadioButton("SynthDerm (generated)", value=c.data == "synth", id="data-synth"),
+                PlainRadioButton("prepared workspace", value=c.data == "workspace", id="data-workspace"),
+                id="data"))
+            with Vertical(classes="col-wide"):
+                with Vertical(id="synth-sizes"):
+                    with Horizontal(classes="inline"):
+                        yield Label("train images")
+                        yield Input(str(c.synth_n_train), id="synth-n-train", type="integer")
+                        yield Label("test images")
+                        yield Input(str(c.synth_n_test), id="synth-n-test", type="integer")
+                        yield Label("px")
+                        yield Input(str(c.synth_size), id="synth-size", type="integer")
+                    yield Static(f"[dim]train {_range('synth_n_train')} · test {_range('synth_n_test')} · "
+                                 f"px {_range('synth_size')}. Generated images: their numbers are not "
+                                 "comparable to the published DDI figures.[/dim]", classes="hint")
+                with Vertical(id="workspace-box", classes="hidden"):
+                    yield Input(c.workspace, placeholder="path to a prepared workspace folder", id="workspace")
+                    yield Static(f"[dim]{WORKSPACE_HINT}[/dim]", classes="hint")
+
+    def _compose_coder(self) -> ComposeResult:
+        c = self.choices
+        default_model, default_server = llm_defaults()
+        with Horizontal(classes="row stack"):
+            yield from _choice_column("Coder", RadioSet(
+                *[PlainRadioButton(kind.label, value=c.coder == kind.name, id=f"coder-{kind.name}")
+                  for kind in CODERS.values()],
+                id="coder"))
+            with Vertical(classes="col-wide"):
+                yield Static("", id="coder-note")
+                with Vertical(id="llm-fields", classes="hidden"):
+                    yield Input(c.base_url, placeholder=f"server address (blank: {default_server})",
+                                id="base-url")
+                    yield Input(c.model, placeholder=f"model (blank: {default_model})", id="model")
+                    yield Input("", placeholder="API key (blank: from your environment or LLM config)",
+                                id="api-key", password=True)
+                    yield Static("[dim]The key is given to this session's process only, through its "
+                                 "environment; it is never saved.[/dim]", classes="hint")
+                    with Horizontal(classes="row inline"):
+                        yield Button("Check server", id="llm-check-button")
+                        yield Static("", id="llm-check")
+
+    def _compose_budget(self) -> ComposeResult:
+        """Steps, time limit and seed; what "best" means and blinding."""
+        c = self.choices
+        with Vertical(classes="row"):
+            with Horizontal(classes="inline stack"):
+                yield Label(f"Steps ({_range('steps')})")
+                yield Input(str(c.steps), id="steps", type="integer")
+                yield Label(f"Time limit per step, s (≥ {LIMITS['step_timeout'][0]})")
+                yield Input(f"{c.step_timeout:.0f}", id="step-timeout", type="integer")
+                yield Label("Seed")
+                yield Input(str(c.seed), id="seed", type="integer")
+            yield Static(f"[dim]{STEPS_HINT}[/dim]", classes="hint")
+        with Vertical(classes="row"):
+            with Horizontal(classes="inline stack"):
+                yield Label('"Best" means')
+                yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
+                             allow_blank=False, id="best")
+                yield PlainCheckbox("Blind test metrics until the end", c.blind_test, id="blind")
+            yield Static(f"[dim]{BEST_HINT}[/dim]", classes="hint")
+
+    def _compose_start(self) -> ComposeResult:
+        with Vertical(classes="row"):
+            with Horizontal(classes="inline"):
+                yield Label("Participant id")
+                yield Input("", placeholder="not remembered", id="participant")
+                yield Button("Start session", id="start", variant="primary")
+            yield Static(f"[dim]{PARTICIPANT_HINT}[/dim]", classes="hint")
 
     def on_mount(self) -> None:
         self._update_level()

@@ -6,7 +6,6 @@ thread worker re-reads the grid every REFRESH seconds; the aggregate (a fold of 
 session) is recomputed only when a session finishes."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,16 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from engine.session.store import SessionStore
 from engine.study import grid
 from engine.study.figure import Point, reference_points, study_points
 from engine.study.report import StudyReport, build_report
 
-from befair_tui.navigation import navigator
+from befair_tui.bindings import back_and_quit, open_and_replay
+from befair_tui.polling import refresh_every
+from befair_tui.screens.session_picker import SessionPicker
 from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.study_grid import StudyGrid
 from befair_tui.widgets.study_plot import StudyPlot
@@ -77,7 +78,7 @@ def published_references(report: StudyReport | None) -> list[Point]:
     return reference_points(rows)
 
 
-class StudyScreen(Screen[None]):
+class StudyScreen(SessionPicker):
     DEFAULT_CSS = """
     StudyScreen #study-title { height: 1; padding: 0 1; background: $boost; }
     StudyScreen #study-body { height: 1fr; }
@@ -99,13 +100,8 @@ class StudyScreen(Screen[None]):
     StudyScreen.-empty #study-empty { display: block; }
     """
     FOOTER_DROP = ("app.quit", "next_study")
-    BINDINGS = [
-        Binding("enter,o", "open", "Open session", id="study-open"),
-        Binding("r", "replay", "Replay", id="study-replay"),
-        Binding("n", "next_study", "Next study", id="study-next"),
-        Binding("escape", "back", "Back", id="study-back"),
-        Binding("q", "app.quit", "Quit", id="quit"),
-    ]
+    BINDINGS = [*open_and_replay("study"), Binding("n", "next_study", "Next study", id="study-next"),
+                *back_and_quit("study")]
 
     def __init__(self, store: SessionStore, name: str | None = None) -> None:
         super().__init__()
@@ -172,28 +168,19 @@ class StudyScreen(Screen[None]):
         """Read the grid every REFRESH seconds on the worker's own connection; never touches widgets."""
         from textual.worker import get_current_worker
 
-        worker = get_current_worker()
-        store = SessionStore(self.store.path)
         references = published_references(None)
         study, seen, report = self.study, None, None
-        try:
-            while not worker.is_cancelled:
-                deadline = time.monotonic() + REFRESH
-                while not worker.is_cancelled and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if worker.is_cancelled:
-                    break
-                if study != self.study:  # another study was chosen meanwhile
-                    study, seen, report = self.study, None, None
-                try:
-                    rows, report, seen = self._read(store, seen, report)
-                except Exception as exc:  # noqa: BLE001
-                    self.post_message(StudyRead([], None, [], error=str(exc)))
-                    continue
-                self.reads += 1
-                self.post_message(StudyRead(rows, report, references))
-        finally:
-            store.close()
+
+        def read(store: SessionStore) -> StudyRead:
+            nonlocal study, seen, report
+            if study != self.study:  # another study was chosen meanwhile
+                study, seen, report = self.study, None, None
+            rows, report, seen = self._read(store, seen, report)
+            self.reads += 1
+            return StudyRead(rows, report, references)
+
+        refresh_every(get_current_worker(), REFRESH, SessionStore(self.store.path), read,
+                      lambda error: StudyRead([], None, [], error=error), self.post_message)
 
     @on(StudyRead)
     def _on_read(self, message: StudyRead) -> None:
@@ -218,26 +205,8 @@ class StudyScreen(Screen[None]):
         return True
 
     # -- actions -----------------------------------------------------------------------------
-    def _selected_session(self) -> str | None:
-        row = self.query_one(StudyGrid).selected()
-        if row is None or not row.get("session_id") or row.get("session_status") is None:
-            self.notify("This cell has no session yet.", severity="warning")
-            return None
-        return str(row["session_id"])
-
-    def action_open(self) -> None:
-        sid = self._selected_session()
-        if sid:
-            navigator(self.app).open_console(sid)
-
-    def action_replay(self) -> None:
-        sid = self._selected_session()
-        if sid:
-            navigator(self.app).open_replay(sid)
-
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_open()
+    def highlighted_session(self) -> str | None:
+        return cell_session(self, self.query_one(StudyGrid).selected())
 
     def action_next_study(self) -> None:
         names = grid.study_names(self.store)
@@ -250,6 +219,14 @@ class StudyScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+
+def cell_session(screen: Screen[None], row: dict[str, Any] | None) -> str | None:
+    """The session of a study grid's cell (None, said on screen, when the cell has none yet)."""
+    if row is None or not row.get("session_id") or not row.get("session_status"):
+        screen.notify("This cell has no session yet.", severity="warning")
+        return None
+    return str(row["session_id"])
 
 
 def study_of(store: SessionStore, session_id: str | None) -> str | None:

@@ -6,7 +6,6 @@ screen (the aggregate and Figure 2), l the sessions screen.
 A thread worker re-reads the grid every REFRESH seconds and posts it; this screen only draws."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.text import Text
@@ -14,14 +13,17 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from engine.session import views
 from engine.session.store import SessionStore
 from engine.study import grid, people
 
+from befair_tui.bindings import back_and_quit, open_and_replay
 from befair_tui.navigation import navigator
+from befair_tui.polling import refresh_every
+from befair_tui.screens.session_picker import SessionPicker
+from befair_tui.screens.study import cell_session
 
 REFRESH = 2.0
 COLUMNS = ("who", "role", "tab", "#", "level", "state", "steps", "val AUC", "val gap", "answered", "now")
@@ -43,18 +45,16 @@ def row_cells(row: dict[str, Any], first: bool) -> tuple[str | Text, ...]:
             "yes" if row["answered"] else "", now)
 
 
-class StudyPeopleScreen(Screen[None]):
+class StudyPeopleScreen(SessionPicker):
     DEFAULT_CSS = """
     StudyPeopleScreen #people-title { height: 1; padding: 0 1; background: $boost; }
     StudyPeopleScreen #people-table { height: 1fr; }
     """
     BINDINGS = [
-        Binding("enter,o", "open", "Open session", id="people-open"),
-        Binding("r", "replay", "Replay", id="people-replay"),
+        *open_and_replay("people"),
         Binding("s", "study", "Study screen", id="people-study"),
         Binding("l", "sessions", "Sessions", id="people-sessions"),
-        Binding("escape", "back", "Back", id="people-back"),
-        Binding("q", "app.quit", "Quit", id="quit"),
+        *back_and_quit("people"),
     ]
 
     def __init__(self, store: SessionStore, study: str) -> None:
@@ -81,26 +81,16 @@ class StudyPeopleScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="people-refresh", name="people-refresh")
     def refresher(self) -> None:
+        """Read the grid every REFRESH seconds on the worker's own connection; never touches widgets."""
         from textual.worker import get_current_worker
 
-        worker = get_current_worker()
-        store = SessionStore(self.store.path)
-        try:
-            while not worker.is_cancelled:
-                deadline = time.monotonic() + REFRESH
-                while not worker.is_cancelled and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if worker.is_cancelled:
-                    break
-                try:
-                    rows = people.live_grid(store, self.spec)
-                except Exception as exc:  # noqa: BLE001 - said on screen, tried again
-                    self.post_message(PeopleGridRead([], error=str(exc)))
-                    continue
-                self.reads += 1
-                self.post_message(PeopleGridRead(rows))
-        finally:
-            store.close()
+        def read(store: SessionStore) -> PeopleGridRead:
+            rows = people.live_grid(store, self.spec)
+            self.reads += 1
+            return PeopleGridRead(rows)
+
+        refresh_every(get_current_worker(), REFRESH, SessionStore(self.store.path), read,
+                      lambda error: PeopleGridRead([], error=error), self.post_message)
 
     @on(PeopleGridRead)
     def _on_read(self, message: PeopleGridRead) -> None:
@@ -130,33 +120,25 @@ class StudyPeopleScreen(Screen[None]):
         self.workers.cancel_group(self, "people-refresh")
 
     # -- actions -------------------------------------------------------------------------------
-    def _selected_session(self) -> str | None:
+    def highlighted_session(self) -> str | None:
         table = self.query_one(DataTable)
         if not self.rows or table.cursor_row >= len(self.rows):
             return None
-        row = self.rows[table.cursor_row]
-        if not row["session_id"] or not row["session_status"]:
-            self.notify("This cell has no session yet.", severity="warning")
-            return None
-        return str(row["session_id"])
+        return cell_session(self, self.rows[table.cursor_row])
 
     def action_open(self) -> None:
         """The whole console on the cell's session, over this grid (closing it comes back here)."""
         from befair_tui.screens.console import ConsoleScreen
 
-        sid = self._selected_session()
+        sid = self.highlighted_session()
         if sid:
             app: Any = self.app
             self.app.push_screen(ConsoleScreen(self.store, sid, poll_interval=app.poll_interval, clock=app.clock))
 
-    @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_open()
-
     def action_replay(self) -> None:
         from befair_tui.screens.replay import ReplayScreen
 
-        sid = self._selected_session()
+        sid = self.highlighted_session()
         if sid:
             app: Any = self.app
             self.app.push_screen(ReplayScreen(self.store, sid, speed=app.replay_speed, clock=app.clock))

@@ -2,6 +2,7 @@
 entries where they took effect, the best node by the session's criterion marked."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.segment import Segment
@@ -244,36 +245,9 @@ class SearchTree(Tree[Data]):
             self.scroll_to_region(region, animate=animate, force=True, center=self.center_scroll,
                                   origin_visible=False, x_axis=False, immediate=not animate)
 
-    # The user moving the cursor (keys, mouse) stops the console following the newest node.
+    # The user moving the cursor (keys, mouse) stops the console following the newest node: a click,
+    # and Tree's own cursor actions (USER_MOVES, set below the class).
     manual = False
-
-    def action_cursor_up(self) -> None:
-        self.manual = True
-        super().action_cursor_up()
-
-    def action_cursor_down(self) -> None:
-        self.manual = True
-        super().action_cursor_down()
-
-    def action_page_up(self) -> None:
-        self.manual = True
-        super().action_page_up()
-
-    def action_page_down(self) -> None:
-        self.manual = True
-        super().action_page_down()
-
-    def action_scroll_home(self) -> None:
-        self.manual = True
-        super().action_scroll_home()
-
-    def action_scroll_end(self) -> None:
-        self.manual = True
-        super().action_scroll_end()
-
-    def action_cursor_parent(self) -> None:
-        self.manual = True
-        super().action_cursor_parent()
 
     async def _on_click(self, event: events.Click) -> None:
         self.manual = True
@@ -453,3 +427,22 @@ class SearchTree(Tree[Data]):
         nid = state.running_node
         if nid is not None and nid in self._items and nid in state.nodes:
             self._items[nid].set_label(self._label(state, nid))
+
+
+# Tree's cursor actions that the user's keys run: each also marks the cursor as the user's.
+USER_MOVES = ("cursor_up", "cursor_down", "page_up", "page_down", "scroll_home", "scroll_end", "cursor_parent")
+
+
+def _users_move(action: str) -> Callable[[SearchTree], None]:
+    tree_action: Callable[[Tree[Data]], None] = getattr(Tree, f"action_{action}")
+
+    def move(tree: SearchTree) -> None:
+        tree.manual = True
+        tree_action(tree)
+
+    move.__name__ = move.__qualname__ = f"action_{action}"
+    return move
+
+
+for _action in USER_MOVES:
+    setattr(SearchTree, f"action_{_action}", _users_move(_action))
