@@ -356,6 +356,9 @@ class ConsoleScreen(ExpertBaselines):
         actions = KEY_ACTIONS.get(event.key)
         if not actions or any(self.check_action(a, ()) for a in actions):
             return
+        bound = self.active_bindings.get(event.key)
+        if bound is not None and bound.binding.action not in actions:
+            return  # this screen binds the key to something else (a replay's `b`: the previous node)
         reason = next((r for r in map(self.why_not, actions) if r), None)
         if reason:
             event.stop()

@@ -107,6 +107,24 @@ async def test_replay_to_the_end_and_back(db, store):
         assert len(store.commands(sid)) == n_commands
 
 
+async def test_replay_steps_node_by_node_both_ways(db, store):
+    sid = write_demo_session(store, n_nodes=6, seed=0)
+    app = create_app(db, start="replay", session_id=sid, replay_speed="max")
+    async with app.run_test(size=(120, 34)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ReplayScreen)
+        starts = []
+        for _ in range(2):
+            await pilot.press("n")
+            await pilot.pause()
+            starts.append(screen.timeline.position)
+            assert screen.timeline.current_event.kind == "node_created"
+        await pilot.press("b")  # back to where the first node starts, not the console's baselines key
+        await pilot.pause()
+        assert screen.timeline.position == starts[0] < starts[1]
+        assert not any("Not now" in (n.title or "") for n in app._notifications)
+
+
 async def test_setup_remembers_choices_and_reports_bad_input(db, tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr("befair_tui.app.BefairApp.start_session", lambda self, c, secrets=None: started.append(c))
