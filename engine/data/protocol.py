@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.data.common import place, read_csv, require_columns
+from engine.data.workspace import Workspace, synth_data
 from engine.errors import DataError
 
 if TYPE_CHECKING:
@@ -136,6 +137,10 @@ class BeFairWorkspace:
                 f"test {c.get('test', 0)}")
 
 
+# A prepared workspace of either protocol: the product's own (engine.data.workspace) or the study's.
+AgentWorkspace = Workspace | BeFairWorkspace
+
+
 def prepare_be_fair_workspace(fitz_csv: str | Path, fitz_images: str | Path, out: str | Path, *,
                               ddi_csv: str | Path | None = None, ddi_images: str | Path | None = None,
                               link: bool = True, overwrite: bool = False, source: str | None = None) -> BeFairWorkspace:
@@ -200,8 +205,6 @@ def _write_test_set(root: Path, ddi_csv: str | Path | None, ddi_images: str | Pa
 def be_fair_synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
                             root: Path | str | None = None, progress: ProgressFn | None = None) -> BeFairWorkspace:
     """The be-fair layout of the SynthDerm set for these parameters, built once and reused."""
-    from engine.data.workspace import synth_data
-
     paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root, progress=progress)
     wdir = paths.root.parent / f"{paths.root.name}-be-fair-workspace"
     try:
@@ -306,10 +309,8 @@ def aide_data_preview(agent_input: str | Path, *, simple: bool = False) -> str:
 # the data preview. For the default protocol each is the product's own.
 
 
-def open_workspace(path: str | Path) -> Any:
+def open_workspace(path: str | Path) -> AgentWorkspace:
     """A prepared workspace of either protocol (its manifest says which)."""
-    from engine.data.workspace import Workspace
-
     try:
         manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
