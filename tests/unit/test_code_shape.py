@@ -35,7 +35,6 @@ MODULE_DEBT: frozenset[str] = frozenset({
 FUNCTION_DEBT: frozenset[str] = frozenset({
     "befair_tui/screens/setup.py:compose",
     "engine/evaluation/metrics.py:compute_metrics",
-    "engine/data/workspace.py:prepare_workspace",
     "befair_tui/cli/run.py:register",
 })
 
