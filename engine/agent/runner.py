@@ -31,6 +31,7 @@ from engine.agent.policy import Decision, decide, policy_rng
 from engine.agent.session_setup import open_session_workspace
 from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
 from engine.agent.stream_relay import StreamRelay
+from engine.agent.task_protocol import task_protocol
 from engine.config import SessionConfig
 from engine.data.protocol import AgentWorkspace
 from engine.errors import BefairError
@@ -79,6 +80,7 @@ class Runner:
         if not self.writer.state.config:
             raise BefairError(f"session {session_id} has no session_started event")
         self.config = SessionConfig.from_dict(self.writer.state.config)
+        self.protocol = task_protocol(self.config.protocol)
         self.coder: Coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
         self.sandbox = Sandbox.create(self.config.sandbox)
         self.executor: Executor = executor if executor is not None else LocalExecutor(sandbox=self.sandbox)
@@ -271,23 +273,13 @@ class Runner:
             guidance_global=[g.text for g in glob], guidance_node=[g.text for g in node],
             memory=memory, level=self.config.level,
         )
-        if self.config.protocol == "be-fair":  # AIDE's prompts, with AIDE's memory (engine.agent.prompts)
-            from engine.agent.prompts import BeFairContext, aide_memory
-
-            good = [(n.plan, n.review_summary or "", n.claimed_metric) for n in sorted(st.nodes.values(),
-                    key=lambda n: n.node_id) if n.status == "ok" and not n.is_bug and n.claimed_metric is not None]
-            ctx = BeFairContext(**vars(ctx), journal_summary=aide_memory(good))
-        return ctx, [g.guidance_id for g in glob] + [g.guidance_id for g in node]
+        return self.protocol.context(ctx, st), [g.guidance_id for g in glob] + [g.guidance_id for g in node]
 
     def preview(self) -> str:
         if self._preview is None:
             agent_input = Path(self.workspace.agent_input)
             try:
-                from engine.data.preview import data_preview
-                from engine.data.protocol import aide_data_preview
-
-                be_fair = self.config.protocol == "be-fair"
-                self._preview = aide_data_preview(agent_input) if be_fair else data_preview(agent_input)
+                self._preview = self.protocol.data_preview(agent_input)
             except Exception:
                 head = (agent_input / "skin_lesions.csv").read_text(errors="replace").splitlines()[:6]
                 self._preview = "input/skin_lesions.csv (first rows):\n" + "\n".join(head) + "\ninput/images/*.jpg"
@@ -378,7 +370,7 @@ class Runner:
         node = self.state.nodes[node_id]
         if result.exc_type in (NO_PREDICT, NO_METRIC):  # the contract failed: no review call needed
             review = Review(is_bug=True, summary=result.exc_type, claimed_metric=None)
-        elif result.status != "ok" and self.config.protocol != "be-fair":
+        elif result.status != "ok" and not self.protocol.reviews_crashes:
             # a crash says what went wrong itself: no review call (a slow local model spends a minute
             # reading the prompt); the debug step gets the traceback. AIDE (be-fair) reviews them all.
             review = Review(is_bug=True, summary=_crash_summary(result), claimed_metric=None)

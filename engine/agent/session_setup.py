@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.agent.coder import Coder
 from engine.agent.coders import coder_info, make_coder
+from engine.agent.task_protocol import task_protocol
 from engine.config import SessionConfig
 from engine.data.protocol import AgentWorkspace, open_workspace
 from engine.errors import BefairError
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from engine.progress import ProgressFn
 
 
-def synth_settings(config: SessionConfig) -> dict[str, Any]:
+def synth_settings(config: SessionConfig) -> dict[str, int]:
     """The SynthDerm generator's settings for a session: the defaults, and what config.extra["synth"] sets."""
     from engine.data.synth import DEFAULTS
 
@@ -36,16 +37,8 @@ def synth_settings(config: SessionConfig) -> dict[str, Any]:
 
 def resolve_workspace(config: SessionConfig, progress: ProgressFn | None = None) -> AgentWorkspace:
     """The data workspace a session's settings name: the cached SynthDerm one, or a folder; in
-    the layout of the session's protocol (engine.data.protocol)."""
-    from engine.data.workspace import Workspace, synth_workspace
-
-    if config.protocol == "be-fair":
-        from engine.data.protocol import workspace_for
-
-        return workspace_for(config.data, synth_settings(config), progress)
-    if config.data == "synth":
-        return synth_workspace(**synth_settings(config), progress=progress)
-    return Workspace.open(Path(config.data))
+    the layout of the session's task protocol (engine.agent.task_protocol)."""
+    return task_protocol(config.protocol).workspace(config.data, synth_settings(config), progress)
 
 
 def data_summary(ws: AgentWorkspace) -> str | None:
@@ -83,9 +76,7 @@ def start_session(
             raise BefairError(f"session {session_id!r} already exists in {store.path}; use `befair resume`")
     Sandbox.create(config.sandbox)  # refuse before anything is recorded when bwrap cannot run here
     coder = coder if coder is not None else make_coder(config)
-    if config.protocol == "be-fair" and getattr(coder, "name", None) == "offline":
-        raise BefairError("the offline coder writes pipelines for the product's own task layout; under the be-fair "
-                          "protocol use an LLM coder (--coder openai)")
+    task_protocol(config.protocol).check_coder(getattr(coder, "name", None))
     ws = workspace if workspace is not None else resolve_workspace(config)
     runs_root = runs_dir(store.path)
     guard_runs_root(runs_root, getattr(ws, "root", None))
