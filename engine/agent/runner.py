@@ -92,11 +92,7 @@ class Runner:
                                                    *[labels for _, labels in heldout_splits(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
         self.runs_root = runs_dir(store.path)
-        self.stream_relay = StreamRelay(live.live_path(store.path, session_id))
-        if hasattr(self.coder, "on_stream"):
-            self.coder.on_stream = self.stream_relay
-        if hasattr(self.coder, "on_progress"):
-            self.coder.on_progress = self.stream_relay.progress
+        self.stream_relay = self._relay_streams()
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
         self.pause_poll = pause_poll
@@ -111,6 +107,15 @@ class Runner:
         spans = lifetimes(store.events(session_id))  # the time limit counts only the time runners worked
         self._active_before = sum(last - first for first, last in spans[:-1])
         self._lifetime_start = spans[-1][0] if spans else time.time()
+
+    def _relay_streams(self) -> StreamRelay:
+        """A coder that streams its replies (the LLM coder) hands them to the relay as they come."""
+        relay = StreamRelay(live.live_path(self.store.path, self.session_id))
+        if hasattr(self.coder, "on_stream"):
+            self.coder.on_stream = relay
+        if hasattr(self.coder, "on_progress"):
+            self.coder.on_progress = relay.progress
+        return relay
 
     def _evaluator(self) -> NodeEvaluator:
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
