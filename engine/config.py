@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.agent.task_protocol import TASK_PROTOCOLS, TaskProtocol, task_protocol
 from engine.session.selection import CRITERIA as BEST_CRITERIA
 from engine.session.selection import DEFAULT_CRITERION
 from engine.task import instruction_text
@@ -12,7 +13,7 @@ __all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "PROTOCOLS", "SANDBOX_MODES", "
 SANDBOX_MODES = ("bwrap", "none")
 # The task a session's agent is given: the product's own (a withheld validation split, its prompt)
 # or the "Be Fair!" study's exact one (engine.data.protocol: mydataset.csv + MyImages/, AIDE's prompt).
-PROTOCOLS = ("befair", "be-fair")
+PROTOCOLS = tuple(TASK_PROTOCOLS)  # ("befair", "be-fair"): engine.agent.task_protocol
 # How the search picks its next step (engine.agent.policy): befair's (drafts scaled with the budget,
 # a failure debugged at once) or AIDE's exact rule (5 drafts, then debug with probability debug_prob).
 POLICIES = ("befair", "aide")
@@ -60,15 +61,21 @@ class SessionConfig:
             raise ValueError(f"sandbox must be one of {SANDBOX_MODES}, not {self.sandbox!r}")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, not {self.protocol!r}")
-        if self.protocol == "be-fair":
-            if self.best != "claimed":  # the study's task withholds no validation set to choose by
-                raise ValueError("the be-fair protocol withholds no validation set: best must be 'claimed' "
-                                 "(the agent's own choice, as in the study)")
-            self.blind_test = True      # measured on the test set only, blinded while the session runs
-            self.policy = "aide"        # the study's agent searched by AIDE's rule
+        self._follow(task_protocol(self.protocol))
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, not {self.policy!r}")
         instruction_text(self.level, self.custom_text)  # validates the level
+
+    def _follow(self, protocol: TaskProtocol) -> None:
+        """The rules of the session's task protocol (the be-fair one: the study's)."""
+        if not protocol.allows_criterion(self.best):  # the study's task withholds no validation set to choose by
+            allowed = " or ".join(repr(c) for c in protocol.criteria or ())
+            raise ValueError(f"the {protocol.name} protocol withholds no validation set: best must be {allowed} "
+                             "(the agent's own choice, as in the study)")
+        if protocol.test_only:
+            self.blind_test = True      # measured on the test set only, blinded while the session runs
+        if protocol.policy is not None:
+            self.policy = protocol.policy   # the study's agent searched by AIDE's rule
 
     @property
     def instruction(self) -> str:

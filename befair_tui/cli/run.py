@@ -267,7 +267,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The headless run (befair_tui's command line sends `run` without --headless to the console)."""
     config = _read_run_request(args) if args.request else validate_run_args(args)
     check_agent_environment(config)
-    from engine.agent.runner import install_sigterm_handler, run, start_session
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
+    from engine.agent.signals import install_sigterm_handler
     from engine.session.store import SessionStore
 
     coder = _coder(config, args)
@@ -278,7 +280,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         what = "generating/loading SynthDerm" if config.data == "synth" else f"opening {config.data}"
         progress.write(f"{what} …")
-    from engine.agent.runner import resolve_workspace
+    from engine.agent.session_setup import resolve_workspace
     from engine.progress import task_progress
 
     with task_progress("SynthDerm", quiet=args.quiet) as generating:
@@ -313,7 +315,7 @@ def _warn_too_few(workspace: Any) -> None:
 def _exit_code(state: SessionState) -> int:
     """0 for a session that finished or was stopped by a command; 130 when a signal (Ctrl-C,
     SIGTERM) ended it; 1 when it failed."""
-    from engine.agent.runner import INTERRUPTED
+    from engine.agent.signals import INTERRUPTED
 
     if state.status == "stopped" and state.finish_reason == INTERRUPTED:
         return EXIT_INTERRUPTED
@@ -326,7 +328,9 @@ def _last_event(store: SessionStore, session_id: str) -> ev.Event:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from engine.agent.runner import install_sigterm_handler, recover, run
+    from engine.agent.recovery import recover
+    from engine.agent.runner import run
+    from engine.agent.signals import install_sigterm_handler
     from engine.session.lifecycle import open_store
 
     store = open_store(db_from_args(args))  # resuming never creates a database

@@ -2,5 +2,6 @@
 interface (coder.py: the offline simulated agent in the offline/ package, the LLM coder in
 llm.py), and the `befair run` / `befair resume` commands (cli.py).
 
-Entry points: engine.agent.runner.start_session / run / resume.
+Entry points: engine.agent.session_setup.start_session, engine.agent.runner.run,
+engine.agent.recovery.resume.
 """

@@ -8,7 +8,7 @@ which the search records as a failed step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 @dataclass
@@ -62,6 +62,9 @@ class NodeView:
 
 @dataclass
 class CoderContext:
+    # The task protocol whose prompts the context is for (engine.agent.task_protocol); a subclass
+    # carrying another protocol's settings names its own (prompts_be_fair.BeFairContext).
+    protocol: ClassVar[str] = "befair"
     instruction: str                       # exact instruction-level text
     metric_line: str                       # "Area under the receiver operator curve (AUROC)"
     data_preview: str                      # preview of the obfuscated training data

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from collections.abc import Callable
 
+from engine.agent.task_protocol import task_protocol
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session import selection
@@ -131,8 +132,10 @@ def set_criterion(sink: CommandSink, cmd: dict[str, Any]) -> None:
     criterion = str((cmd.get("payload") or {}).get("criterion") or "")
     if criterion not in selection.CRITERIA:
         raise Rejected(f"unknown criterion {criterion!r}; one of {', '.join(selection.CRITERIA)}")
-    if sink.state.config.get("protocol") == "be-fair" and criterion != "claimed":
-        raise Rejected("the be-fair protocol withholds no validation set: only the agent's own score can choose")
+    protocol = task_protocol(sink.state.config.get("protocol") or "befair")
+    if not protocol.allows_criterion(criterion):
+        raise Rejected(f"the {protocol.name} protocol withholds no validation set: only the agent's own score "
+                       "can choose")
     if criterion == selection.current_criterion(sink.state):
         return sink.consume(cmd, f"ignored: already {criterion}")
     sink.emit(et.CriterionSet(criterion=criterion, **_who(cmd)), consumes=cmd)

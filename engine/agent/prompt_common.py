@@ -1,12 +1,25 @@
-"""What both prompt sets share (engine.agent.prompts and engine.agent.prompts_be_fair): the
-human's guidance, marked as the domain expert's, and the review's answer format (a tool call, or
-JSON said in words for a server without function calling).
+"""What both prompt sets share (engine.agent.prompts and engine.agent.prompts_be_fair): the shape
+of a prompt set, the human's guidance, marked as the domain expert's, and the review's answer
+format (a tool call, or JSON said in words for a server without function calling).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from engine.agent.coder import CoderContext
+from engine.agent.coder import CoderContext, NodeView
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """One task protocol's four prompts, each a nested dict of sections (engine.agent.prompts
+    compiles it): draft(ctx, exec_timeout), improve and debug(ctx, parent, exec_timeout),
+    review(ctx, node, json_only)."""
+    draft: Callable[[CoderContext, float | None], dict[str, Any]]
+    improve: Callable[[CoderContext, NodeView, float | None], dict[str, Any]]
+    debug: Callable[[CoderContext, NodeView, float | None], dict[str, Any]]
+    review: Callable[[CoderContext, NodeView, bool], dict[str, Any]]
 
 GUIDANCE_PREAMBLE = (
     "The following guidance comes from the human domain expert who is steering this search. It "

@@ -13,14 +13,9 @@ from typing import Any
 
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
 from engine.agent.prompt_common import REVIEW_TOOL as REVIEW_TOOL  # the LLM coder's review tool
-from engine.agent.prompt_common import REVIEW_JSON_FORMAT, guidance_section
+from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
 from engine.agent.prompts_be_fair import (
-    AidePrompt,
-    aide_compile,
-    be_fair_debug_prompt,
-    be_fair_draft_prompt,
-    be_fair_improve_prompt,
-    be_fair_review_prompt,
+    AIDE_DEBUG_INTRODUCTION, AIDE_DEBUG_SKETCH, AIDE_IMPROVE_SKETCH, AIDE_PROMPTS, AidePrompt, aide_compile,
 )
 # the runner builds AIDE's memory and a be-fair session's context from these
 from engine.agent.prompts_be_fair import BeFairContext as BeFairContext
@@ -225,60 +220,63 @@ def _preview(ctx: CoderContext) -> str:
     return text
 
 
-# -- the four prompts ------------------------------------------------------------------------
-
-def draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[str, Any]:
-    if isinstance(ctx, BeFairContext):
-        return be_fair_draft_prompt(ctx, exec_timeout)
-    prompt: dict[str, Any] = {
-        "Introduction": (
-            f"{ROLE} In order to solve the task below, you need to come up with an excellent "
-            "and creative plan for a solution and then implement this solution in Python. We "
-            "will now provide a description of the task."
-        ),
-        "Task description": task_section(ctx),
-        "Data overview": _preview(ctx),
-    }
-    _with_guidance(prompt, ctx, include_node=False)
-    mem = memory_section(ctx.memory)
-    if mem:
-        prompt["Memory"] = mem
-    prompt["Instructions"] = {
+def _instructions(sketch_title: str, sketch: list[str], exec_timeout: float | None) -> dict[str, Any]:
+    """The Instructions section: the response format, the step's sketch guideline, the pipeline
+    contract and the installed packages."""
+    return {
         "Response format": RESPONSE_FORMAT,
-        "Solution sketch guideline": [
-            "This first solution design should be relatively simple, without ensembling or "
-            "hyper-parameter optimization.",
-            "Take the Memory section into consideration when proposing the design; don't propose "
-            "the same modelling solution but keep the evaluation the same.",
-            "The solution sketch should be 3-5 sentences.",
-            "Don't suggest to do EDA.",
-            "The data is already prepared and available in the `./input` directory. There is no "
-            "need to unzip any files.",
-        ],
+        sketch_title: sketch,
         "Implementation guideline": implementation_guideline(exec_timeout),
         "Installed packages": environment_text(),
     }
+
+
+def _opening(ctx: CoderContext, introduction: str, *, include_node: bool, with_preview: bool,
+             with_memory: bool) -> dict[str, Any]:
+    """The sections before the step's own: the role and task, the data, the expert's guidance, the memory."""
+    prompt: dict[str, Any] = {"Introduction": f"{ROLE} {introduction}", "Task description": task_section(ctx)}
+    if with_preview:
+        prompt["Data overview"] = _preview(ctx)
+    _with_guidance(prompt, ctx, include_node=include_node)
+    mem = memory_section(ctx.memory) if with_memory else None
+    if mem:
+        prompt["Memory"] = mem
     return prompt
 
 
-def improve_prompt(ctx: CoderContext, parent: NodeView,
-                   exec_timeout: float | None = None) -> dict[str, Any]:
-    if isinstance(ctx, BeFairContext):
-        return be_fair_improve_prompt(ctx, parent, exec_timeout)
-    prompt: dict[str, Any] = {
-        "Introduction": (
-            f"{ROLE} You are provided with a previously developed solution below and should "
-            "improve it in order to further increase its (test time) performance. For this you "
-            "should first outline a brief plan in natural language for how the solution can be "
-            "improved and then implement this improvement in Python based on the provided "
-            "previous solution."
-        ),
-        "Task description": task_section(ctx),
-    }
-    _with_guidance(prompt, ctx, include_node=True)
-    mem = memory_section(ctx.memory)
-    if mem:
-        prompt["Memory"] = mem
+# -- the product's four prompts --------------------------------------------------------------
+
+DRAFT_INTRODUCTION = (
+    "In order to solve the task below, you need to come up with an excellent and creative plan for a solution and "
+    "then implement this solution in Python. We will now provide a description of the task.")
+DRAFT_SKETCH = [
+    "This first solution design should be relatively simple, without ensembling or hyper-parameter optimization.",
+    "Take the Memory section into consideration when proposing the design; don't propose the same modelling "
+    "solution but keep the evaluation the same.",
+    "The solution sketch should be 3-5 sentences.",
+    "Don't suggest to do EDA.",
+    "The data is already prepared and available in the `./input` directory. There is no need to unzip any files.",
+]
+IMPROVE_INTRODUCTION = (
+    "You are provided with a previously developed solution below and should improve it in order to further "
+    "increase its (test time) performance. For this you should first outline a brief plan in natural language for "
+    "how the solution can be improved and then implement this improvement in Python based on the provided previous "
+    "solution.")
+# AIDE's own wording (engine.agent.prompts_be_fair), word for word
+IMPROVE_SKETCH = AIDE_IMPROVE_SKETCH
+DEBUG_INTRODUCTION = AIDE_DEBUG_INTRODUCTION
+DEBUG_SKETCH = AIDE_DEBUG_SKETCH
+
+
+def product_draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[str, Any]:
+    prompt = _opening(ctx, DRAFT_INTRODUCTION, include_node=False, with_preview=True, with_memory=True)
+    prompt["Instructions"] = _instructions("Solution sketch guideline", DRAFT_SKETCH, exec_timeout)
+    return prompt
+
+
+def product_improve_prompt(ctx: CoderContext, parent: NodeView,
+                           exec_timeout: float | None = None) -> dict[str, Any]:
+    prompt = _opening(ctx, IMPROVE_INTRODUCTION, include_node=True, with_preview=False, with_memory=True)
     previous: dict[str, Any] = {}
     if parent.plan:
         previous["Plan"] = parent.plan.strip()
@@ -287,67 +285,20 @@ def improve_prompt(ctx: CoderContext, parent: NodeView,
     if measured:
         previous["Measured result"] = measured
     prompt[f"Previous solution (node {parent.node_id})"] = previous
-    prompt["Instructions"] = {
-        "Response format": RESPONSE_FORMAT,
-        "Solution improvement sketch guideline": [
-            "The solution sketch should be a brief natural language description of how the "
-            "previous solution can be improved.",
-            "You should be very specific and should only propose a single actionable improvement.",
-            "This improvement should be atomic so that we can experimentally evaluate the effect "
-            "of the proposed change.",
-            "Take the Memory section into consideration when proposing the improvement.",
-            "The solution sketch should be 3-5 sentences.",
-            "Don't suggest to do EDA.",
-        ],
-        "Implementation guideline": implementation_guideline(exec_timeout),
-        "Installed packages": environment_text(),
-    }
+    prompt["Instructions"] = _instructions("Solution improvement sketch guideline", IMPROVE_SKETCH, exec_timeout)
     return prompt
 
 
-def debug_prompt(ctx: CoderContext, parent: NodeView,
-                 exec_timeout: float | None = None) -> dict[str, Any]:
-    if isinstance(ctx, BeFairContext):
-        return be_fair_debug_prompt(ctx, parent, exec_timeout)
-    prompt: dict[str, Any] = {
-        "Introduction": (
-            f"{ROLE} Your previous solution had a bug, so based on the information below, you "
-            "should revise it in order to fix this bug. Your response should be an "
-            "implementation outline in natural language, followed by a single markdown code "
-            "block which implements the bugfix/solution."
-        ),
-        "Task description": task_section(ctx),
-        "Data overview": _preview(ctx),
-    }
-    _with_guidance(prompt, ctx, include_node=True)
+def product_debug_prompt(ctx: CoderContext, parent: NodeView,
+                         exec_timeout: float | None = None) -> dict[str, Any]:
+    prompt = _opening(ctx, DEBUG_INTRODUCTION, include_node=True, with_preview=True, with_memory=False)
     prompt[f"Previous (buggy) implementation (node {parent.node_id})"] = fence(parent.code, "python")
-    output = tail(parent.output, MAX_OUTPUT_CHARS).strip() or "(the run printed nothing)"
-    status = f"Status: {parent.status}"
-    if parent.exc_type:
-        status += f"; exception: {parent.exc_type}"
-    if parent.eval_failure:
-        status += ("\n\nThe script ran, but the independent evaluation failed: it imported the module, called "
-                   f"`predict(folder)` on held-out images and got {parent.eval_failure}. Fix predict() so that it "
-                   "loads the saved model from ./working and returns {image file name: probability of malignant} "
-                   "for every image in the folder.")
-    prompt["Execution output"] = status + "\n\n" + fence(output)
-    prompt["Instructions"] = {
-        "Response format": RESPONSE_FORMAT,
-        "Bugfix improvement sketch guideline": [
-            "You should write a brief natural language description (3-5 sentences) of how the "
-            "issue in the previous implementation can be fixed.",
-            "Don't suggest to do EDA.",
-        ],
-        "Implementation guideline": implementation_guideline(exec_timeout),
-        "Installed packages": environment_text(),
-    }
+    prompt["Execution output"] = _run_status(parent) + "\n\n" + fence(_output(parent))
+    prompt["Instructions"] = _instructions("Bugfix improvement sketch guideline", DEBUG_SKETCH, exec_timeout)
     return prompt
 
 
-
-def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False) -> dict[str, Any]:
-    if isinstance(ctx, BeFairContext):
-        return be_fair_review_prompt(ctx, node, json_only=json_only)
+def product_review_prompt(ctx: CoderContext, node: NodeView, json_only: bool = False) -> dict[str, Any]:
     prompt: dict[str, Any] = {
         "Introduction": (
             f"{ROLE} You have written code to solve the task below and now need to evaluate "
@@ -356,8 +307,7 @@ def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False)
         ),
         "Task description": task_section(ctx),
         "Implementation": fence(node.code, "python"),
-        "Execution output": fence(tail(node.output, MAX_OUTPUT_CHARS).strip()
-                                  or "(the run printed nothing)"),
+        "Execution output": fence(_output(node)),
     }
     if json_only:
         prompt["Response format"] = REVIEW_JSON_FORMAT
@@ -367,6 +317,47 @@ def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False)
             "functions, " + REVIEW_JSON_FORMAT[0].lower() + REVIEW_JSON_FORMAT[1:]
         )
     return prompt
+
+
+def _output(node: NodeView) -> str:
+    return tail(node.output, MAX_OUTPUT_CHARS).strip() or "(the run printed nothing)"
+
+
+def _run_status(parent: NodeView) -> str:
+    status = f"Status: {parent.status}"
+    if parent.exc_type:
+        status += f"; exception: {parent.exc_type}"
+    if parent.eval_failure:
+        status += ("\n\nThe script ran, but the independent evaluation failed: it imported the module, called "
+                   f"`predict(folder)` on held-out images and got {parent.eval_failure}. Fix predict() so that it "
+                   "loads the saved model from ./working and returns {image file name: probability of malignant} "
+                   "for every image in the folder.")
+    return status
+
+
+PRODUCT_PROMPTS = PromptSet(draft=product_draft_prompt, improve=product_improve_prompt, debug=product_debug_prompt,
+                            review=product_review_prompt)
+# Each task protocol's prompt set (engine.agent.task_protocol), by the name its coder context carries
+# (CoderContext.protocol): the product's own, or AIDE's as the "Be Fair!" study's agents got them.
+PROMPT_SETS: dict[str, PromptSet] = {CoderContext.protocol: PRODUCT_PROMPTS, BeFairContext.protocol: AIDE_PROMPTS}
+
+
+# -- the four prompts, in the shape of the context's protocol ---------------------------------
+
+def draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[str, Any]:
+    return PROMPT_SETS[ctx.protocol].draft(ctx, exec_timeout)
+
+
+def improve_prompt(ctx: CoderContext, parent: NodeView, exec_timeout: float | None = None) -> dict[str, Any]:
+    return PROMPT_SETS[ctx.protocol].improve(ctx, parent, exec_timeout)
+
+
+def debug_prompt(ctx: CoderContext, parent: NodeView, exec_timeout: float | None = None) -> dict[str, Any]:
+    return PROMPT_SETS[ctx.protocol].debug(ctx, parent, exec_timeout)
+
+
+def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False) -> dict[str, Any]:
+    return PROMPT_SETS[ctx.protocol].review(ctx, node, json_only)
 
 
 def _measured_line(node: NodeView) -> str | None:

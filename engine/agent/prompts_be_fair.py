@@ -12,18 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from engine.agent.coder import CoderContext, NodeView
-from engine.agent.prompt_common import REVIEW_JSON_FORMAT, guidance_section
+from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
 
 
 @dataclass
 class BeFairContext(CoderContext):
     """A CoderContext for a session under the be-fair protocol: the prompts take AIDE's shape."""
+    protocol: ClassVar[str] = "be-fair"
     journal_summary: str = ""        # AIDE's Memory (aide_memory)
     k_fold_validation: int = 5       # the study's AIDE config
     expose_prediction: bool = True
+
+    @classmethod
+    def of(cls, ctx: CoderContext) -> BeFairContext:
+        """`ctx` with AIDE's settings: its own, or the study's defaults for a context without them."""
+        return ctx if isinstance(ctx, BeFairContext) else cls(**vars(ctx))
 
 
 class AidePrompt(dict[str, Any]):
@@ -91,7 +97,8 @@ def _aide_guideline(ctx: CoderContext, exec_timeout: float | None) -> list[str]:
         "file is used for grading/evaluation. DO NOT FORGET THE submission.csv file!",
         'You can also use the "./working" directory to store any temporary files that your code needs to create.',
     ]
-    k_fold, expose = (ctx.k_fold_validation, ctx.expose_prediction) if isinstance(ctx, BeFairContext) else (5, True)
+    aide = BeFairContext.of(ctx)
+    k_fold, expose = aide.k_fold_validation, aide.expose_prediction
     if expose:
         items.append("The implementation should include a predict() function, allowing users to seamlessly reuse "
                      "the code to make predictions on new data. The prediction function should be well-documented, "
@@ -120,89 +127,87 @@ def _with_expert(prompt: AidePrompt, ctx: CoderContext, *, include_node: bool) -
     return prompt
 
 
+def _aide_instructions(ctx: CoderContext, exec_timeout: float | None, sketch_title: str,
+                       sketch: list[str]) -> dict[str, Any]:
+    """AIDE's Instructions section: its response format, the step's sketch guideline, its implementation guideline."""
+    return {"Response format": AIDE_RESPONSE_FORMAT, sketch_title: sketch,
+            "Implementation guideline": _aide_guideline(ctx, exec_timeout)}
+
+
 def _memory(ctx: CoderContext) -> str:
-    return ctx.journal_summary if isinstance(ctx, BeFairContext) else ""
+    return BeFairContext.of(ctx).journal_summary
+
+
+# AIDE's wording of each step, verbatim (aide.log)
+AIDE_DRAFT_INTRODUCTION = (
+    "In order to win this competition, you need to come up with an excellent and creative plan for a solution and "
+    "then implement this solution in Python. We will now provide a description of the task.")
+AIDE_DRAFT_SKETCH = [
+    "This first solution design should be relatively simple, without ensembling or hyper-parameter optimization.",
+    "Take the Memory section into consideration when proposing the design, don't propose the same modelling "
+    "solution but keep the evaluation the same.",
+    "The solution sketch should be 3-5 sentences.",
+    "Propose an evaluation metric that is reasonable for this task.",
+    "Don't suggest to do EDA.",
+    "The data is already prepared and available in the `./input` directory. There is no need to unzip any files.",
+]
+AIDE_IMPROVE_INTRODUCTION = (
+    "You are provided with a previously developed solution below and should improve it in order to further "
+    "increase the (test time) performance. For this you should first outline a brief plan in natural language for "
+    "how the solution can be improved and then implement this improvement in Python based on the provided previous "
+    "solution. ")
+AIDE_IMPROVE_SKETCH = [
+    "The solution sketch should be a brief natural language description of how the previous solution can be "
+    "improved.",
+    "You should be very specific and should only propose a single actionable improvement.",
+    "This improvement should be atomic so that we can experimentally evaluate the effect of the proposed change.",
+    "Take the Memory section into consideration when proposing the improvement.",
+    "The solution sketch should be 3-5 sentences.",
+    "Don't suggest to do EDA.",
+]
+AIDE_DEBUG_INTRODUCTION = (
+    "Your previous solution had a bug, so based on the information below, you should revise it in order to fix this "
+    "bug. Your response should be an implementation outline in natural language, followed by a single markdown code "
+    "block which implements the bugfix/solution.")
+AIDE_DEBUG_SKETCH = [
+    "You should write a brief natural language description (3-5 sentences) of how the issue in the previous "
+    "implementation can be fixed.",
+    "Don't suggest to do EDA.",
+]
 
 
 def be_fair_draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> AidePrompt:
-    prompt = AidePrompt({
-        "Introduction": (f"{AIDE_ROLE} In order to win this competition, you need to come up with an excellent and "
-                         "creative plan for a solution and then implement this solution in Python. We will now "
-                         "provide a description of the task."),
-        "Task description": _aide_task(ctx),
-        "Memory": _memory(ctx),
-        "Instructions": {
-            "Response format": AIDE_RESPONSE_FORMAT,
-            "Solution sketch guideline": [
-                "This first solution design should be relatively simple, without ensembling or hyper-parameter "
-                "optimization.",
-                "Take the Memory section into consideration when proposing the design, don't propose the same "
-                "modelling solution but keep the evaluation the same.",
-                "The solution sketch should be 3-5 sentences.",
-                "Propose an evaluation metric that is reasonable for this task.",
-                "Don't suggest to do EDA.",
-                "The data is already prepared and available in the `./input` directory. There is no need to unzip "
-                "any files.",
-            ],
-            "Implementation guideline": _aide_guideline(ctx, exec_timeout),
-            "Installed Packages": _aide_packages(ctx),
-        },
-        "Data Overview": ctx.data_preview,
-    })
+    instructions = _aide_instructions(ctx, exec_timeout, "Solution sketch guideline", AIDE_DRAFT_SKETCH)
+    instructions["Installed Packages"] = _aide_packages(ctx)
+    prompt = AidePrompt({"Introduction": f"{AIDE_ROLE} {AIDE_DRAFT_INTRODUCTION}", "Task description": _aide_task(ctx),
+                         "Memory": _memory(ctx), "Instructions": instructions, "Data Overview": ctx.data_preview})
     return _with_expert(prompt, ctx, include_node=False)
 
 
 def be_fair_improve_prompt(ctx: CoderContext, parent: NodeView, exec_timeout: float | None = None) -> AidePrompt:
     prompt = AidePrompt({
-        "Introduction": (f"{AIDE_ROLE} You are provided with a previously developed solution below and should improve "
-                         "it in order to further increase the (test time) performance. For this you should first "
-                         "outline a brief plan in natural language for how the solution can be improved and then "
-                         "implement this improvement in Python based on the provided previous solution. "),
+        "Introduction": f"{AIDE_ROLE} {AIDE_IMPROVE_INTRODUCTION}",
         "Task description": _aide_task(ctx),
         "Memory": _memory(ctx),
-        "Instructions": {
-            "Response format": AIDE_RESPONSE_FORMAT,
-            "Solution improvement sketch guideline": [
-                "The solution sketch should be a brief natural language description of how the previous solution "
-                "can be improved.",
-                "You should be very specific and should only propose a single actionable improvement.",
-                "This improvement should be atomic so that we can experimentally evaluate the effect of the "
-                "proposed change.",
-                "Take the Memory section into consideration when proposing the improvement.",
-                "The solution sketch should be 3-5 sentences.",
-                "Don't suggest to do EDA.",
-            ],
-            "Implementation guideline": _aide_guideline(ctx, exec_timeout),
-        },
+        "Instructions": _aide_instructions(ctx, exec_timeout, "Solution improvement sketch guideline",
+                                           AIDE_IMPROVE_SKETCH),
         "Previous solution": {"Code": _wrap(parent.code)},
     })
     return _with_expert(prompt, ctx, include_node=True)
 
 
 def be_fair_debug_prompt(ctx: CoderContext, parent: NodeView, exec_timeout: float | None = None) -> AidePrompt:
-    prompt = AidePrompt({
-        "Introduction": (f"{AIDE_ROLE} Your previous solution had a bug, so based on the information below, you "
-                         "should revise it in order to fix this bug. Your response should be an implementation "
-                         "outline in natural language, followed by a single markdown code block which implements "
-                         "the bugfix/solution."),
+    return _with_expert(AidePrompt({
+        "Introduction": f"{AIDE_ROLE} {AIDE_DEBUG_INTRODUCTION}",
         "Task description": _aide_task(ctx),
         "Previous (buggy) implementation": _wrap(parent.code),
         "Execution output": _wrap(parent.output, lang=""),
-        "Instructions": {
-            "Response format": AIDE_RESPONSE_FORMAT,
-            "Bugfix improvement sketch guideline": [
-                "You should write a brief natural language description (3-5 sentences) of how the issue in the "
-                "previous implementation can be fixed.",
-                "Don't suggest to do EDA.",
-            ],
-            "Implementation guideline": _aide_guideline(ctx, exec_timeout),
-        },
+        "Instructions": _aide_instructions(ctx, exec_timeout, "Bugfix improvement sketch guideline", AIDE_DEBUG_SKETCH),
         "Data Overview": ctx.data_preview,
-    })
-    return _with_expert(prompt, ctx, include_node=True)
+    }), ctx, include_node=True)
 
 
-def be_fair_review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False) -> AidePrompt:
+def be_fair_review_prompt(ctx: CoderContext, node: NodeView, json_only: bool = False) -> AidePrompt:
     prompt = AidePrompt({
         "Introduction": (f"{AIDE_ROLE} You have written code to solve this task and now need to evaluate the output "
                          "of the code execution. You should determine if there were any bugs as well as report the "
@@ -214,3 +219,7 @@ def be_fair_review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool 
     if json_only:  # AIDE asks through function calling; a server without it needs the format said
         prompt["Response format"] = REVIEW_JSON_FORMAT
     return prompt
+
+
+AIDE_PROMPTS = PromptSet(draft=be_fair_draft_prompt, improve=be_fair_improve_prompt, debug=be_fair_debug_prompt,
+                         review=be_fair_review_prompt)

@@ -1,8 +1,8 @@
 """The search loop: one step at a time, every decision and result an event.
 
-    writer = start_session(store, SessionConfig(level="fairness-methods", steps=20))
+    writer = start_session(store, SessionConfig(level="fairness-methods", steps=20))  # session_setup
     state = run(store, writer.session_id)              # blocking; returns the final state
-    state = resume(store, session_id)                  # after a crash / kill -9 / stop
+    state = resume(store, session_id)                  # after a crash / kill -9 / stop (recovery)
 
 Per step: consume steering commands (pause, resume, stop, guide, expand, prune, set_budget),
 decide (engine.agent.policy), ask the coder for code, run it (streaming output, polling the
@@ -17,137 +17,42 @@ new nodes from being created (the running one finishes), stop interrupts the run
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
 import threading
 import time
-from pathlib import Path
-from types import FrameType
-from typing import Any, cast
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
-from engine.agent.coder import CoderContext, CoderReply, LlmCall, MemoryItem, NodeView, Review
-from engine.agent.coders import coder_info, make_coder
+from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, MemoryItem, NodeView, Review
+from engine.agent.coders import make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.policy import Decision, decide, policy_rng
+from engine.agent.session_setup import open_session_workspace
+from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
+from engine.agent.stream_relay import StreamRelay
+from engine.agent.task_protocol import task_protocol
 from engine.config import SessionConfig
+from engine.data.protocol import AgentWorkspace
 from engine.errors import BefairError
-from engine.data.protocol import open_workspace
-from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits, label_digests
+from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits
 from engine.evaluation.paired import Comparer
 from engine.evaluation.paired import changed as paired_changed
-from engine.execution import (
-    ExecResult, Job, LocalExecutor, Sandbox, guard_runs_root, kill_group, prepare_node_dir, prepare_session_input,
-)
+from engine.execution import ExecResult, Executor, Job, LocalExecutor, Sandbox, prepare_node_dir, prepare_session_input
 from engine.execution.sandbox import RunSpec, guard_outside
-from engine.execution.workspace import pgid_file, session_run_dir
+from engine.execution.workspace import session_run_dir
 from engine.paths import cache_dir, runs_dir
 from engine.session import event_types as et
 from engine.session import events as ev
+from engine.session import live, selection
 from engine.session.redact import Redactor
-from engine.session import selection
 from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
 from engine.session.timing import lifetimes
 from engine.task import METRIC_LINE
 
 EventHook = Callable[[ev.Event, SessionState], None]
-INTERRUPTED_ON_RESUME = "process ended while running"
-
-
-# --------------------------------------------------------------------------- set-up helpers
-
-
-def synth_settings(config: SessionConfig) -> dict[str, Any]:
-    from engine.data.synth import DEFAULTS
-
-    synth = dict(DEFAULTS)
-    synth.update({k: int(v) for k, v in (config.extra.get("synth") or {}).items() if k in DEFAULTS and v is not None})
-    return synth
-
-
-def resolve_workspace(config: SessionConfig, progress: Any = None) -> Any:
-    """The data workspace a session's settings name: the cached SynthDerm one, or a folder; in
-    the layout of the session's protocol (engine.data.protocol)."""
-    from engine.data.workspace import Workspace, synth_workspace
-
-    if config.protocol == "be-fair":
-        from engine.data.protocol import workspace_for
-
-        return workspace_for(config.data, synth_settings(config), progress)
-    if config.data == "synth":
-        return synth_workspace(**synth_settings(config), progress=progress)
-    return Workspace.open(Path(config.data))
-
-
-def _data_summary(ws: Any) -> str | None:
-    summary = getattr(ws, "summary", None)
-    if callable(summary):
-        try:
-            return str(summary())
-        except Exception:
-            pass
-    manifest = getattr(ws, "manifest", None) or {}
-    if not isinstance(manifest, dict):
-        return None
-    counts = manifest.get("counts") or {}
-    if isinstance(counts, dict) and counts:
-        return ", ".join(f"{k}: {v}" for k, v in counts.items() if not isinstance(v, (dict, list)))
-    return None
-
-
-def start_session(
-    store: SessionStore,
-    config: SessionConfig,
-    *,
-    workspace: Any = None,
-    coder: Any = None,
-    session_id: str | None = None,
-) -> SessionWriter:
-    """Create a session (session_started) with its read-only input copy; `run` drives it."""
-    if session_id:
-        try:
-            store.session(session_id)
-        except BefairError:
-            pass
-        else:
-            raise BefairError(f"session {session_id!r} already exists in {store.path}; use `befair resume`")
-    Sandbox.create(config.sandbox)  # refuse before anything is recorded when bwrap cannot run here
-    coder = coder if coder is not None else make_coder(config)
-    if config.protocol == "be-fair" and getattr(coder, "name", None) == "offline":
-        raise BefairError("the offline coder writes pipelines for the product's own task layout; under the be-fair "
-                          "protocol use an LLM coder (--coder openai)")
-    ws = workspace if workspace is not None else resolve_workspace(config)
-    runs_root = runs_dir(store.path)
-    guard_runs_root(runs_root, getattr(ws, "root", None))
-    data = {"kind": "synth" if config.data == "synth" else "workspace", "path": str(Path(ws.root).resolve()),
-            "summary": _data_summary(ws), "label_sha256": label_digests(ws)}
-    writer = store.create_session(config.to_dict(), instruction=config.instruction, coder=coder_info(coder),
-                                  data=data, session_id=session_id)
-    prepare_session_input(runs_root, writer.session_id, Path(ws.agent_input))
-    return writer
-
-
-def _open_session_workspace(state: SessionState, config: SessionConfig) -> Any:
-    path = (state.data or {}).get("path")
-    if path and Path(path).is_dir():
-        return open_workspace(Path(path))
-    return resolve_workspace(config)
-
-
-def _pid_alive(pid: int | None) -> bool:
-    if not pid or pid == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, PermissionError, OverflowError, ValueError):
-        return False
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- the runner
@@ -161,10 +66,10 @@ class Runner:
         store: SessionStore,
         session_id: str,
         *,
-        coder: Any = None,
-        executor: Any = None,
+        coder: Coder | None = None,
+        executor: Executor | None = None,
         on_event: EventHook | None = None,
-        workspace: Any = None,
+        workspace: AgentWorkspace | None = None,
         writer: SessionWriter | None = None,
         poll_interval: float = 0.2,
         pause_poll: float = 0.1,
@@ -175,24 +80,19 @@ class Runner:
         if not self.writer.state.config:
             raise BefairError(f"session {session_id} has no session_started event")
         self.config = SessionConfig.from_dict(self.writer.state.config)
-        self.coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
+        self.protocol = task_protocol(self.config.protocol)
+        self.coder: Coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
         self.sandbox = Sandbox.create(self.config.sandbox)
-        self.executor = executor if executor is not None else LocalExecutor(sandbox=self.sandbox)
+        self.executor: Executor = executor if executor is not None else LocalExecutor(sandbox=self.sandbox)
         self.on_event = on_event
-        self.workspace = workspace if workspace is not None else _open_session_workspace(self.state, self.config)
+        self.workspace = workspace if workspace is not None else open_session_workspace(self.state, self.config)
         self.evaluator = self._evaluator()
         if self.sandbox.isolated:  # the runtime's folders must not expose what the sandbox hides
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
                                                    *[labels for _, labels in heldout_splits(self.workspace).values()]])
         self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
         self.runs_root = runs_dir(store.path)
-        from engine.session import live
-
-        self.stream_relay = StreamRelay(live.live_path(store.path, session_id))
-        if hasattr(self.coder, "on_stream"):
-            self.coder.on_stream = self.stream_relay
-        if hasattr(self.coder, "on_progress"):
-            self.coder.on_progress = self.stream_relay.progress
+        self.stream_relay = self._relay_streams()
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
         self.poll_interval = poll_interval
         self.pause_poll = pause_poll
@@ -207,6 +107,15 @@ class Runner:
         spans = lifetimes(store.events(session_id))  # the time limit counts only the time runners worked
         self._active_before = sum(last - first for first, last in spans[:-1])
         self._lifetime_start = spans[-1][0] if spans else time.time()
+
+    def _relay_streams(self) -> StreamRelay:
+        """A coder that streams its replies (the LLM coder) hands them to the relay as they come."""
+        relay = StreamRelay(live.live_path(self.store.path, self.session_id))
+        if hasattr(self.coder, "on_stream"):
+            self.coder.on_stream = relay
+        if hasattr(self.coder, "on_progress"):
+            self.coder.on_progress = relay.progress
+        return relay
 
     def _evaluator(self) -> NodeEvaluator:
         extra = self.config.extra if isinstance(self.config.extra, dict) else {}
@@ -274,7 +183,7 @@ class Runner:
             time.sleep(self.pause_poll)
             self.poll_commands(force=True)
 
-    def _background(self, fn: Callable[[], Any]) -> Any:
+    def _background(self, fn: Callable[[], T]) -> T:
         """Run fn in a thread, consuming commands while it works (coder calls, evaluation)."""
         box: dict[str, Any] = {}
 
@@ -297,7 +206,7 @@ class Runner:
             self.poll_commands()
         if "error" in box:
             raise box["error"]
-        return box.get("value")
+        return cast(T, box.get("value"))
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> SessionState:
@@ -369,23 +278,13 @@ class Runner:
             guidance_global=[g.text for g in glob], guidance_node=[g.text for g in node],
             memory=memory, level=self.config.level,
         )
-        if self.config.protocol == "be-fair":  # AIDE's prompts, with AIDE's memory (engine.agent.prompts)
-            from engine.agent.prompts import BeFairContext, aide_memory
-
-            good = [(n.plan, n.review_summary or "", n.claimed_metric) for n in sorted(st.nodes.values(),
-                    key=lambda n: n.node_id) if n.status == "ok" and not n.is_bug and n.claimed_metric is not None]
-            ctx = BeFairContext(**vars(ctx), journal_summary=aide_memory(good))
-        return ctx, [g.guidance_id for g in glob] + [g.guidance_id for g in node]
+        return self.protocol.context(ctx, st), [g.guidance_id for g in glob] + [g.guidance_id for g in node]
 
     def preview(self) -> str:
         if self._preview is None:
             agent_input = Path(self.workspace.agent_input)
             try:
-                from engine.data.preview import data_preview
-                from engine.data.protocol import aide_data_preview
-
-                be_fair = self.config.protocol == "be-fair"
-                self._preview = aide_data_preview(agent_input) if be_fair else data_preview(agent_input)
+                self._preview = self.protocol.data_preview(agent_input)
             except Exception:
                 head = (agent_input / "skin_lesions.csv").read_text(errors="replace").splitlines()[:6]
                 self._preview = "input/skin_lesions.csv (first rows):\n" + "\n".join(head) + "\ninput/images/*.jpg"
@@ -418,15 +317,16 @@ class Runner:
         if not reply.code:
             self._no_code(node_id, reply)
         else:
-            result = self._timed(timing, "exec", lambda: self._run_node(node_id, reply.code))
+            code = reply.code
+            result = self._timed(timing, "exec", lambda: self._run_node(node_id, code))
             review = self._timed(timing, "review", lambda: self._review_node(ctx, node_id, result))
             if result.status == "ok":
                 self._timed(timing, "eval", lambda: self._evaluate(node_id, self._node_dir(node_id)))
-            self._audit(node_id, reply.code, review, result)
+            self._audit(node_id, code, review, result)
         self.timings.append({"total": time.perf_counter() - t0, **timing})
 
     @staticmethod
-    def _timed(timing: dict[str, float], stage: str, fn: Callable[[], Any]) -> Any:
+    def _timed(timing: dict[str, float], stage: str, fn: Callable[[], T]) -> T:
         t = time.perf_counter()
         try:
             return fn()
@@ -475,7 +375,7 @@ class Runner:
         node = self.state.nodes[node_id]
         if result.exc_type in (NO_PREDICT, NO_METRIC):  # the contract failed: no review call needed
             review = Review(is_bug=True, summary=result.exc_type, claimed_metric=None)
-        elif result.status != "ok" and self.config.protocol != "be-fair":
+        elif result.status != "ok" and not self.protocol.reviews_crashes:
             # a crash says what went wrong itself: no review call (a slow local model spends a minute
             # reading the prompt); the debug step gets the traceback. AIDE (be-fair) reviews them all.
             review = Review(is_bug=True, summary=_crash_summary(result), claimed_metric=None)
@@ -610,143 +510,16 @@ def _call_payload(call: LlmCall, node_id: int | None) -> dict[str, Any]:
                if getattr(call, k) is not None}}
 
 
-STREAM_EVENT_INTERVAL = 2.0  # seconds between two stored llm_stream events of one call, at least
-STREAM_EVENT_GROWTH = 0.2    # and at least this share of the time the call has streamed so far:
-                             # a slow call of T seconds stores about 10 + 5.5 ln(T / 10) events, not T / 2
-
-
-class StreamRelay:
-    """Carries a streaming reply from the coder's thread: its text to the live side channel
-    (engine.session.live, never stored), its progress (characters, tokens, times) to the
-    runner's thread, which owns the database connection and stores it as llm_stream events,
-    at most one every STREAM_EVENT_INTERVAL seconds or STREAM_EVENT_GROWTH of the time streamed so
-    far, whichever is longer, and the last one of each call."""
-
-    def __init__(self, path: Path | None = None, interval: float = STREAM_EVENT_INTERVAL,
-                 growth: float = STREAM_EVENT_GROWTH, clock: Callable[[], float] = time.monotonic) -> None:
-        self._lock = threading.Lock()
-        self.path = path
-        self.interval = interval
-        self.growth = growth
-        self.clock = clock
-        self._began: dict[str, float] = {}             # role -> when its progress first came
-        self.step = 0
-        self._latest: dict[str, dict[str, Any]] = {}   # role -> progress not yet stored
-        self._stored_at: dict[str, float] = {}
-        self._stats: dict[str, dict[str, Any]] = {}    # role -> the latest progress (for the side channel)
-
-    def __call__(self, role: str, text_so_far: str) -> None:  # the coder's thread
-        if self.path is not None:
-            from engine.session import live
-
-            with self._lock:
-                stats = dict(self._stats.get(role) or {})
-            live.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **stats})
-
-    def progress(self, role: str, stats: Any) -> None:  # the coder's thread
-        payload = stats.payload() if hasattr(stats, "payload") else dict(stats)
-        with self._lock:
-            self._latest[role] = self._stats[role] = payload
-            self._began.setdefault(role, self.clock())
-
-    def take(self) -> list[tuple[str, dict[str, Any]]]:  # the runner's thread
-        now = self.clock()
-        out = []
-        with self._lock:
-            for role, stats in list(self._latest.items()):
-                wait = max(self.interval, self.growth * (now - self._began.get(role, now)))
-                if now - self._stored_at.get(role, float("-inf")) >= wait:
-                    out.append((role, stats))
-                    self._stored_at[role] = now
-                    del self._latest[role]
-        return out
-
-    def finish(self) -> list[tuple[str, dict[str, Any]]]:
-        """The call ended: its last progress (if not stored yet); the side channel is cleared."""
-        with self._lock:
-            out = list(self._latest.items())
-            self._latest, self._stored_at, self._stats, self._began = {}, {}, {}, {}
-        if self.path is not None:
-            from engine.session import live
-
-            live.clear(self.path)
-        return out
-
-    def reset(self) -> None:
-        self.finish()
-
-
 # --------------------------------------------------------------------------- entry points
 
 
-def run(store: SessionStore, session_id: str, *, coder: Any = None, executor: Any = None,
-        on_event: EventHook | None = None, workspace: Any = None, writer: SessionWriter | None = None,
-        **runner_kw: Any) -> SessionState:
+def run(store: SessionStore, session_id: str, *, coder: Coder | None = None, executor: Executor | None = None,
+        on_event: EventHook | None = None, workspace: AgentWorkspace | None = None,
+        writer: SessionWriter | None = None, **runner_kw: Any) -> SessionState:
     """Run a session's search to the end of its budget (or a stop). Blocking."""
     runner = Runner(store, session_id, coder=coder, executor=executor, on_event=on_event, workspace=workspace,
                     writer=writer, **runner_kw)
     return runner.run()
 
 
-def recover(store: SessionStore, session_id: str, *, by: str = "user", force: bool = False,
-            writer: SessionWriter | None = None) -> tuple[SessionWriter, list[int]]:
-    """Mark the nodes a dead process left running as interrupted and record session_resumed."""
-    row = store.session(session_id)
-    writer = writer or store.writer(session_id)
-    state = writer.state
-    if not force and state.status in ("running", "paused") and _pid_alive(row.get("pid")):
-        raise BefairError(f"session {session_id} still seems to be running (process {row['pid']}); "
-                          "stop it first, or resume with --force")
-    interrupted = []
-    run_dir = session_run_dir(runs_dir(store.path), session_id)
-    for node in sorted(state.nodes.values(), key=lambda n: n.node_id):
-        if node.status in ("running", "queued"):
-            noted = pgid_file(Path(node.workdir or run_dir / f"node_{node.node_id}"))
-            try:
-                kill_group(int(noted.read_text().strip()))  # a pipeline the dead engine left behind
-            except (OSError, ValueError):
-                pass
-            writer.emit(et.NodeInterrupted(node_id=node.node_id, reason=INTERRUPTED_ON_RESUME))
-            interrupted.append(node.node_id)
-    writer.emit(et.SessionResumed(by=by, interrupted=interrupted))
-    store.set_runner_pid(session_id, os.getpid())
-    return writer, interrupted
-
-
-def resume(store: SessionStore, session_id: str, *, coder: Any = None, executor: Any = None,
-           on_event: EventHook | None = None, workspace: Any = None, by: str = "user", force: bool = False,
-           **runner_kw: Any) -> SessionState:
-    """Continue a session after a crash, kill -9 or stop: interrupted nodes are marked, the search
-    goes on from the folded state until the budget is spent."""
-    writer, _ = recover(store, session_id, by=by, force=force)
-    return run(store, session_id, coder=coder, executor=executor, on_event=on_event, workspace=workspace,
-               writer=writer, **runner_kw)
-
-
-INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"  # the finish reason of a session ended by a signal
-
-
-# Set by the SIGTERM handler. Python may swallow the KeyboardInterrupt it raises (e.g. when it lands
-# in an at-fork callback while a worker thread starts a subprocess), so the runner also polls this.
-SIGNALLED = threading.Event()
-
-
-def raise_if_signalled() -> None:
-    if SIGNALLED.is_set():
-        raise KeyboardInterrupt
-
-
-def install_sigterm_handler() -> None:
-    """SIGTERM ends a headless session like Ctrl-C: the running node is interrupted, the session stopped."""
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        SIGNALLED.set()
-        raise KeyboardInterrupt
-
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        pass
-
-
-__all__ = ["Runner", "start_session", "run", "resume", "recover", "resolve_workspace",
-           "install_sigterm_handler"]
+__all__ = ["EventHook", "Runner", "run"]

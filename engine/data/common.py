@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -165,3 +166,36 @@ def place(src: Path, dst: Path, link: bool = True) -> None:
         except OSError:
             pass
     shutil.copyfile(src, dst)
+
+
+# --------------------------------------------------------------------------- building a prepared folder
+
+
+def refuse_nonempty(out: Path, overwrite: bool) -> None:
+    """A prepared folder is written only where nothing is, unless asked to overwrite."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise DataError(f"{out} already exists and is not empty (choose another --out)")
+
+
+@contextmanager
+def build_into(out: Path, overwrite: bool) -> Iterator[Path]:
+    """A temporary sibling folder of `out` to write into, renamed into place when the block ends,
+    removed when it raises: an interrupted build leaves nothing half-written at `out`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out) if overwrite else out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def require_parts(root: Path, needed: Iterable[Path | None], what: str) -> None:
+    """DataError naming the parts of a prepared folder that are missing (None: a part it need not have)."""
+    missing = [str(p.relative_to(root)) for p in needed if p is not None and not p.exists()]
+    if missing:
+        raise DataError(f"{what} {root} is incomplete: missing {', '.join(missing)}")

@@ -22,8 +22,6 @@ held-out splits of a be-fair workspace are the test set alone.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from engine.data.common import place, read_csv, require_columns
+from engine.data.common import build_into, place, read_csv, refuse_nonempty, require_columns, require_parts
+from engine.data.workspace import Workspace, load_test_set, synth_data, write_manifest, write_test_set
 from engine.errors import DataError
 
 if TYPE_CHECKING:
@@ -124,16 +123,18 @@ class BeFairWorkspace:
             raise DataError(f"{root} is not a be-fair workspace (its protocol is {manifest.get('protocol')!r}): "
                             "give a folder prepared for the be-fair protocol")
         ws = cls(root=root, manifest=manifest)
-        needed = [ws.agent_csv, ws.agent_images, ws.mapping, ws.test_images, ws.test_labels]
-        missing = [str(p.relative_to(root)) for p in needed if p is not None and not p.exists()]
-        if missing:
-            raise DataError(f"be-fair workspace {root} is incomplete: missing {', '.join(missing)}")
+        require_parts(root, [ws.agent_csv, ws.agent_images, ws.mapping, ws.test_images, ws.test_labels],
+                      "be-fair workspace")
         return ws
 
     def summary(self) -> str:
         c = self.manifest.get("counts", {})
         return (f"{self.root}: be-fair protocol, agent {c.get('agent', '?')} rows, no validation, "
                 f"test {c.get('test', 0)}")
+
+
+# A prepared workspace of either protocol: the product's own (engine.data.workspace) or the study's.
+AgentWorkspace = Workspace | BeFairWorkspace
 
 
 def prepare_be_fair_workspace(fitz_csv: str | Path, fitz_images: str | Path, out: str | Path, *,
@@ -144,64 +145,33 @@ def prepare_be_fair_workspace(fitz_csv: str | Path, fitz_images: str | Path, out
     names must exist (`<md5hash>.jpg` in fitz_images)."""
     started = time.perf_counter()
     out, images = Path(out), Path(fitz_images)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise DataError(f"{out} already exists and is not empty (choose another --out)")
+    refuse_nonempty(out, overwrite)
     agents, mapping = study_layout(read_original(fitz_csv))
     absent = [m for m in mapping["md5hash"] if not (images / f"{m}.jpg").is_file()]
     if absent:
         raise DataError(f"{len(absent)} image(s) named in {fitz_csv} are not in {images} (e.g. {absent[0]}.jpg)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with build_into(out, overwrite) as tmp:
         ws = BeFairWorkspace(root=tmp)
         ws.agent_images.mkdir(parents=True)
         write_dataset(agents, ws.agent_csv)
         for name, md5 in zip(mapping["image_name"], mapping["md5hash"], strict=True):
             place(images / f"{md5}.jpg", ws.agent_images / f"{name}.jpg", link)
-        n_test = _write_test_set(tmp, ddi_csv, ddi_images, link)
+        ddi = load_test_set(ddi_csv, ddi_images)
+        n_test = write_test_set(tmp, ddi, ddi_csv, link) if ddi is not None and ddi_csv is not None else 0
         mapping.assign(split="agent")[["image_name", "md5hash", "split"]].to_csv(ws.mapping, index=False)
-        manifest = {"format": 1, "protocol": PROTOCOL, "source": source or "fitzpatrick17k",
-                    "fitzpatrick_csv": str(Path(fitz_csv).resolve()), "fitzpatrick_images": str(images.resolve()),
-                    "shuffle": f"pandas sample(frac=1, random_state={SHUFFLE_SEED})",
-                    "counts": {"source_rows": len(agents), "agent": len(agents), "validation": 0, "test": n_test},
-                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "seconds": round(time.perf_counter() - started, 2)}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out) if overwrite else out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_manifest(tmp, {
+            "format": 1, "protocol": PROTOCOL, "source": source or "fitzpatrick17k",
+            "fitzpatrick_csv": str(Path(fitz_csv).resolve()), "fitzpatrick_images": str(images.resolve()),
+            "shuffle": f"pandas sample(frac=1, random_state={SHUFFLE_SEED})",
+            "counts": {"source_rows": len(agents), "agent": len(agents), "validation": 0, "test": n_test},
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "seconds": round(time.perf_counter() - started, 2)})
     return BeFairWorkspace.open(out)
-
-
-def _write_test_set(root: Path, ddi_csv: str | Path | None, ddi_images: str | Path | None, link: bool) -> int:
-    """heldout/test/ as the default workspace writes it (images, labels.csv, ddi_metadata.csv)."""
-    from engine.data.ddi import load_ddi
-
-    if ddi_csv is None:
-        if ddi_images is not None:
-            raise DataError("DDI images were given without the DDI metadata CSV (--ddi)")
-        return 0
-    ddi = load_ddi(ddi_csv, ddi_images, check_images=True)
-    test_dir = root / "heldout" / "test"
-    (test_dir / "images").mkdir(parents=True)
-    source = Path(ddi.attrs["images_dir"])
-    for f in ddi["DDI_file"]:
-        place(source / f, test_dir / "images" / f, link)
-    pd.DataFrame({"file": ddi["DDI_file"], "label": [int(x) for x in ddi["malignant"]], "group": ddi["group"],
-                  "skin_tone": [int(x) for x in ddi["skin_tone"]]}).to_csv(test_dir / "labels.csv", index=False)
-    shutil.copyfile(ddi_csv, test_dir / "ddi_metadata.csv")
-    return len(ddi)
 
 
 def be_fair_synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: int = 96,
                             root: Path | str | None = None, progress: ProgressFn | None = None) -> BeFairWorkspace:
     """The be-fair layout of the SynthDerm set for these parameters, built once and reused."""
-    from engine.data.workspace import synth_data
-
     paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root, progress=progress)
     wdir = paths.root.parent / f"{paths.root.name}-be-fair-workspace"
     try:
@@ -306,10 +276,8 @@ def aide_data_preview(agent_input: str | Path, *, simple: bool = False) -> str:
 # the data preview. For the default protocol each is the product's own.
 
 
-def open_workspace(path: str | Path) -> Any:
+def open_workspace(path: str | Path) -> AgentWorkspace:
     """A prepared workspace of either protocol (its manifest says which)."""
-    from engine.data.workspace import Workspace
-
     try:
         manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):

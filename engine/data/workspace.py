@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from engine.data.common import place
+from engine.data.common import build_into, place, refuse_nonempty, require_parts
 from engine.data.ddi import load_ddi
 from engine.data.fitzpatrick import image_file, load_fitzpatrick
 from engine.data.obfuscate import obfuscate
@@ -98,9 +98,7 @@ class Workspace:
                                      ws.mapping]
         if manifest.get("counts", {}).get("test", 0):
             needed += [ws.test_images, ws.test_labels]
-        missing = [str(p.relative_to(root)) for p in needed if p is not None and not p.exists()]
-        if missing:
-            raise DataError(f"workspace {root} is incomplete: missing {', '.join(missing)}")
+        require_parts(root, needed, "workspace")
         return ws
 
     def summary(self) -> str:
@@ -137,37 +135,20 @@ def prepare_workspace(
     """
     started = time.perf_counter()
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not overwrite:
-            raise DataError(f"{out} already exists and is not empty (choose another --out)")
+    refuse_nonempty(out, overwrite)
     fitz = load_fitzpatrick(fitz_csv, fitz_images, check_images=True)
-    ddi = None
-    if ddi_csv is not None:
-        ddi = load_ddi(ddi_csv, ddi_images, check_images=True)
-    elif ddi_images is not None:
-        raise DataError("DDI images were given without the DDI metadata CSV (--ddi)")
+    ddi = load_test_set(ddi_csv, ddi_images)
     fitz_images = Path(fitz.attrs["images_dir"])
 
     train, val = stratified_validation_split(fitz, val_fraction, seed)
     agent, amap = obfuscate(train, seed)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
+    with build_into(out, overwrite) as tmp:
         ws = Workspace.at(tmp)
-        ws.agent_images.mkdir(parents=True)
-        agent.to_csv(ws.agent_csv, index=False)
-        for name, md5 in zip(amap["image_name"], amap["md5hash"], strict=True):
-            place(fitz_images / image_file(md5), ws.agent_images / f"{name}.jpg", link)
+        _write_agent_input(ws, agent, amap, fitz_images, link)
         val, vnames = _write_validation(ws, val, fitz_images, seed, link)
-        n_test = _write_test(tmp, ddi, ddi_csv, link) if ddi is not None and ddi_csv is not None else 0
-        pd.concat([
-            amap.assign(split="agent"),
-            pd.DataFrame({"image_name": [n[:-4] for n in vnames], "md5hash": val["md5hash"].to_numpy(),
-                          "split": "validation"}),
-        ], ignore_index=True).to_csv(ws.mapping, index=False)
+        n_test = write_test_set(tmp, ddi, ddi_csv, link) if ddi is not None and ddi_csv is not None else 0
+        _write_mapping(ws, amap, val, vnames)
         manifest = {
             "format": FORMAT,
             "source": source or "fitzpatrick17k",
@@ -181,14 +162,39 @@ def prepare_workspace(
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - started, 2),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out) if overwrite else out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_manifest(tmp, manifest)
     return Workspace.open(out)
+
+
+def load_test_set(ddi_csv: Path | str | None, ddi_images: Path | str | None) -> pd.DataFrame | None:
+    """The DDI-format test set given (its images checked), or None when none is."""
+    if ddi_csv is None:
+        if ddi_images is not None:
+            raise DataError("DDI images were given without the DDI metadata CSV (--ddi)")
+        return None
+    return load_ddi(ddi_csv, ddi_images, check_images=True)
+
+
+def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def _write_agent_input(ws: Workspace, agent: pd.DataFrame, amap: pd.DataFrame, fitz_images: Path,
+                       link: bool) -> None:
+    """The agent's obfuscated rows and their images, under the names the rows give them."""
+    ws.agent_images.mkdir(parents=True)
+    agent.to_csv(ws.agent_csv, index=False)
+    for name, md5 in zip(amap["image_name"], amap["md5hash"], strict=True):
+        place(fitz_images / image_file(md5), ws.agent_images / f"{name}.jpg", link)
+
+
+def _write_mapping(ws: Workspace, amap: pd.DataFrame, val: pd.DataFrame, vnames: list[str]) -> None:
+    """mapping.csv: each image's name in the workspace, its md5hash and its split."""
+    pd.concat([
+        amap.assign(split="agent"),
+        pd.DataFrame({"image_name": [n[:-4] for n in vnames], "md5hash": val["md5hash"].to_numpy(),
+                      "split": "validation"}),
+    ], ignore_index=True).to_csv(ws.mapping, index=False)
 
 
 def _write_validation(ws: Workspace, val: pd.DataFrame, fitz_images: Path, seed: int,
@@ -206,7 +212,7 @@ def _write_validation(ws: Workspace, val: pd.DataFrame, fitz_images: Path, seed:
     return val, vnames
 
 
-def _write_test(root: Path, ddi: pd.DataFrame, ddi_csv: Path | str, link: bool) -> int:
+def write_test_set(root: Path, ddi: pd.DataFrame, ddi_csv: Path | str, link: bool) -> int:
     """The held-out DDI-format test set: its images, labels and the metadata file as given."""
     test_dir = root / "heldout" / "test"
     (test_dir / "images").mkdir(parents=True)
@@ -287,3 +293,12 @@ def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, si
         )
     except OSError:              # another process built it at the same moment
         return Workspace.open(wdir)
+
+
+def workspace_for(data: str, synth: dict[str, int], progress: ProgressFn | None = None) -> Workspace:
+    """The workspace a session's `data` names: SynthDerm's (with these generator settings) for
+    "synth", else a prepared folder (engine.data.protocol.workspace_for: the be-fair layout's)."""
+    if data == "synth":
+        return synth_workspace(seed=synth["seed"], n_train=synth["n_train"], n_test=synth["n_test"],
+                               size=synth["size"], progress=progress)
+    return Workspace.open(Path(data))

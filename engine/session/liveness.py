@@ -133,9 +133,11 @@ def _close(conn: HeartbeatConnection | None) -> None:
 
 # -- reading it --------------------------------------------------------------------------------
 
-def pid_alive(pid: Any) -> bool | None:
+def pid_alive(pid: Any, *, own_counts: bool = True) -> bool | None:
     """Whether process `pid` runs on this machine: True, False, or None when unknown (no pid).
-    A zombie (killed, not yet reaped by its parent) counts as dead."""
+    A zombie (killed, not yet reaped by its parent) counts as dead. This process's own pid is
+    alive, unless `own_counts=False` (recover: a session this very process recorded is held by
+    no other process)."""
     try:
         pid = int(pid)
     except (TypeError, ValueError):
@@ -143,7 +145,7 @@ def pid_alive(pid: Any) -> bool | None:
     if pid <= 0:
         return None
     if pid == os.getpid():
-        return True
+        return own_counts
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

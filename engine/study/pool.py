@@ -134,7 +134,7 @@ def runnable_cells(store: SessionStore, name: str, *, retry_failed: bool = False
 
 def prepare_data(spec: StudySpec, progress: Any = None) -> None:
     """Build (or find in the cache) the study's data once, before workers would race for it."""
-    from engine.agent.runner import resolve_workspace
+    from engine.agent.session_setup import resolve_workspace
 
     resolve_workspace(spec.session_config(spec.cells()[0]), progress=progress)
 

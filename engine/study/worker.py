@@ -52,7 +52,9 @@ def build_coder(cell: Cell, config: SessionConfig) -> Any:
 
 def run_cell(db_path: str | Path, study: str, cell_index: int) -> int:
     """Start or resume a cell's session and run it to its end; returns the exit code."""
-    from engine.agent.runner import recover, resolve_workspace, run, start_session
+    from engine.agent.recovery import recover
+    from engine.agent.runner import run
+    from engine.agent.session_setup import resolve_workspace, start_session
     from engine.session.liveness import runner_status
 
     store = SessionStore(db_path)
@@ -95,7 +97,7 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_S) -> threading.Thre
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.agent.runner import install_sigterm_handler
+    from engine.agent.signals import install_sigterm_handler
 
     parser = argparse.ArgumentParser(prog="python -m engine.study.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, type=Path)

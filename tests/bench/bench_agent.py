@@ -23,7 +23,8 @@ SEED = 0
 
 def _session(ws, steps: int, fitted: bool) -> dict:
     from engine.agent.offline import OfflineCoder
-    from engine.agent.runner import run, start_session
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
     from engine.config import SessionConfig
     from engine.session.store import SessionStore
 

@@ -210,7 +210,8 @@ def _figures(node) -> dict[str, Any]:
 
 def _session(ws, seed: int, guidance: str | None) -> dict[str, Any]:
     from engine.agent.offline import OfflineCoder
-    from engine.agent.runner import run, start_session
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
     from engine.config import SessionConfig
     from engine.session.store import SessionStore
     from engine.session.views import best_choice, session_criterion

@@ -149,7 +149,8 @@ def test_the_guidance_asks_for_reweighting_and_minimax_selection():
 @pytest.mark.slow  # one real sandboxed step and its evaluation (~15-60 s on a busy 2-core machine)
 def test_guidance_queued_before_a_base_session_shapes_its_first_draft(tmp_path, workspace):
     from engine.agent.offline import OfflineCoder
-    from engine.agent.runner import run, start_session
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
     from engine.config import SessionConfig
     from engine.session.store import SessionStore
 

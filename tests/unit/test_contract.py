@@ -6,7 +6,8 @@ import pytest
 
 from engine.agent.coder import CoderReply, Review
 from engine.agent.contract import NO_METRIC, NO_PREDICT, defines_predict
-from engine.agent.runner import run, start_session
+from engine.agent.runner import run
+from engine.agent.session_setup import start_session
 from engine.config import SessionConfig
 from engine.session.store import SessionStore
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.agent.coder import CoderReply, Review
-from engine.agent.runner import run, start_session
+from engine.agent.runner import run
+from engine.agent.session_setup import start_session
 from engine.config import SessionConfig
 from engine.session import event_types as et
 from engine.session import events as ev

@@ -175,6 +175,13 @@ def test_pid_alive_sees_zombies_as_dead():
         proc.wait()
 
 
+def test_recover_does_not_count_its_own_process():
+    """One check for both readers: the status line counts this process alive; recover, asking
+    whether another process holds the session, does not."""
+    assert pid_alive(os.getpid()) is True and pid_alive(os.getpid(), own_counts=False) is False
+    assert pid_alive(os.getppid(), own_counts=False) is True
+
+
 def test_a_killed_runner_process_reads_stopped_within_seconds(store):
     """A real process holding a Heartbeat, killed with SIGKILL: alive, then stopped."""
     sid = _session(store)

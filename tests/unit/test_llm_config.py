@@ -176,7 +176,8 @@ class _OneCallCoder:
 def test_call_payload_matches_the_event_schema(tmp_path, workspace):
     """The llm_call events the runner really stores carry every key of events.py's schema."""
     from engine.agent.coder import LlmCall
-    from engine.agent.runner import run, start_session
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
     from engine.session import events as ev
     from engine.session.store import SessionStore
 

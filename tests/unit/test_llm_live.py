@@ -12,7 +12,7 @@ import pytest
 from befair_tui.cli import main
 from engine.agent.headless import Progress
 from engine.agent.llm_client import StreamStats
-from engine.agent.runner import StreamRelay
+from engine.agent.stream_relay import StreamRelay
 from engine.session import events as ev
 from engine.session import live
 from engine.session.state import fold

@@ -260,7 +260,8 @@ def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
     """The agent's ./input is the study's layout, nothing is held out for validation, each node
     is measured on the test set only (blinded), the coder gets AIDE's context and preview."""
     from engine.agent.prompts import BeFairContext
-    from engine.agent.runner import run, start_session
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
     from engine.config import SessionConfig
     from engine.session.store import SessionStore
 
@@ -291,7 +292,7 @@ def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
 
 
 def test_the_offline_coder_is_refused_under_be_fair(tmp_path, synth_dir):
-    from engine.agent.runner import start_session
+    from engine.agent.session_setup import start_session
     from engine.config import SessionConfig
     from engine.errors import BefairError
     from engine.session.store import SessionStore

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.agent.coder import CoderReply, LlmCall, Review
-from engine.agent.runner import recover, resume, run, start_session
+from engine.agent.recovery import recover, resume
+from engine.agent.runner import run
+from engine.agent.session_setup import start_session
 from engine.config import SessionConfig
 from engine.execution import check_isolated
 from engine.session import events as ev
@@ -211,7 +213,7 @@ def test_stop_interrupts_the_running_pipeline(store, workspace):
 def test_a_signal_whose_interrupt_was_swallowed_still_stops_the_session(store, workspace):
     """Python can swallow the KeyboardInterrupt a SIGTERM handler raises (in an at-fork callback while
     a worker thread starts a subprocess): the runner also polls the flag the handler sets."""
-    from engine.agent import runner as runner_module
+    from engine.agent import signals as runner_module
 
     writer = _new(store, workspace, StubCoder(sleep=60), steps=5)
 

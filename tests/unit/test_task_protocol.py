@@ -1,0 +1,47 @@
+"""The task protocol is chosen once (engine.agent.task_protocol): each carries its prompt set,
+its coder context, its data preview and layout, and the rules its sessions follow."""
+from __future__ import annotations
+
+import pytest
+
+from engine.agent.coder import CoderContext, NodeView
+from engine.agent.prompts import PROMPT_SETS, draft_prompt, review_prompt
+from engine.agent.task_protocol import BE_FAIR, BEFAIR, TASK_PROTOCOLS, task_protocol
+from engine.config import PROTOCOLS, SessionConfig
+from engine.errors import BefairError
+from engine.session.selection import CRITERIA
+from engine.session.state import SessionState
+
+
+def _context() -> CoderContext:
+    return CoderContext(instruction="Classify.", metric_line="AUROC", data_preview="preview", step=1, seed=0)
+
+
+def test_one_protocol_per_name_and_an_unknown_name_is_refused():
+    assert tuple(TASK_PROTOCOLS) == PROTOCOLS == ("befair", "be-fair")
+    assert task_protocol("befair") is BEFAIR and task_protocol("be-fair") is BE_FAIR
+    with pytest.raises(BefairError, match="unknown task protocol 'aide'"):
+        task_protocol("aide")
+
+
+@pytest.mark.parametrize("name", PROTOCOLS)
+def test_the_context_a_protocol_builds_gets_its_prompt_set(name):
+    protocol = task_protocol(name)
+    ctx = protocol.context(_context(), SessionState(session_id="s"))
+    assert ctx.protocol == name and PROMPT_SETS[ctx.protocol] is protocol.prompts
+    node = NodeView(node_id=1, stage="draft", plan="", code="print(1)", status="ok", output="AUROC 0.7")
+    assert draft_prompt(ctx, 60) == protocol.prompts.draft(ctx, 60)
+    assert review_prompt(ctx, node, json_only=True) == protocol.prompts.review(ctx, node, True)
+
+
+def test_the_be_fair_rules():
+    with pytest.raises(BefairError, match="offline coder"):
+        BE_FAIR.check_coder("offline")
+    BE_FAIR.check_coder("openai")
+    BEFAIR.check_coder("offline")
+    assert [c for c in CRITERIA if BE_FAIR.allows_criterion(c)] == ["claimed"]
+    assert all(BEFAIR.allows_criterion(c) for c in CRITERIA)
+    assert BE_FAIR.reviews_crashes and not BEFAIR.reviews_crashes
+    config = SessionConfig(protocol="be-fair", best="claimed", policy="befair")
+    assert config.blind_test and config.policy == "aide"
+    assert not SessionConfig().blind_test and SessionConfig().policy == "befair"
