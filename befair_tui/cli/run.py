@@ -23,6 +23,7 @@ from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
 from engine.agent.coders import CODERS
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
+from engine.agent.task_protocol import task_protocol
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState
@@ -175,7 +176,8 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
 def _best(args: argparse.Namespace) -> str:
     if args.best is not None:
         return str(args.best)
-    return "claimed" if getattr(args, "protocol", "befair") == "be-fair" else DEFAULT_CRITERION
+    criteria = task_protocol(getattr(args, "protocol", "befair")).criteria
+    return criteria[0] if criteria else DEFAULT_CRITERION
 
 
 def _coder(config: SessionConfig, args: argparse.Namespace) -> Any:
@@ -219,7 +221,7 @@ def validate_run_args(args: argparse.Namespace) -> SessionConfig:
             raise UsageError(f"{flag} must be {expected} (got {value:g})")
     if args.level == CUSTOM and not (args.custom_text or "").strip():
         raise UsageError("--level custom needs --custom-text")
-    if getattr(args, "protocol", "befair") == "be-fair" and args.coder == "offline":
+    if args.coder in task_protocol(getattr(args, "protocol", "befair")).refused_coders:
         raise UsageError("--protocol be-fair gives the agent the study's task, which the offline coder cannot write "
                          "pipelines for; use --coder openai (or the default protocol)")
     return config_from_args(args)
@@ -228,10 +230,9 @@ def validate_run_args(args: argparse.Namespace) -> SessionConfig:
 def check_agent_environment(config: SessionConfig) -> None:
     """Under --protocol be-fair the agent is told AIDE's words, "all packages are already
     installed!": refuse to start unless they are (pip install 'befair[agent]')."""
-    if config.protocol == "be-fair":
-        from engine.agent.environment import require_be_fair_packages
-
-        require_be_fair_packages()
+    check = task_protocol(config.protocol).check_environment
+    if check is not None:
+        check()
 
 
 def write_run_request(path: Path, args: argparse.Namespace) -> SessionConfig:

@@ -45,6 +45,8 @@ class TaskProtocol:
                                                 # blinded while the session runs
     criteria: tuple[str, ...] | None = None     # the criteria that may choose the best node (None: all)
     policy: str | None = None                   # the search policy it imposes (None: the session's)
+    check_environment: Callable[[], None] | None = None  # refuses to start when the agent's
+                                                # environment lacks what the prompts promise
 
     def check_coder(self, coder_name: str | None) -> None:
         """BefairError when this protocol's task is not one the named coder can work on."""
@@ -91,11 +93,19 @@ def _study_workspace(data: str, synth: dict[str, int], progress: ProgressFn | No
     return workspace_for(data, synth, progress)
 
 
+def _aide_packages() -> None:
+    """AIDE's prompt says "all packages are already installed!": they must be (befair[agent])."""
+    from engine.agent.environment import require_be_fair_packages
+
+    require_be_fair_packages()
+
+
 BEFAIR = TaskProtocol(name="befair", prompts=PROMPT_SETS["befair"], context=_product_context,
                       data_preview=_product_preview, workspace=_product_workspace)
 BE_FAIR = TaskProtocol(name="be-fair", prompts=PROMPT_SETS["be-fair"], context=_aide_context,
                        data_preview=_aide_preview, workspace=_study_workspace, refused_coders=frozenset({"offline"}),
-                       reviews_crashes=True, test_only=True, criteria=("claimed",), policy="aide")
+                       reviews_crashes=True, test_only=True, criteria=("claimed",), policy="aide",
+                       check_environment=_aide_packages)
 TASK_PROTOCOLS: dict[str, TaskProtocol] = {p.name: p for p in (BEFAIR, BE_FAIR)}
 
 
