@@ -27,6 +27,7 @@ from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, MemoryI
 from engine.agent.coders import make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
+from engine.agent.llm_config import over_budget
 from engine.agent.policy import Decision, decide, policy_rng
 from engine.agent.session_setup import open_session_workspace
 from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
@@ -255,9 +256,8 @@ class Runner:
                 self.emit(et.NodeInterrupted(node_id=node.node_id, reason=reason))
 
     def _check_cost(self) -> None:
-        config = getattr(self.coder, "config", None)
-        budget = getattr(config, "budget_usd", None)
-        if budget and not self._cost_paused and self.state.cost >= float(budget):
+        budget = getattr(getattr(self.coder, "config", None), "budget_usd", None) or None  # 0: no budget
+        if budget is not None and not self._cost_paused and over_budget(self.state.cost, budget):
             self._cost_paused = True
             self.emit(et.Paused(by="engine", command_id=None,
                                 reason=f"LLM cost ${self.state.cost:.2f} reached the budget ${float(budget):.2f}"))

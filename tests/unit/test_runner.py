@@ -241,6 +241,25 @@ def test_coder_failures_become_buggy_nodes_and_llm_calls_are_recorded(store, wor
     assert state.status == "finished"
 
 
+def test_llm_cost_reaching_the_budget_pauses_the_session(store, workspace):
+    from types import SimpleNamespace
+
+    coder = StubCoder(llm=True)  # each step's call costs $0.001
+    coder.config = SimpleNamespace(budget_usd=0.0015)
+    writer = _new(store, workspace, coder, steps=5)
+    runner = threading.Thread(target=_run, args=(store, writer, workspace), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while store.state(writer.session_id).status != "paused" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    paused = [e for e in store.events(writer.session_id) if e.kind == ev.PAUSED]
+    assert paused and paused[0].payload["by"] == "engine" and "reached the budget $0.00" in paused[0].payload["reason"]
+    store.issue_command(writer.session_id, "stop", {"interrupt": True}, by="test")
+    runner.join(60)
+    state = store.state(writer.session_id)
+    assert not runner.is_alive() and len(state.nodes) == 2 and state.cost >= 0.0015
+
+
 def test_output_is_batched(store, workspace):
     writer = _new(store, workspace, StubCoder(lines=5000), steps=1, num_drafts=1)
     state = _run(store, writer, workspace)
