@@ -286,13 +286,18 @@ def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, si
             return ws
     except DataError:
         pass
+    shutil.rmtree(wdir, ignore_errors=True)  # an unusable one (interrupted by an older version)
+    # Never overwrite: a session may be reading the workspace another process just built. Built
+    # into a temporary folder and renamed into place; whoever renames second keeps the first's.
     try:
         return prepare_workspace(
             paths.train_csv, paths.train_images, wdir, ddi_csv=paths.test_csv,
-            ddi_images=paths.test_images, seed=seed, overwrite=True, source="synthderm",
+            ddi_images=paths.test_images, seed=seed, overwrite=False, source="synthderm",
         )
-    except OSError:              # another process built it at the same moment
-        return Workspace.open(wdir)
+    except (OSError, DataError):
+        if wdir.is_dir() and any(wdir.iterdir()):  # another process built it at the same moment
+            return Workspace.open(wdir)
+        raise
 
 
 def workspace_for(data: str, synth: dict[str, int], progress: ProgressFn | None = None) -> Workspace:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -135,3 +136,35 @@ def test_plain_classifier_shows_a_gap_that_the_fair_variant_shrinks(tmp_path, se
     assert fair["gap"] < plain["gap"] - 0.02                    # the fair variant shrinks the gap
     assert fair["worst"] > plain["worst"]                       # by lifting the worst group
     assert r["tone_accuracy"] > 0.9
+
+
+def _build_synth_workspace(root: str) -> tuple[str, int]:
+    """Get the workspace, then read its test labels for 2 s as a session would: how often they were gone."""
+    import time
+
+    from engine.data.workspace import synth_workspace
+
+    ws = synth_workspace(seed=5, n_train=40, n_test=20, size=16, root=root)
+    labels, missing, until = Path(ws.root) / "heldout" / "test" / "labels.csv", 0, time.monotonic() + 2
+    while time.monotonic() < until:
+        try:
+            labels.read_bytes()
+        except OSError:
+            missing += 1
+    return str(ws.root), missing
+
+
+def test_sessions_starting_together_share_one_synth_workspace(tmp_path):
+    """Six sessions started at once on the same SynthDerm settings (a study, a bench) all get the
+    workspace whole: none reads it while another process rebuilds it."""
+    import multiprocessing
+
+    from engine.data.workspace import Workspace
+
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        results = pool.map(_build_synth_workspace, [str(tmp_path)] * 4)
+    roots = [root for root, _ in results]
+    assert len(set(roots)) == 1 and [missing for _, missing in results] == [0] * 4
+    ws = Workspace.open(roots[0])
+    assert ws.manifest["source"] == "synthderm" and (Path(roots[0]) / "heldout" / "test" / "labels.csv").is_file()
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # no temporary folder left behind
