@@ -3,16 +3,18 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 from PIL import Image, UnidentifiedImageError
 
 from engine.errors import DataError
+
+W = TypeVar("W")  # a prepared folder (a Workspace of either layout)
 
 SHOW = 5  # how many offending items an error message names
 
@@ -191,6 +193,27 @@ def build_into(out: Path, overwrite: bool) -> Iterator[Path]:
         os.replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def built_once(out: Path, open_existing: Callable[[Path], W], build: Callable[[], W],
+               usable: Callable[[W], bool] = lambda found: True) -> W:
+    """A cached prepared folder: the one at `out` when it opens and is usable, else `build()` it
+    (into a temporary folder, renamed into place, never over an existing one). Never rebuilt over
+    one another process may be reading: when several build at once, the second to finish keeps
+    the first's."""
+    try:
+        found = open_existing(out)
+        if usable(found):
+            return found
+    except DataError:
+        pass
+    shutil.rmtree(out, ignore_errors=True)  # an unusable one (an older version's)
+    try:
+        return build()
+    except (OSError, DataError):
+        if out.is_dir() and any(out.iterdir()):  # another process built it at the same moment
+            return open_existing(out)
         raise
 
 

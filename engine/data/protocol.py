@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from engine.data.common import build_into, place, read_csv, refuse_nonempty, require_columns, require_parts
+from engine.data.common import build_into, built_once, place, read_csv, refuse_nonempty, require_columns, require_parts
 from engine.data.workspace import Workspace, load_test_set, synth_data, write_manifest, write_test_set
 from engine.errors import DataError
 
@@ -174,15 +174,9 @@ def be_fair_synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int =
     """The be-fair layout of the SynthDerm set for these parameters, built once and reused."""
     paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root, progress=progress)
     wdir = paths.root.parent / f"{paths.root.name}-be-fair-workspace"
-    try:
-        return BeFairWorkspace.open(wdir)
-    except DataError:
-        pass
-    try:
-        return prepare_be_fair_workspace(paths.train_csv, paths.train_images, wdir, ddi_csv=paths.test_csv,
-                                         ddi_images=paths.test_images, overwrite=True, source="synthderm")
-    except OSError:  # another process built it at the same moment
-        return BeFairWorkspace.open(wdir)
+    return built_once(wdir, BeFairWorkspace.open, lambda: prepare_be_fair_workspace(
+        paths.train_csv, paths.train_images, wdir, ddi_csv=paths.test_csv, ddi_images=paths.test_images,
+        source="synthderm"))
 
 
 # --------------------------------------------------------------------------- AIDE's data preview

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from engine.data.common import build_into, place, refuse_nonempty, require_parts
+from engine.data.common import build_into, built_once, place, refuse_nonempty, require_parts
 from engine.data.ddi import load_ddi
 from engine.data.fitzpatrick import image_file, load_fitzpatrick
 from engine.data.obfuscate import obfuscate
@@ -280,24 +280,12 @@ def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, si
     `progress(stage, done, total)` hears about a generation in progress."""
     paths = synth_data(seed=seed, n_train=n_train, n_test=n_test, size=size, root=root, progress=progress)
     wdir = paths.root.parent / f"{paths.root.name}-workspace"
-    try:
-        ws = Workspace.open(wdir)
-        if ws.manifest.get("seed") == seed and ws.manifest.get("source") == "synthderm":
-            return ws
-    except DataError:
-        pass
-    shutil.rmtree(wdir, ignore_errors=True)  # an unusable one (interrupted by an older version)
-    # Never overwrite: a session may be reading the workspace another process just built. Built
-    # into a temporary folder and renamed into place; whoever renames second keeps the first's.
-    try:
-        return prepare_workspace(
-            paths.train_csv, paths.train_images, wdir, ddi_csv=paths.test_csv,
-            ddi_images=paths.test_images, seed=seed, overwrite=False, source="synthderm",
-        )
-    except (OSError, DataError):
-        if wdir.is_dir() and any(wdir.iterdir()):  # another process built it at the same moment
-            return Workspace.open(wdir)
-        raise
+    return built_once(
+        wdir, Workspace.open,
+        lambda: prepare_workspace(paths.train_csv, paths.train_images, wdir, ddi_csv=paths.test_csv,
+                                  ddi_images=paths.test_images, seed=seed, source="synthderm"),
+        usable=lambda ws: ws.manifest.get("seed") == seed and ws.manifest.get("source") == "synthderm",
+    )
 
 
 def workspace_for(data: str, synth: dict[str, int], progress: ProgressFn | None = None) -> Workspace:

@@ -138,13 +138,16 @@ def test_plain_classifier_shows_a_gap_that_the_fair_variant_shrinks(tmp_path, se
     assert r["tone_accuracy"] > 0.9
 
 
-def _build_synth_workspace(root: str) -> tuple[str, int]:
+def _build_synth_workspace(root_and_layout: tuple[str, str]) -> tuple[str, int]:
     """Get the workspace, then read its test labels for 2 s as a session would: how often they were gone."""
     import time
 
+    from engine.data.protocol import be_fair_synth_workspace
     from engine.data.workspace import synth_workspace
 
-    ws = synth_workspace(seed=5, n_train=40, n_test=20, size=16, root=root)
+    root, layout = root_and_layout
+    build = synth_workspace if layout == "befair" else be_fair_synth_workspace
+    ws = build(seed=5, n_train=40, n_test=20, size=16, root=root)
     labels, missing, until = Path(ws.root) / "heldout" / "test" / "labels.csv", 0, time.monotonic() + 2
     while time.monotonic() < until:
         try:
@@ -154,7 +157,8 @@ def _build_synth_workspace(root: str) -> tuple[str, int]:
     return str(ws.root), missing
 
 
-def test_sessions_starting_together_share_one_synth_workspace(tmp_path):
+@pytest.mark.parametrize("layout", ["befair", "be-fair"])
+def test_sessions_starting_together_share_one_synth_workspace(tmp_path, layout):
     """Six sessions started at once on the same SynthDerm settings (a study, a bench) all get the
     workspace whole: none reads it while another process rebuilds it."""
     import multiprocessing
@@ -162,9 +166,10 @@ def test_sessions_starting_together_share_one_synth_workspace(tmp_path):
     from engine.data.workspace import Workspace
 
     with multiprocessing.get_context("spawn").Pool(4) as pool:
-        results = pool.map(_build_synth_workspace, [str(tmp_path)] * 4)
+        results = pool.map(_build_synth_workspace, [(str(tmp_path), layout)] * 4)
     roots = [root for root, _ in results]
     assert len(set(roots)) == 1 and [missing for _, missing in results] == [0] * 4
-    ws = Workspace.open(roots[0])
-    assert ws.manifest["source"] == "synthderm" and (Path(roots[0]) / "heldout" / "test" / "labels.csv").is_file()
+    assert (Path(roots[0]) / "heldout" / "test" / "labels.csv").is_file()
+    if layout == "befair":
+        assert Workspace.open(roots[0]).manifest["source"] == "synthderm"
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # no temporary folder left behind
