@@ -30,6 +30,7 @@ __all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session"]
 
 ParsedReview = tuple[bool, str, float | None]     # is_bug, summary, claimed metric
 NO_USABLE_REVIEW = "the reply held no usable review"
+CODE_ATTEMPTS = 3  # AIDE's plan_and_code_query(retries=3)
 
 
 class LlmCoder:
@@ -157,23 +158,26 @@ class LlmCoder:
         return res
 
     def _code(self, role: str, build: Callable[[], dict[str, Any]]) -> CoderReply:
+        """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
+        plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time)."""
         calls: list[LlmCall] = []
         try:
             messages = prompts.to_messages(build())
-            res = self._complete(messages, role=role, model=self.model,
-                                 temperature=self.config.temperature)
-            calls = res.calls
-            content = res.content or ""
-            if not res.ok:
-                return CoderReply(plan=extract_plan(content), code=None, error=res.error,
-                                  llm_calls=calls)
-            code = extract_code(content)
-            plan = extract_plan(content)
-            if code is None:
-                start = shorten(content, 160) if content.strip() else "(empty)"
-                return CoderReply(plan=plan, code=None, llm_calls=calls,
-                                  error=f"the reply held no usable Python code; it began: {start}")
-            return CoderReply(plan=plan or "(the model gave no plan)", code=code, llm_calls=calls)
+            for _ in range(CODE_ATTEMPTS):
+                res = self._complete(messages, role=role, model=self.model,
+                                     temperature=self.config.temperature)
+                calls += res.calls
+                content = res.content or ""
+                if not res.ok:  # refused, cut, failed: asking again would not help
+                    return CoderReply(plan=extract_plan(content), code=None, error=res.error,
+                                      llm_calls=calls)
+                code, plan = extract_code(content), extract_plan(content)
+                if code is not None:
+                    return CoderReply(plan=plan or "(the model gave no plan)", code=code, llm_calls=calls)
+            start = shorten(content, 160) if content.strip() else "(empty)"
+            return CoderReply(plan=plan, code=None, llm_calls=calls,
+                              error=f"the reply held no usable Python code ({CODE_ATTEMPTS} replies); "
+                                    f"the last began: {start}")
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")

@@ -136,7 +136,6 @@ def test_token_totals_add_up_across_calls():
 
 @pytest.mark.parametrize("bad,word", [
     (refusal("I'm sorry, but I can't help with that."), "refused"),
-    (reply("I'm sorry, I cannot write code for medical diagnosis."), "no usable Python code"),
     (truncated("Plan.\n```python\nimport os\ndef predict(folder):\n    return {"), "truncated"),
 ])
 def test_refusals_and_truncation_become_failed_replies(bad, word):
@@ -145,8 +144,21 @@ def test_refusals_and_truncation_become_failed_replies(bad, word):
         assert len(srv.chat_requests) == 1  # not retried
     assert r.code is None and word in r.error
     assert len(r.llm_calls) == 1 and r.llm_calls[0].tokens_in > 0
-    if word != "no usable Python code":
-        assert not r.llm_calls[0].ok and word in r.llm_calls[0].error
+    assert not r.llm_calls[0].ok and word in r.llm_calls[0].error
+
+
+def test_a_reply_without_code_is_asked_again_as_aide_does():
+    words = reply("## Solution sketch\nUse a CNN.\n## Implementation guideline\n- load the CSV")
+    with FakeChatServer([words, reply(code_reply())]) as srv:
+        r = make_coder(srv).draft(ctx())
+        first, second = srv.chat_requests
+    assert r.code is not None and len(r.llm_calls) == 2 and all(c.ok for c in r.llm_calls)
+    assert first.messages == second.messages  # the same prompt, as AIDE's plan_and_code_query
+    refusal_in_words = reply("I'm sorry, I cannot write code for medical diagnosis.")
+    with FakeChatServer([refusal_in_words] * 3) as srv:
+        r = make_coder(srv).draft(ctx())
+        assert len(srv.chat_requests) == 3
+    assert r.code is None and "no usable Python code (3 replies)" in r.error and len(r.llm_calls) == 3
 
 
 @pytest.fixture
