@@ -253,11 +253,11 @@ def fold(events: Iterable[ev.Event], session_id: str = "") -> SessionState:
     return state
 
 
-def apply(state: SessionState, event: ev.Event, typed: et.TypedEvent | None = None) -> SessionState:
-    """Fold one event into `state` (`typed`: the event's typed payload, when the caller holds it)."""
+def apply(state: SessionState, event: ev.Event) -> SessionState:
+    """Fold one event into `state` (typed as the store loaded it, or parsed here)."""
     handler = _HANDLERS.get(event.kind)
-    if handler is not None and (body := typed or event.typed or _typed(state, event)) is not None:
-        handler(state, body, event)
+    if handler is not None and (typed := event.typed or _typed(state, event)) is not None:
+        handler(state, typed, event)
     _moved_to(state, event)
     return state
 
