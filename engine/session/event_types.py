@@ -65,9 +65,9 @@ _NO_EXTRA = _NoExtra()
 class TypedEvent:
     """One event's payload; `kind` names it in the events table.
 
-    Not slotted: `from_payload` fills a new instance's `__dict__` with a copy of the payload in
-    one step (a fold parses every stored event, and calling the frozen `__init__` per event cost
-    more than the dict reducer's whole fold). A key the payload lacks reads the class's default."""
+    Not slotted: `from_payload` fills a new instance's `__dict__` with the fields' defaults and
+    the payload, bypassing the frozen `__init__` (the store parses every event it loads, and
+    setting each field through `object.__setattr__` cost more than the dict reducer's whole fold)."""
 
     kind: ClassVar[str] = ""
     extra: JsonMap = _NO_EXTRA  # keys this version does not know, kept as stored
