@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -46,7 +46,7 @@ def resize_for(size: int) -> int:
 # --------------------------------------------------------------------------- decoding
 
 
-def decode_image(path, resize: int) -> np.ndarray:
+def decode_image(path: str | os.PathLike[str], resize: int) -> np.ndarray:
     """One image as uint8 HWC (resize x resize): RGB, shorter side -> resize, centre square."""
     with Image.open(path) as src:
         im = src.convert("RGB")
@@ -59,7 +59,7 @@ def decode_image(path, resize: int) -> np.ndarray:
         return np.asarray(im, dtype=np.uint8).copy()
 
 
-def decode_images(paths, resize: int) -> torch.Tensor:
+def decode_images(paths: Sequence[str | os.PathLike[str]], resize: int) -> torch.Tensor:
     """Decode every image once into one uint8 tensor N x 3 x resize x resize."""
     out = torch.empty((len(paths), 3, resize, resize), dtype=torch.uint8)
     for i, p in enumerate(paths):
@@ -87,7 +87,8 @@ def augment_params(n: int, resize: int, size: int, generator: torch.Generator | 
     return flip, angle, ox, oy
 
 
-def affine_theta(flip, angle, ox, oy, resize: int, size: int) -> torch.Tensor:
+def affine_theta(flip: torch.Tensor, angle: torch.Tensor, ox: torch.Tensor, oy: torch.Tensor, resize: int,
+                 size: int) -> torch.Tensor:
     """The n x 2 x 3 sampling matrices (affine_grid, align_corners=False) that map each output
     pixel of a size x size crop to the stored resize x resize image: crop at (ox, oy) of the
     image rotated by `angle` about its centre, after an optional horizontal flip."""
@@ -154,7 +155,7 @@ def imagenet_checkpoint() -> str | None:
     return None
 
 
-def build_model(weights: str = "auto"):
+def build_model(weights: str = "auto") -> tuple[torch.nn.Module, str]:
     """ResNet-18 with a single-logit head. weights: "auto" (ImageNet when cached, else random),
     "imagenet" (required), "random". Returns (model, description of the weights used)."""
     import torchvision
@@ -182,20 +183,20 @@ def pick_device(device: str | None = None) -> torch.device:
     return torch.device(device)
 
 
-def prepare_model(model, device: torch.device):
+def prepare_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     model = model.to(device)
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
     return model
 
 
-def _autocast(device: torch.device):
+def _autocast(device: torch.device) -> torch.autocast:
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return torch.autocast("cpu", enabled=False)
 
 
-def train_epoch(model, optimizer, images: torch.Tensor, labels: torch.Tensor, *, size: int,
+def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor, *, size: int,
                 batch_size: int, device: torch.device, generator: torch.Generator,
                 on_batch: Callable[[int], None] | None = None) -> float:
     """One epoch over a uint8 image store (on `device` or the CPU). Returns the mean loss.
@@ -217,7 +218,7 @@ def train_epoch(model, optimizer, images: torch.Tensor, labels: torch.Tensor, *,
             logits = model(x).float().squeeze(1)
         loss = F.binary_cross_entropy_with_logits(logits, yb)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward has no annotations
         optimizer.step()
         total += float(loss.detach()) * idx.numel()
         seen += idx.numel()
@@ -227,7 +228,7 @@ def train_epoch(model, optimizer, images: torch.Tensor, labels: torch.Tensor, *,
 
 
 @torch.no_grad()
-def predict_scores(model, images: torch.Tensor, *, size: int, batch_size: int,
+def predict_scores(model: torch.nn.Module, images: torch.Tensor, *, size: int, batch_size: int,
                    device: torch.device) -> np.ndarray:
     """Malignancy probabilities for a uint8 image store (centre crop, no augmentation)."""
     model.eval()
@@ -243,7 +244,7 @@ def predict_scores(model, images: torch.Tensor, *, size: int, batch_size: int,
     return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)
 
 
-def worst_group_rank(group_auc: dict) -> tuple[float, float]:
+def worst_group_rank(group_auc: Mapping[str, float | None]) -> tuple[float, float]:
     """The minimax-Pareto rank of a vector of per-group AUCs: (worst, mean) over groups that have
     one. The candidate with the highest rank is always on the Pareto front."""
     vals = [float(v) for v in group_auc.values() if v is not None and not math.isnan(float(v))]

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.errors import BefairError
 
-from baselines.pipeline import VARIANT_LABELS, VARIANTS
+from baselines.variants import VARIANT_LABELS, VARIANTS
 
 DEFAULTS: dict[str, Any] = {"epochs": 30, "patience": 5, "size": 224, "batch_size": 64, "lr": 1e-4,
                             "weight_decay": 1e-4, "seed": 0, "val_fraction": 0.2, "weights": "auto"}
@@ -64,7 +64,7 @@ def solution_source(variant: str, **config: Any) -> str:
     return src
 
 
-def export_solution(variant: str, out_dir: str | os.PathLike, **config: Any) -> Path:
+def export_solution(variant: str, out_dir: str | os.PathLike[str], **config: Any) -> Path:
     """Write `out_dir/solution.py` for `variant`; returns its path. `config` overrides DEFAULTS
     (epochs, patience, size, batch_size, lr, weight_decay, seed, val_fraction, weights)."""
     src = solution_source(variant, **config)

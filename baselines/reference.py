@@ -11,7 +11,10 @@ from __future__ import annotations
 import csv
 import json
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.session.store import SessionStore
 
 PUBLISHED_PREFIX = "published:"
 _FLOATS = ("auc_mean", "auc_std", "gap_mean", "gap_std")
@@ -34,14 +37,14 @@ def load_reference_rows() -> list[dict[str, Any]]:
     return [_parse(r) for r in csv.DictReader(text.splitlines())]
 
 
-def ensure_reference_rows(store) -> list[dict[str, Any]]:
+def ensure_reference_rows(store: SessionStore) -> list[dict[str, Any]]:
     """Upsert the published rows into the store's reference_rows table; returns them."""
     rows = load_reference_rows()
     store.upsert_reference_rows(rows)
     return rows
 
 
-def reference_rows(store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def reference_rows(store: SessionStore) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What a comparison sets beside a session: (the baselines table's rows, the published rows),
     the database's published rows, else the ones shipped with the package."""
     baselines = list(store.baselines())

@@ -16,6 +16,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ STORE_VERSION = 1  # bump when decode_image changes
 _PARALLEL_MIN = 512
 
 
-def content_key(paths: Sequence[str | os.PathLike], resize: int) -> str:
+def content_key(paths: Sequence[str | os.PathLike[str]], resize: int) -> str:
     h = hashlib.blake2b(digest_size=16)
     h.update(f"v{STORE_VERSION}:{resize}:{len(paths)}".encode())
     for p in paths:
@@ -36,16 +37,16 @@ def content_key(paths: Sequence[str | os.PathLike], resize: int) -> str:
     return h.hexdigest()
 
 
-def _store_dirs(paths: Sequence[str | os.PathLike]) -> list[Path]:
+def _store_dirs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return [cache_dir() / "tensors"]  # never the user's data folder
 
 
-def _decode_chunk(args) -> np.ndarray:
+def _decode_chunk(args: tuple[list[str], int]) -> np.ndarray:
     paths, resize = args
     return decode_images(paths, resize).numpy()
 
 
-def decode_all(paths: Sequence[str | os.PathLike], resize: int, workers: int | None = None) -> torch.Tensor:
+def decode_all(paths: Sequence[str | os.PathLike[str]], resize: int, workers: int | None = None) -> torch.Tensor:
     paths = [str(p) for p in paths]
     workers = workers if workers is not None else min(8, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN:
@@ -57,7 +58,7 @@ def decode_all(paths: Sequence[str | os.PathLike], resize: int, workers: int | N
     return torch.from_numpy(np.concatenate(arrays)) if arrays else decode_images([], resize)
 
 
-def store_path(paths: Sequence[str | os.PathLike], resize: int) -> Path | None:
+def store_path(paths: Sequence[str | os.PathLike[str]], resize: int) -> Path | None:
     """Where the store for these images is (None if it has not been built)."""
     key = content_key(paths, resize)
     for d in _store_dirs(paths):
@@ -67,8 +68,8 @@ def store_path(paths: Sequence[str | os.PathLike], resize: int) -> Path | None:
     return None
 
 
-def load_store(paths: Sequence[str | os.PathLike], resize: int, *, cache: bool = True,
-               info: dict | None = None) -> torch.Tensor:
+def load_store(paths: Sequence[str | os.PathLike[str]], resize: int, *, cache: bool = True,
+               info: dict[str, Any] | None = None) -> torch.Tensor:
     """The uint8 store for `paths` at `resize`; decoded and saved on first use.
     `info`, when given, receives {"path", "hit", "key"}."""
     paths = [str(p) for p in paths]
@@ -78,7 +79,7 @@ def load_store(paths: Sequence[str | os.PathLike], resize: int, *, cache: bool =
             f = d / f"{key}.pt"
             if f.is_file():
                 try:
-                    t = torch.load(f, map_location="cpu", weights_only=True)
+                    t: torch.Tensor = torch.load(f, map_location="cpu", weights_only=True)
                 except Exception:
                     continue
                 if tuple(t.shape) == (len(paths), 3, resize, resize) and t.dtype == torch.uint8:
