@@ -196,8 +196,8 @@ def _autocast(device: torch.device) -> torch.autocast:
     return torch.autocast("cpu", enabled=False)
 
 
-def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor, *, size: int,
-                batch_size: int, device: torch.device, generator: torch.Generator,
+def train_epoch(model: torch.nn.Module, optimizer: torch.optim.Optimizer, images: torch.Tensor,
+                labels: torch.Tensor, *, size: int, batch_size: int, device: torch.device, generator: torch.Generator,
                 on_batch: Callable[[int], None] | None = None) -> float:
     """One epoch over a uint8 image store (on `device` or the CPU). Returns the mean loss.
     `on_batch(images_done)` is called after each batch (progress)."""

@@ -16,6 +16,7 @@ from baselines.core import build_model, decode_images, pick_device, predict_scor
 import copy
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,14 +25,14 @@ from sklearn.metrics import roc_auc_score
 
 CONFIG = {"variant": "medfair", "epochs": 30, "patience": 5, "size": 224, "batch_size": 64, "lr": 1e-4, "weight_decay": 1e-4, "seed": 0, "val_fraction": 0.2, "weights": "auto"}  # noqa: E501
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-_MODEL: dict = {}
+_MODEL: dict[str, Any] = {}
 
 
-def _group(tone):
+def _group(tone: int) -> str | None:
     return {1: "group_0", 2: "group_0", 3: "group_1", 4: "group_1", 5: "group_2", 6: "group_2"}.get(tone)
 
 
-def _image_path(images_dir, name):
+def _image_path(images_dir: Path, name: object) -> Path:
     name = str(name)
     p = images_dir / name
     if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file():
@@ -43,16 +44,16 @@ def _image_path(images_dir, name):
     return images_dir / (name + ".jpg")
 
 
-def _dhash(path, size=8):
+def _dhash(path: str | Path, size: int = 8) -> int:
     from PIL import Image
 
     with Image.open(path) as im:
-        g = np.asarray(im.convert("L").resize((size + 1, size), Image.BILINEAR), dtype=np.int16)
+        g = np.asarray(im.convert("L").resize((size + 1, size), Image.Resampling.BILINEAR), dtype=np.int16)
     bits = (g[:, 1:] > g[:, :-1]).flatten()
     return int("".join("1" if b else "0" for b in bits), 2)
 
 
-def load_table(input_dir, variant):
+def load_table(input_dir: Path, variant: str) -> pd.DataFrame:
     """MEDFAIR preprocessing and the variant's cleaning on the agent's data."""
     df = pd.read_csv(input_dir / "skin_lesions.csv")
     tone = pd.to_numeric(df["skin_tone"], errors="coerce")
@@ -72,7 +73,7 @@ def load_table(input_dir, variant):
     return df.reset_index(drop=True)
 
 
-def split(df, fraction, seed):
+def split(df: pd.DataFrame, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A validation split stratified by skin-tone group and label."""
     rng = np.random.default_rng(seed)
     val = np.zeros(len(df), dtype=bool)
@@ -84,8 +85,8 @@ def split(df, fraction, seed):
     return df[~val].reset_index(drop=True), df[val].reset_index(drop=True)
 
 
-def group_aucs(labels, scores, groups):
-    out = {}
+def group_aucs(labels: np.ndarray, scores: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+    out: dict[str, float] = {}
     for g in sorted(set(groups)):
         m = groups == g
         if len(set(labels[m])) == 2:
@@ -93,7 +94,8 @@ def group_aucs(labels, scores, groups):
     return out
 
 
-def train(input_dir=Path("input"), working_dir=Path("working"), config=None):
+def train(input_dir: str | Path = Path("input"), working_dir: str | Path = Path("working"),
+          config: dict[str, Any] | None = None) -> float | None:
     cfg = dict(CONFIG, **(config or {}))
     torch.manual_seed(cfg["seed"])
     np.random.seed(cfg["seed"])
@@ -138,12 +140,13 @@ def train(input_dir=Path("input"), working_dir=Path("working"), config=None):
     working_dir.mkdir(parents=True, exist_ok=True)
     torch.save({"model": best, "size": size, "resize": resize, "epoch": best_epoch, "config": cfg},
                working_dir / "model.pt")
+    assert best_rank is not None  # set with best_epoch, which the save above needed
     print(f"kept epoch {best_epoch} (worst-group validation AUC {best_rank[0]:.4f})")
     print(f"Validation AUROC: {best_auc:.4f}")
     return best_auc
 
 
-def _load_model():
+def _load_model() -> tuple[torch.nn.Module, dict[str, Any], torch.device]:
     if "model" in _MODEL:
         return _MODEL["model"], _MODEL["ckpt"], _MODEL["device"]
     candidates = [Path.cwd() / "working" / "model.pt", Path(__file__).resolve().parent / "working" / "model.pt"]
@@ -159,11 +162,11 @@ def _load_model():
     return model, ckpt, device
 
 
-def predict(folder):
+def predict(folder: str | Path) -> dict[str, float]:
     """{filename: malignancy probability} for every image in `folder`."""
     model, ckpt, device = _load_model()
     files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    out = {}
+    out: dict[str, float] = {}
     for start in range(0, len(files), 512):
         chunk = files[start:start + 512]
         x = decode_images(chunk, ckpt["resize"])
