@@ -33,8 +33,8 @@ import resource
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,13 @@ from engine.errors import BefairError, DataError
 from engine.evaluation.metrics import compute_metrics
 from engine.session.selection import minimax_pareto
 from engine.progress import ProgressFn
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs is Python 3.13+
+
+    from engine.data.workspace import Workspace
+    from engine.evaluation.metrics import MetricSet
+    from engine.session.store import SessionStore
 
 KEEP_LIST_NAMES = ("fitzpatrick17k_c_keep.csv", "fitzpatrick17k-c.csv", "keep_list.csv")
 
@@ -115,7 +122,7 @@ def _keep_list(csv: Path) -> Path | None:
     return None
 
 
-def _mapping(ws) -> pd.DataFrame:
+def _mapping(ws: Workspace) -> pd.DataFrame:
     """The md5hashes of the rows the agent was given (mapping.csv, split == "agent")."""
     path = Path(getattr(ws, "mapping", None) or Path(ws.root) / "mapping.csv")
     if not path.is_file():
@@ -145,7 +152,7 @@ def _workspace_split(labels_csv: Path, images_dir: Path) -> Split:
     return Split(names, paths, lab.astype(int).to_numpy(), df["group"].astype(str).to_numpy())
 
 
-def default_workspace(data_dir: Path, log: Log = print):
+def default_workspace(data_dir: Path, log: Log = print) -> Workspace:
     """The workspace a session uses for `data_dir`: the sibling ``<data_dir>-workspace`` (the
     convention of engine.data.workspace.synth_workspace), prepared there on first use (seed 0,
     with the DDI-format test set when data_dir has one); under the befair cache when the data's
@@ -180,7 +187,7 @@ def default_workspace(data_dir: Path, log: Log = print):
     raise BefairError(f"cannot prepare a workspace for {data_dir}; give --workspace")
 
 
-def open_workspace(data_dir: Path, workspace: str | os.PathLike | None, log: Log = print):
+def open_workspace(data_dir: Path, workspace: str | os.PathLike[str] | None, log: Log = print) -> Workspace:
     """The workspace object for `data_dir`: the one given, or the default one."""
     from engine.data.workspace import Workspace
 
@@ -196,8 +203,9 @@ def _fitz_frame(csv: Path, images: Path) -> pd.DataFrame:
     return load_fitzpatrick(csv, images, check_images=False)
 
 
-def _clean(df: pd.DataFrame, steps: Sequence[str], images_dir: Path, keep_list: Path | None):
-    reports = []
+def _clean(df: pd.DataFrame, steps: Sequence[str], images_dir: Path,
+           keep_list: Path | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    reports: list[dict[str, Any]] = []
     for step in steps:
         from engine.data.cleaning import clean
 
@@ -214,14 +222,20 @@ def _preprocess(df: pd.DataFrame) -> pd.DataFrame:
     return medfair_preprocess(df)
 
 
-def load_data(variant: str, data_dir: str | os.PathLike | None, workspace=None, *, log: Log = print) -> BaselineData:
+def _is_workspace(obj: object) -> TypeIs[Workspace]:
+    """A workspace object (engine.data.workspace.Workspace or one shaped like it), not a path to one."""
+    return hasattr(obj, "validation_labels")
+
+
+def load_data(variant: str, data_dir: str | os.PathLike[str] | None,
+              workspace: Workspace | str | os.PathLike[str] | None = None, *, log: Log = print) -> BaselineData:
     """The training rows of `variant` and the workspace's held-out validation and test sets."""
     if variant not in VARIANTS:
         raise BefairError(f"unknown baseline variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     if data_dir is None:  # the workspace's manifest names its source data
         if workspace is None:
             raise BefairError("give the data folder (--data) or a prepared workspace (--workspace)")
-        if hasattr(workspace, "validation_labels"):
+        if _is_workspace(workspace):
             ws = workspace
         else:
             from engine.data.workspace import Workspace
@@ -235,7 +249,7 @@ def load_data(variant: str, data_dir: str | os.PathLike | None, workspace=None, 
     else:
         data_dir = Path(data_dir)
         csv, images = _data_files(data_dir)
-        ws = workspace if workspace is not None and hasattr(workspace, "validation_labels") else \
+        ws = workspace if workspace is not None and _is_workspace(workspace) else \
             open_workspace(data_dir, workspace, log)
 
     df = _fitz_frame(csv, images)
@@ -255,7 +269,8 @@ def load_data(variant: str, data_dir: str | os.PathLike | None, workspace=None, 
     train = Split(df["md5hash"].astype(str).tolist(), paths, df["binary_label"].to_numpy(int),
                   df["group"].astype(str).to_numpy())
     val = _workspace_split(Path(ws.validation_labels), Path(ws.validation_images))
-    test = _workspace_split(Path(ws.test_labels), Path(ws.test_images)) if ws.test_labels else None
+    test = _workspace_split(Path(ws.test_labels), Path(ws.test_images)) \
+        if ws.test_labels and ws.test_images else None
     cleaning = {"rows_in_csv": n_all, "rows_given_to_agent": n_given, "steps": list(VARIANTS[variant]),
                 "reports": reports, "train_rows": len(train), "train_positives": int(train.labels.sum())}
     return BaselineData(variant, str(data_dir.resolve()), train, val, test, cleaning)
@@ -280,7 +295,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _metrics(split: Split, scores: np.ndarray, *, intervals: bool = False):
+def _metrics(split: Split, scores: np.ndarray, *, intervals: bool = False) -> MetricSet:
     return compute_metrics(split.labels, scores, split.groups, intervals=intervals)
 
 
@@ -307,7 +322,7 @@ def _epoch_progress(progress: ProgressFn | None, stage: str, before: int,
     return lambda done: progress(stage, before + done, total)
 
 
-def _load_stores(data: BaselineData, config: TrainConfig, stores: dict, log: Log) -> None:
+def _load_stores(data: BaselineData, config: TrainConfig, stores: dict[str, torch.Tensor], log: Log) -> None:
     """Decode (or read from the tensor cache) each split once; kept in `stores` across seeds."""
     for name, split in (("train", data.train), ("val", data.val), ("test", data.test)):
         if name not in stores and split is not None:
@@ -318,7 +333,8 @@ def _load_stores(data: BaselineData, config: TrainConfig, stores: dict, log: Log
                 f"({'cached' if info.get('hit') else 'decoded'} in {time.perf_counter() - t0:.1f} s)")
 
 
-def _training_set(data: BaselineData, stores: dict, seed: int, config: TrainConfig, device: torch.device):
+def _training_set(data: BaselineData, stores: dict[str, torch.Tensor], seed: int, config: TrainConfig,
+                  device: torch.device) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     train_x, train_labels = stores["train"], np.array(data.train.labels, dtype=np.float32)
     n_train = len(train_labels)
     if config.limit and config.limit < n_train:
@@ -334,15 +350,16 @@ def _training_set(data: BaselineData, stores: dict, seed: int, config: TrainConf
 class _Fit:
     """What the epoch loop keeps: every epoch's metrics and the best worst-group checkpoint."""
     epochs: list[dict[str, Any]] = field(default_factory=list)
-    best_state: dict | None = None
-    best_rank: Any = None
+    best_state: dict[str, torch.Tensor] | None = None
+    best_rank: tuple[float, float] | None = None
     best_epoch: int | None = None
     best_val_scores: np.ndarray | None = None
     train_seconds: float = 0.0
     train_images: int = 0
 
 
-def _fit(model, data: BaselineData, stores: dict, train_x, train_y, seed: int, gen: torch.Generator,
+def _fit(model: torch.nn.Module, data: BaselineData, stores: dict[str, torch.Tensor], train_x: torch.Tensor,
+         train_y: torch.Tensor, seed: int, gen: torch.Generator,
          config: TrainConfig, device: torch.device, log: Log, progress: ProgressFn | None) -> _Fit:
     """Train up to config.epochs, keeping the epoch with the best worst-group validation AUC;
     stop after `patience` epochs without a gain."""
@@ -387,8 +404,8 @@ def _fit(model, data: BaselineData, stores: dict, train_x, train_y, seed: int, g
     return fit
 
 
-def _save_checkpoint(checkpoint_dir, data: BaselineData, seed: int, fit: _Fit, config: TrainConfig,
-                     weights: str) -> str | None:
+def _save_checkpoint(checkpoint_dir: str | os.PathLike[str] | None, data: BaselineData, seed: int, fit: _Fit,
+                     config: TrainConfig, weights: str) -> str | None:
     if checkpoint_dir is None:
         return None
     cdir = Path(checkpoint_dir)
@@ -415,8 +432,8 @@ def _run_notes(data: BaselineData, n_train: int, n_malignant: int, config: Train
 
 
 def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
-              checkpoint_dir: str | os.PathLike | None = None, log: Log = print,
-              stores: dict | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
+              checkpoint_dir: str | os.PathLike[str] | None = None, log: Log = print,
+              stores: dict[str, torch.Tensor] | None = None, progress: ProgressFn | None = None) -> dict[str, Any]:
     """Train one seed; returns the row for the baselines table (not yet recorded). `progress`
     (engine.progress) hears images trained so far out of epochs × training images."""
     started = time.perf_counter()
@@ -437,8 +454,8 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
     fit = _fit(model, data, stores, train_x, train_y, seed, gen, config, device, log, progress)
     if select_epoch(fit.epochs) not in (None, fit.best_epoch):  # cannot happen: the max rank is on the front
         raise RuntimeError(f"checkpoint bookkeeping disagrees with minimax Pareto ({fit.best_epoch})")
+    assert fit.best_state is not None and fit.best_val_scores is not None  # both set by the first epoch
     model.load_state_dict(fit.best_state)
-    assert fit.best_val_scores is not None  # set with best_state, which the line above needs
     val_ms = _metrics(data.val, fit.best_val_scores, intervals=True)  # the kept epoch's figures, with intervals
     test_ms = None
     if data.test is not None:
@@ -465,7 +482,7 @@ def train_run(data: BaselineData, seed: int, config: TrainConfig, *,
     }
 
 
-def _f(x) -> str:
+def _f(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
@@ -476,7 +493,7 @@ ROW_COLUMNS = (
 )
 
 
-def record(store, row: dict[str, Any]) -> int:
+def record(store: SessionStore, row: dict[str, Any]) -> int:
     """Insert a run into the baselines table (config and cleaning report go into notes/epochs)."""
     out = {k: row.get(k) for k in ROW_COLUMNS}
     extra = {"config": row.get("config"), "cleaning": row.get("cleaning")}
@@ -496,8 +513,10 @@ def parse_seeds(text: str | Sequence[int]) -> list[int]:
     return seeds
 
 
-def train_variant(variant: str, data_dir, seeds: Sequence[int], config: TrainConfig | None = None, *,
-                  store=None, workspace=None, checkpoint_dir=None, log: Log = print,
+def train_variant(variant: str, data_dir: str | os.PathLike[str] | None, seeds: Sequence[int],
+                  config: TrainConfig | None = None, *, store: SessionStore | None = None,
+                  workspace: Workspace | str | os.PathLike[str] | None = None,
+                  checkpoint_dir: str | os.PathLike[str] | None = None, log: Log = print,
                   progress: ProgressFn | None = None) -> list[dict[str, Any]]:
     """Train `variant` once per seed; each run is recorded in `store` (if given) as it finishes.
     Returns the rows (with "id" when recorded)."""
@@ -507,7 +526,7 @@ def train_variant(variant: str, data_dir, seeds: Sequence[int], config: TrainCon
         f"({int(data.train.labels.sum())} malignant), validation {len(data.val)}, "
         f"test {len(data.test) if data.test else 'none'}")
     stores: dict[str, torch.Tensor] = {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for seed in seeds:
         row = train_run(data, seed, config, checkpoint_dir=checkpoint_dir, log=log, stores=stores, progress=progress)
         if store is not None:
@@ -521,7 +540,7 @@ def train_variant(variant: str, data_dir, seeds: Sequence[int], config: TrainCon
 # --------------------------------------------------------------------------- summaries
 
 
-def _loads(v):
+def _loads(v: object) -> Any:
     import json
 
     if isinstance(v, str):
@@ -541,13 +560,13 @@ def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float | Non
     return mean, std
 
 
-def summarise_baselines(store_or_rows) -> list[dict[str, Any]]:
+def summarise_baselines(store_or_rows: SessionStore | Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Runs trained here, by (variant, dataset): n, test AUC and gap mean ± std (sample std),
     worst-group AUC mean, validation AUC mean, and `selected`: the run chosen by minimax Pareto
     over the runs' per-group validation AUCs (the checkpoint to ship)."""
     rows = store_or_rows.baselines() if hasattr(store_or_rows, "baselines") else list(store_or_rows)
     out = []
-    keys: dict[tuple[str, str], list[dict]] = {}
+    keys: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         keys.setdefault((r["variant"], r.get("dataset") or ""), []).append(r)
     order = list(VARIANTS)
