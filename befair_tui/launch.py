@@ -39,6 +39,8 @@ def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
         argv += ["--model", choices.model.strip()]
     if choices.coder == "openai" and choices.base_url.strip():
         argv += ["--base-url", choices.base_url.strip()]  # an address, not a secret
+    if choices.coder == "openai" and choices.scaffold:
+        argv += ["--scaffold", "on"]
     if choices.blind_test:
         argv.append("--blind-test")
     if choices.participant.strip():

@@ -51,6 +51,7 @@ class SetupChoices:
     coder: str = _CONFIG.coder        # offline | openai
     model: str = _CONFIG.model or ""  # blank: the LLM configuration's model
     base_url: str = ""                # blank: the LLM configuration's server
+    scaffold: bool = False            # the LLM writes features() and train() only (small models)
     steps: int = _CONFIG.steps
     step_timeout: float = _CONFIG.step_timeout
     best: str = _CONFIG.best

@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     c.add_argument("--model", default=None, help="model name (default: config file, $BEFAIR_LLM_MODEL)")
     c.add_argument("--api-key", default=None, help="API key (default: $OPENAI_API_KEY; none for a local server)")
     c.add_argument("--llm-config", default=None, help="LLM config file")
+    c.add_argument("--scaffold", default=None, metavar="on|off",
+                   help="as you will run it: with `on`, no advice to turn the scaffold on")
     c.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the probe's reply (default 120)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(func=cmd_check)
@@ -48,8 +50,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from engine.agent.llm_check import check_server
 
     try:
-        config = LlmConfig.load({"base_url": args.base_url, "model": args.model, "api_key": args.api_key},
-                                path=args.llm_config)
+        config = LlmConfig.load({"base_url": args.base_url, "model": args.model, "api_key": args.api_key,
+                                 "scaffold": args.scaffold}, path=args.llm_config)
     except LlmConfigError as exc:
         raise UsageError(str(exc)) from None
     problem = config.problem()
@@ -75,7 +77,8 @@ def cmd_serve_local(args: argparse.Namespace) -> int:
         server.wait_ready()
         print(f"serving on {server.base_url} (127.0.0.1 only: the data stays on this machine)\n"
               f"  befair llm check --base-url {server.base_url} --model {local_model.MODEL_ALIAS}\n"
-              f"  befair run --coder openai --base-url {server.base_url} --model {local_model.MODEL_ALIAS} ...\n"
+              f"  befair run --coder openai --base-url {server.base_url} --model {local_model.MODEL_ALIAS} "
+              "--scaffold on ...\n"
               "Ctrl-C stops it.", flush=True)
         signal.signal(signal.SIGTERM, signal.default_int_handler)   # a kill stops the server too
         code = server.proc.wait()

@@ -117,6 +117,7 @@ class SetupScreen(Screen[None]):
         self.llm_problem = llm_problem()
         self.problems: list[str] = []
         self.adequacy: list[str] = []  # skin-tone groups too few to judge in the data chosen
+        self._scaffold_advised = False  # the server check has turned the scaffold on once
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="setup"):
@@ -181,6 +182,9 @@ class SetupScreen(Screen[None]):
                                 id="api-key", password=True)
                     yield Static("[dim]The key is given to this session's process only, through its "
                                  "environment; it is never saved.[/dim]", classes="hint")
+                    yield PlainCheckbox("Scaffold: the model writes only the model's two functions; befair "
+                                        "reads the data and defines predict() (for small local models)",
+                                        c.scaffold, id="scaffold")
                     with Horizontal(classes="row inline"):
                         yield Button("Check server", id="llm-check-button")
                         yield Static("", id="llm-check")
@@ -284,15 +288,22 @@ class SetupScreen(Screen[None]):
     def _check(self, config: LlmConfig) -> None:
         from engine.agent.llm_check import check_server
 
+        scaffold = False
         try:
-            lines = check_server(config, timeout=60).lines()
+            report = check_server(config, timeout=60)
+            lines, scaffold = report.lines(), bool(report.settings.get("scaffold"))
         except Exception as exc:  # noqa: BLE001
             lines = [f"FAILED   the check itself failed: {exc}"]
-        self.app.call_from_thread(self._show_check, lines)
+        self.app.call_from_thread(self._show_check, lines, scaffold)
 
-    def _show_check(self, lines: list[str]) -> None:
+    def _show_check(self, lines: list[str], scaffold: bool = False) -> None:
         from rich.markup import escape
 
+        box = self.query_one("#scaffold", Checkbox)
+        if scaffold and not box.value and not self._scaffold_advised:   # recommended for this (small) model
+            self._scaffold_advised = True     # once: a person who unticks it keeps it off
+            box.value = True
+            lines = [*lines, "scaffold turned on for this model (untick it to let the model write whole pipelines)"]
         text = "\n".join(escape(line) for line in lines)
         failed = any(line.startswith("FAILED") for line in lines)
         self.query_one("#llm-check", Static).update(f"[red]{text}[/red]" if failed else text)
@@ -340,6 +351,7 @@ class SetupScreen(Screen[None]):
             problem = llm_problem(overrides)
             if problem:
                 problems.append(problem)
+        c.scaffold = self.query_one("#scaffold", Checkbox).value
         c.best = str(self.query_one("#best", Select).value)
         c.blind_test = self.query_one("#blind", Checkbox).value
         c.participant = self.query_one("#participant", Input).value.strip()

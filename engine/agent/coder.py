@@ -74,6 +74,7 @@ class CoderContext:
     guidance_node: list[str] = field(default_factory=list)   # only for the node being expanded
     memory: list[MemoryItem] = field(default_factory=list)
     level: str = "base"
+    scaffold: bool = False                 # the reply fills befair's scaffold (engine.agent.scaffold)
 
 
 @dataclass

@@ -37,6 +37,7 @@ class CheckReport:
     models: list[str] = field(default_factory=list)
     server_model: str | None = None
     context: int | None = None             # tokens, where the server says
+    params: int | None = None              # the model's parameters, where the server says (llama.cpp)
     prompt_tokens: int | None = None
     first_token_s: float | None = None
     prompt_tokens_per_s: float | None = None
@@ -59,7 +60,8 @@ class CheckReport:
             out.append(f"FAILED   {self.error}")
             return out + [f"advice   {a}" for a in self.advice]
         ctx = f"{self.context:,} tokens" if self.context else "not reported by the server"
-        out.append(f"model    {self.server_model or self.model} · context window {ctx}")
+        size = f" · {self.params / 1e9:.1f}B parameters" if self.params else ""
+        out.append(f"model    {self.server_model or self.model}{size} · context window {ctx}")
         reading = (f"{self.prompt_tokens_per_s:.0f} tokens/s ({self.prompt_tokens} tokens in "
                    f"{self.first_token_s:.1f} s)" if self.prompt_tokens_per_s else
                    f"first token after {self.first_token_s:.1f} s" if self.first_token_s is not None else "?")
@@ -72,8 +74,10 @@ class CheckReport:
 
 
 def _flags(settings: dict[str, Any]) -> list[tuple[str, Any]]:
-    names = {"timeout": "--llm-timeout", "max_tokens": "--max-tokens", "call_budget_s": "--llm-call-budget"}
-    return [(names[k], settings[k]) for k in names if settings.get(k) is not None]
+    names = {"timeout": "--llm-timeout", "max_tokens": "--max-tokens", "call_budget_s": "--llm-call-budget",
+             "scaffold": "--scaffold"}
+    shown = {k: ("on" if v is True else "off" if v is False else v) for k, v in settings.items()}
+    return [(names[k], shown[k]) for k in names if shown.get(k) is not None]
 
 
 def _root(base_url: str) -> str:
@@ -105,6 +109,9 @@ def server_identity(config: LlmConfig, timeout: float = 5.0) -> dict[str, Any]:
         ctx = _context_from_models(listed)
         if ctx:
             out["context"] = ctx
+        params = _meta_int(listed, "n_params")
+        if params:
+            out["params"] = params
     except (OSError, ValueError, urllib.error.URLError) as exc:
         out["error"] = f"GET /models failed: {type(exc).__name__}: {str(exc)[:120]}"
         return out
@@ -134,6 +141,16 @@ def _context_from_models(listed: Any) -> int | None:
     return None
 
 
+def _meta_int(listed: Any, key: str) -> int | None:
+    """A whole number from llama.cpp's per-model `meta` (n_params, n_ctx_train)."""
+    for m in listed or []:
+        meta = m.get("meta") if isinstance(m, dict) else None
+        value = meta.get(key) if isinstance(meta, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def _known_sha256(path: Path) -> str | None:
     from engine.agent import local_model
 
@@ -155,6 +172,7 @@ def check_server(config: LlmConfig, *, timeout: float = 120.0) -> CheckReport:
     report.models = list(ident.get("models") or [])
     report.llama_cpp = ident.get("owned_by") == "llamacpp"
     report.context = ident.get("context")
+    report.params = ident.get("params")
     if ident.get("error"):
         report.error = f"cannot list the server's models ({ident['error']})"
         report.advice.append("check --base-url (OpenAI-compatible servers usually end in /v1) and that the "
@@ -236,7 +254,22 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
                              "a long debug prompt); llama.cpp keeps a lone request's stream alive meanwhile, so "
                              "the default --llm-timeout 120 holds; sessions sharing one server wait for each "
                              "other's prompts in silence: raise it (e.g. --llm-timeout 900)")
+    _advise_scaffold(config, report, settings)
     if tps and tps < 3 and report.llama_cpp:
         report.advice.append("on a machine with 2 busy cores, start llama-server with -t 1 (befair llm serve-local "
                              "does): 2 threads stall each other")
     report.settings = settings
+
+
+def _advise_scaffold(config: LlmConfig, report: CheckReport, settings: dict[str, Any]) -> None:
+    """A model under 7B parameters gets the scaffold: a 1.5B coder wrote 36 whole pipelines without
+    it and none ran to a measurement (guessed file names, removed APIs, functions that do not exist)."""
+    from engine.agent.scaffold import SMALL_MODEL_PARAMS
+
+    if not report.params or report.params >= SMALL_MODEL_PARAMS:
+        return
+    settings["scaffold"] = True
+    if not config.scaffold:
+        report.advice.append(f"a {report.params / 1e9:.1f}B-parameter model rarely writes a whole pipeline that "
+                             "runs: use --scaffold on (befair writes the data loading, the metric line and "
+                             "predict(); the model writes features() and train())")

@@ -15,10 +15,11 @@ stores them as llm_call events.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from collections.abc import Callable
 
-from engine.agent import prompts
+from engine.agent import prompts, scaffold
 from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review
 from engine.agent.llm_attempts import shorten
 from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
@@ -80,13 +81,23 @@ class LlmCoder:
     # -- the Coder protocol ---------------------------------------------------------------
 
     def draft(self, ctx: CoderContext) -> CoderReply:
-        return self._code("draft", lambda: prompts.draft_prompt(ctx, self.exec_timeout))
+        ctx = self._scaffolded(ctx)
+        return self._code("draft", lambda: prompts.draft_prompt(ctx, self.exec_timeout), ctx)
 
     def improve(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
-        return self._code("improve", lambda: prompts.improve_prompt(ctx, parent, self.exec_timeout))
+        ctx = self._scaffolded(ctx)
+        return self._code("improve", lambda: prompts.improve_prompt(ctx, parent, self.exec_timeout), ctx)
 
     def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
-        return self._code("debug", lambda: prompts.debug_prompt(ctx, parent, self.exec_timeout))
+        ctx = self._scaffolded(ctx)
+        return self._code("debug", lambda: prompts.debug_prompt(ctx, parent, self.exec_timeout), ctx)
+
+    def _scaffolded(self, ctx: CoderContext) -> CoderContext:
+        """The context asking for features() and train() only, when the settings want the scaffold
+        (befair's own protocol: the be-fair protocol's context has no scaffold)."""
+        if not self.config.scaffold or ctx.protocol != CoderContext.protocol:
+            return ctx
+        return dataclasses.replace(ctx, scaffold=True)
 
     def review(self, ctx: CoderContext, node: NodeView) -> Review:
         calls: list[LlmCall] = []     # every call made, kept when a later step fails
@@ -157,10 +168,15 @@ class LlmCoder:
         self.calls.extend(res.calls)
         return res
 
-    def _code(self, role: str, build: Callable[[], dict[str, Any]]) -> CoderReply:
+    def _code(self, role: str, build: Callable[[], dict[str, Any]], ctx: CoderContext) -> CoderReply:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
-        plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time)."""
+        plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
+        scaffold, so is a reply that hands back its example or lacks features() or train()
+        (engine.agent.scaffold.unusable), and the model is told why, after its reply: a small model
+        asked the same again copies the example again. A usable reply goes into the scaffold
+        (assemble): the node's code is the whole file."""
         calls: list[LlmCall] = []
+        unusable: list[str] = []     # why each reply with code was not taken
         try:
             messages = prompts.to_messages(build())
             for _ in range(CODE_ATTEMPTS):
@@ -172,15 +188,28 @@ class LlmCoder:
                     return CoderReply(plan=extract_plan(content), code=None, error=res.error,
                                       llm_calls=calls)
                 code, plan = extract_code(content), extract_plan(content)
-                if code is not None:
+                why = scaffold.load().unusable(code) if code is not None and ctx.scaffold else None
+                if why:
+                    unusable.append(why)
+                if ctx.scaffold and (why or code is None):
+                    messages = [*messages, {"role": "assistant", "content": content},
+                                {"role": "user", "content": scaffold.ask_again(why)}]
+                elif code is not None:
+                    code = scaffold.load().assemble(code) if ctx.scaffold else code
                     return CoderReply(plan=plan or "(the model gave no plan)", code=code, llm_calls=calls)
-            start = shorten(content, 160) if content.strip() else "(empty)"
-            return CoderReply(plan=plan, code=None, llm_calls=calls,
-                              error=f"the reply held no usable Python code ({CODE_ATTEMPTS} replies); "
-                                    f"the last began: {start}")
+            return CoderReply(plan=plan, code=None, llm_calls=calls, error=_no_code_reason(content, unusable))
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+def _no_code_reason(content: str, unusable: list[str]) -> str:
+    if len(unusable) == CODE_ATTEMPTS:
+        return f"no usable code in {CODE_ATTEMPTS} replies: " + "; ".join(dict.fromkeys(unusable))
+    start = shorten(content, 160) if content.strip() else "(empty)"
+    why = f"the reply held no usable Python code ({CODE_ATTEMPTS} replies"
+    why += f"; also: {'; '.join(dict.fromkeys(unusable))})" if unusable else ")"
+    return f"{why}; the last began: {start}"
 
 
 def _review_from_output(node: NodeView, why: str, calls: list[LlmCall]) -> Review:

@@ -76,6 +76,8 @@ class LlmConfig:
     review_tools: bool | None = None         # None: try tool calling, fall back to JSON
     prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_usd: float | None = None          # pause the session when the cost reaches it
+    scaffold: bool = False                   # the model writes features() and train() only, into
+                                             # befair's scaffold (engine.agent.scaffold; befair's protocol)
     source: str = "defaults"                 # where the settings came from (for messages)
 
     def __post_init__(self) -> None:
@@ -119,11 +121,8 @@ class LlmConfig:
             if value < 0:
                 raise LlmConfigError(f"llm setting {name} cannot be negative (0: no cap)")
             setattr(self, name, value or None)
-        if not isinstance(self.stream, bool):
-            value = str(self.stream).strip().lower()
-            if value not in ("true", "false", "1", "0", "yes", "no"):
-                raise LlmConfigError(f"llm setting stream must be true or false, not {self.stream!r}")
-            self.stream = value in ("true", "1", "yes")
+        self.stream = _switch("stream", self.stream)
+        self.scaffold = _switch("scaffold", self.scaffold)
         self.prices = _normalise_prices(self.prices)
         if self.base_url is not None and not str(self.base_url).strip():
             self.base_url = None
@@ -310,6 +309,16 @@ def _normalise_prices(prices: Any) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _switch(name: str, value: object) -> bool:
+    """A yes/no setting given as a bool, or as text from a flag or a settings file."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise LlmConfigError(f"llm setting {name} must be on or off (true/false), not {value!r}")
+    return text in ("true", "1", "yes", "on")
+
+
 _FIELD_NAMES = {f.name for f in fields(LlmConfig)}
 # Accepted (and ignored) in config files written for earlier versions.
 _RETIRED = {"retry_base_delay", "retry_max_delay"}
@@ -341,6 +350,9 @@ LLM_OPTIONS: tuple[CoderOption, ...] = (
                 "replies (default 4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS"),
     CoderOption("review_max_tokens", int, 512, "completion cap for reviews (default 512; "
                 "0: no cap)", flag="--review-max-tokens", metavar="TOKENS"),
+    CoderOption("scaffold", str, None, "on: the model writes only features() and train(); befair's "
+                "scaffold reads the data, prints the metric and defines predict() (for small local "
+                "models; `befair llm check` says when; default off)", flag="--scaffold", metavar="on|off"),
     CoderOption("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",
                 flag="--budget", metavar="USD"),
     CoderOption("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "

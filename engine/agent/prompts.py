@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from engine.agent import scaffold
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
 from engine.agent.prompt_common import REVIEW_TOOL as REVIEW_TOOL  # the LLM coder's review tool
 from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
@@ -220,9 +221,15 @@ def _preview(ctx: CoderContext) -> str:
     return text
 
 
-def _instructions(sketch_title: str, sketch: list[str], exec_timeout: float | None) -> dict[str, Any]:
+def _instructions(ctx: CoderContext, sketch_title: str, sketch: list[str],
+                  exec_timeout: float | None) -> dict[str, Any]:
     """The Instructions section: the response format, the step's sketch guideline, the pipeline
-    contract and the installed packages."""
+    contract (with the scaffold: what features() and train() take and give) and the installed
+    packages."""
+    if ctx.scaffold:
+        guideline = scaffold.GUIDELINE + implementation_guideline(exec_timeout)[3:4]   # the time limit
+        return {"Response format": scaffold.RESPONSE_FORMAT, sketch_title: sketch,
+                "Implementation guideline": guideline, "Installed packages": environment_text()}
     return {
         "Response format": RESPONSE_FORMAT,
         sketch_title: sketch,
@@ -237,6 +244,8 @@ def _opening(ctx: CoderContext, introduction: str, *, include_node: bool, with_p
     prompt: dict[str, Any] = {"Introduction": f"{ROLE} {introduction}", "Task description": task_section(ctx)}
     if with_preview:
         prompt["Data overview"] = _preview(ctx)
+    if ctx.scaffold:
+        prompt["Scaffold"] = scaffold.load().section()
     _with_guidance(prompt, ctx, include_node=include_node)
     mem = memory_section(ctx.memory) if with_memory else None
     if mem:
@@ -270,7 +279,7 @@ DEBUG_SKETCH = AIDE_DEBUG_SKETCH
 
 def product_draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[str, Any]:
     prompt = _opening(ctx, DRAFT_INTRODUCTION, include_node=False, with_preview=True, with_memory=True)
-    prompt["Instructions"] = _instructions("Solution sketch guideline", DRAFT_SKETCH, exec_timeout)
+    prompt["Instructions"] = _instructions(ctx, "Solution sketch guideline", DRAFT_SKETCH, exec_timeout)
     return prompt
 
 
@@ -285,7 +294,8 @@ def product_improve_prompt(ctx: CoderContext, parent: NodeView,
     if measured:
         previous["Measured result"] = measured
     prompt[f"Previous solution (node {parent.node_id})"] = previous
-    prompt["Instructions"] = _instructions("Solution improvement sketch guideline", IMPROVE_SKETCH, exec_timeout)
+    prompt["Instructions"] = _instructions(ctx, "Solution improvement sketch guideline", IMPROVE_SKETCH,
+                                           exec_timeout)
     return prompt
 
 
@@ -294,7 +304,7 @@ def product_debug_prompt(ctx: CoderContext, parent: NodeView,
     prompt = _opening(ctx, DEBUG_INTRODUCTION, include_node=True, with_preview=True, with_memory=False)
     prompt[f"Previous (buggy) implementation (node {parent.node_id})"] = fence(parent.code, "python")
     prompt["Execution output"] = _run_status(parent) + "\n\n" + fence(_output(parent))
-    prompt["Instructions"] = _instructions("Bugfix improvement sketch guideline", DEBUG_SKETCH, exec_timeout)
+    prompt["Instructions"] = _instructions(ctx, "Bugfix improvement sketch guideline", DEBUG_SKETCH, exec_timeout)
     return prompt
 
 

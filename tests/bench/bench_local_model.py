@@ -45,10 +45,10 @@ STEP_TIMEOUT = "300"
 # request whose prompt waits its turn: the stall timeout covers that wait (befair llm check
 # measures a lone request, which the default 120 s covers).
 LLM_TIMEOUT = os.environ.get("BEFAIR_BENCH_LOCAL_LLM_TIMEOUT", "900")
-GUIDANCE = ("Keep it simple and make it run: read ./input/skin_lesions.csv with pandas, load each row's image "
-            "./input/images/<image_name>.jpg with PIL, resize it to 32x32 and flatten it; the target is "
-            "label == 'malignant'. Train a scikit-learn LogisticRegression, print 'Validation AUROC: <value>', "
-            "save the model with joblib in ./working and define predict(folder).")
+# befair's scaffold reads the data, prints the metric and defines predict(): the guidance is about the model
+GUIDANCE = ("Keep it simple and make it run: in features(X) compute each colour channel's mean and standard "
+            "deviation per image with numpy; in train() fit a scikit-learn classifier on features(X) with "
+            "class_weight='balanced' and return it. Use only numpy and scikit-learn.")
 
 
 def loadavg() -> str:
@@ -85,7 +85,8 @@ def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STE
     sid = f"{arm}-s{seed}"
     log = work / f"{sid}.log"
     cmd = [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--coder", "openai", "--base-url", base_url,
-           "--model", "qwen2.5-coder-1.5b-instruct", "--level", LEVEL, "--steps", str(steps), "--seed", str(seed),
+           "--model", "qwen2.5-coder-1.5b-instruct", "--scaffold", "on", "--level", LEVEL, "--steps", str(steps),
+           "--seed", str(seed),
            *SYNTH, "--step-timeout", STEP_TIMEOUT, "--llm-timeout", LLM_TIMEOUT, "--db", str(db),
            "--session-id", sid]
     steer: dict[str, Any] = {}
@@ -140,13 +141,41 @@ def summarise(db: Path, sid: str) -> dict[str, Any]:
         "cut_by_budget": sum("time budget" in e for e in errors),
         "stalled": sum("stalled" in e for e in errors),
         "truncated_at_cap": sum("truncated" in e for e in errors),
+        "replies_not_taken": _replies_not_taken(calls),
         "nodes_detail": [{"node": n.node_id, "step": n.step, "stage": n.stage, "parent": n.parent_id,
                           "auc": None if n.val_auc is None else round(n.val_auc, 4),
+                          "design": _design(n.code or "") if n.val_auc is not None else None,
                           "failure": n.failure_reason if is_buggy(n) else None,
                           "summary": (n.review_summary or "")[:200]} for n in nodes],
         "models": (state.coder.get("server") or {}),
         "status": state.status,
     }
+
+
+def _replies_not_taken(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """Coding replies the scaffold did not take (asked again), by reason."""
+    from engine.agent.response_parsing import extract_code
+    from engine.agent.scaffold import load
+
+    out: dict[str, int] = {}
+    for c in calls:
+        code = extract_code(c.get("reply") or "") if c.get("role") != "review" and c.get("ok") else None
+        why = load().unusable(code) if code else None
+        if why:
+            out[why] = out.get(why, 0) + 1
+    return out
+
+
+def _design(code: str) -> str:
+    """The model's own part of a measured pipeline: the bodies of features() and train(), squeezed."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return "?"
+    parts = [ast.unparse(n) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("features", "train")]
+    return " | ".join(" ".join(p.split()) for p in parts)[:400]
 
 
 def arm_rows(sessions: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
@@ -200,7 +229,8 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     # the sessions share one SynthDerm workspace: built once here, not by six sessions at once
     synth_workspace(seed=0, n_train=int(SYNTH[1]), n_test=int(SYNTH[3]), size=int(SYNTH[5]))
     lock = threading.Lock()
-    with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes,
+    threads = int(os.environ.get("BEFAIR_BENCH_LOCAL_THREADS", "0")) or None   # default: half the CPUs
+    with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes, threads=threads,
                                  context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
         check = check_server(LlmConfig(model=local_model.MODEL_ALIAS, base_url=server.base_url))
         print("\n".join(check.lines()), f"\nwork folder {work}; {lanes} session(s) at a time", flush=True)

@@ -264,7 +264,8 @@ Script = Iterable["Reply | Callable[[Request], Reply]"]
 class FakeChatServer:
     def __init__(self, script: Script = (), *, default: Reply | Callable[[Request], Reply] | None = None,
                  supports_tools: bool = True, model: str | None = None, streaming: str = "yes",
-                 stream_usage: bool = True, reject_stream_options: bool = False) -> None:
+                 stream_usage: bool = True, reject_stream_options: bool = False,
+                 meta: dict[str, Any] | None = None) -> None:
         self.script: deque[Any] = deque(script)
         self.default = default
         self.supports_tools = supports_tools   # False: requests with tools get a 400
@@ -273,6 +274,7 @@ class FakeChatServer:
         self.streaming = streaming             # reject: "stream" gets a 400; ignore: JSON replies
         self.stream_usage = stream_usage       # False: no usage chunk, even when asked for one
         self.reject_stream_options = reject_stream_options
+        self.meta = meta                        # llama.cpp's per-model meta in /models (n_params, n_ctx)
         self.requests: list[Request] = []
         self.usage: list[tuple[int, int]] = []  # (prompt, completion) for every usage reported
         self._lock = threading.Lock()
@@ -296,8 +298,10 @@ class FakeChatServer:
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.rstrip("/").endswith("/models"):
                     model = server.model or "fake-model"
-                    self._send(Reply(body={"object": "list", "data": [
-                        {"id": model, "object": "model", "owned_by": "fake"}]}))
+                    listed = {"id": model, "object": "model", "owned_by": "fake"}
+                    if server.meta is not None:
+                        listed["meta"] = server.meta
+                    self._send(Reply(body={"object": "list", "data": [listed]}))
                 else:
                     self._send(error(404, f"no route {self.path}"))
 

@@ -198,3 +198,33 @@ async def test_choosing_the_openai_coder_checks_the_server(db, monkeypatch):
             screen.query_one("#base-url").value = "http://127.0.0.1:9/v1"
             await pilot.click("#llm-check-button")
             await wait_for(pilot, lambda: "FAILED" in str(check.render()), what="the failed check")
+
+
+async def test_the_check_turns_the_scaffold_on_for_a_small_model_once(db, monkeypatch):
+    """A server whose model has under 7B parameters: the check ticks the scaffold (and says so), the
+    session would start with --scaffold on, and a person who unticks it keeps it off."""
+    from befair_tui.launch import run_argv
+    from tests.fakes.chat_server import AutoResponder, FakeChatServer
+
+    from .conftest import wait_for
+
+    with FakeChatServer(default=AutoResponder(), meta={"n_params": 1_777_088_000}) as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
+        monkeypatch.setenv("BEFAIR_LLM_MODEL", "fake-model")
+        app = create_app(db)
+        async with app.run_test(size=(100, 50)) as pilot:
+            screen = app.screen
+            box = screen.query_one("#scaffold")
+            assert box.value is False
+            screen.query_one("#coder-openai").value = True
+            check = screen.query_one("#llm-check")
+            await wait_for(pilot, lambda: "scaffold turned on" in str(check.render()), what="the advice")
+            assert box.value is True and "1.8B parameters" in str(check.render())
+            choices = screen.read_choices()
+            argv = run_argv(choices, db, "s")
+            assert argv[argv.index("--scaffold") + 1] == "on"
+            box.value = False
+            await pilot.click("#llm-check-button")
+            await wait_for(pilot, lambda: "writing" in str(check.render()) and "scaffold turned on" not in
+                           str(check.render()), what="the second check")
+            assert box.value is False and "--scaffold" not in run_argv(screen.read_choices(), db, "s")

@@ -37,6 +37,19 @@ def test_llm_check_reports_models_speed_and_settings(capsys):
     assert code == 0 and report["ok"] and report["models"] == ["fake-model"] and report["completion_tokens"] >= 1
 
 
+def test_llm_check_recommends_the_scaffold_for_a_small_model(capsys):
+    with FakeChatServer(default=AutoResponder(), meta={"n_params": 1_777_088_000, "n_ctx": 16384}) as srv:
+        code = main(["llm", "check", "--base-url", srv.base_url, "--model", "fake-model"])
+        out = capsys.readouterr().out
+    assert code == 0, out
+    assert "1.8B parameters" in out and "context window 16,384 tokens" in out
+    assert "--scaffold on" in out and "use --scaffold on" in out
+    with FakeChatServer(default=AutoResponder(), meta={"n_params": 32_000_000_000}) as srv:
+        main(["llm", "check", "--base-url", srv.base_url, "--model", "fake-model", "--scaffold", "on"])
+        out = capsys.readouterr().out
+    assert "32.0B parameters" in out and "--scaffold" not in out
+
+
 def test_llm_check_names_a_server_that_is_not_there(capsys):
     code = main(["llm", "check", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "5"])
     out = capsys.readouterr().out

@@ -36,7 +36,7 @@ def test_a_four_step_session_measures_a_node(server, tmp_path, monkeypatch):
     monkeypatch.setenv("BEFAIR_HOME", str(tmp_path / "home"))
     db = tmp_path / "local.db"
     code = main(["run", "--headless", "--quiet", "--coder", "openai", "--base-url", server.base_url,
-                 "--model", local_model.MODEL_ALIAS, "--level", "fairness-metric", "--steps", "4",
+                 "--model", local_model.MODEL_ALIAS, "--scaffold", "on", "--level", "fairness-metric", "--steps", "4",
                  "--synth-n-train", "400", "--synth-n-test", "200", "--synth-size", "32", "--step-timeout", "300",
                  "--db", str(db), "--session-id", "local"])
     assert code == 0

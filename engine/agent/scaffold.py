@@ -1,0 +1,171 @@
+"""The scaffold: befair writes the parts of a pipeline that a small model gets wrong, the model
+writes its design.
+
+The scaffold (engine/agent/templates/scaffold.py) reads the data, splits it, prints the metric
+line, saves the model and defines predict(folder); the model's reply holds features(X) and
+train(X, y, skin_tone) (and the imports and helpers they need), which `assemble` puts where the
+scaffold's marker line is. The node's code is the whole assembled file: it runs, is reviewed and
+is measured as any other pipeline.
+
+Off by default (`--scaffold on`, or `scaffold = true` in the LLM settings file; `befair llm check`
+recommends it for models under 7B parameters), and under befair's own protocol only: the be-fair
+protocol's prompts stay AIDE's, byte for byte.
+
+Why: a 1.5B coder writing whole files produced 36 pipelines and none ran to a measurement
+(guessed file names, removed APIs, functions that do not exist); shown a working pipeline, it
+handed it back unchanged. The prompt shows an example reply (flattened pixels, a logistic
+regression) so the model sees the interface; a reply whose features() and train() are the
+example's is asked again (`copies_example`), so no node is measured as the model's that is ours.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATES = Path(__file__).parent / "templates"
+MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
+OWN_PARTS = ("features", "train")
+# names the scaffold defines: a reply that redefines them is not allowed to replace them
+FIXED = frozenset({"INPUT", "WORKING", "load_image", "load_training_data", "predict"})
+SMALL_MODEL_PARAMS = 7e9      # below this, `befair llm check` recommends the scaffold
+
+FRAME_TEXT = (
+    "befair runs your code inside this scaffold. The scaffold reads the data, splits it, prints the "
+    "metric, saves the model and defines predict(folder); you write the two functions it calls, "
+    "features(X) and train(X, y, skin_tone), which go where the marked line is."
+)
+EXAMPLE_TEXT = (
+    "An example reply's code, for a deliberately simple design (flattened pixels, logistic "
+    "regression). Your design must be different and your own; a reply with this same code is not "
+    "accepted."
+)
+RESPONSE_FORMAT = (
+    "Your response should be a brief outline of your proposed design in natural language (3-5 "
+    "sentences), followed by a single markdown code block (wrapped in ```python ... ```) that holds "
+    "only the imports your code needs, `def features(X):` and `def train(X, y, skin_tone):`, and any "
+    "helper functions or classes they call. Do not repeat the rest of the scaffold: it is added "
+    "around your code."
+)
+GUIDELINE = [
+    "features(X) takes images as a float32 array of shape (n, SIZE, SIZE, 3), values 0-1, and "
+    "returns the model's input for them.",
+    "train(X, y, skin_tone) gets the training images, y (1: malignant, 0: not) and each image's "
+    "Fitzpatrick skin type (1-6, -1: unknown), and returns a fitted model with "
+    "`predict_proba(features(X))` whose column 1 is the probability of malignant (a scikit-learn "
+    "estimator or pipeline is one). It is saved with joblib.",
+    "To change the image size, set `SIZE = <pixels>` in your code.",
+]
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    code: str       # the scaffold, with its marker line
+    example: str    # the example reply's code
+
+    def section(self) -> str:
+        from engine.agent.prompts import fence
+
+        return f"{FRAME_TEXT}\n\n{fence(self.code, 'python')}\n\n{EXAMPLE_TEXT}\n\n{fence(self.example, 'python')}"
+
+    def copies_example(self, reply_code: str) -> bool:
+        """True when the reply's features() and train() are the example's (comments, blank lines
+        and docstrings aside): the model wrote none of the design."""
+        mine = own_parts(reply_code)
+        return bool(mine) and mine == own_parts(self.example)
+
+    def unusable(self, reply_code: str) -> str | None:
+        """Why a reply cannot go into the scaffold (it is asked again), or None. A reply that does
+        not parse is usable: running it shows the model its SyntaxError."""
+        if self.copies_example(reply_code):
+            return "the reply was the scaffold's example, features() and train() unchanged"
+        try:
+            defined = {n.name for n in ast.parse(reply_code).body if isinstance(n, ast.FunctionDef)}
+        except SyntaxError:
+            return None
+        missing = [f"{name}()" for name in OWN_PARTS if name not in defined]
+        return f"the reply did not define {' and '.join(missing)}" if missing else None
+
+    def assemble(self, reply_code: str) -> str:
+        """The pipeline: the scaffold with the reply's imports after its own, and the reply's
+        functions, classes and constants at the marker. Anything else in the reply (a copy of the
+        scaffold's own functions, a `__main__` block, calls at module level) is left out. A reply
+        that does not parse goes in whole, so that running it shows the model its SyntaxError."""
+        try:
+            imports, body = _split_reply(reply_code)
+        except SyntaxError:
+            imports, body = [], [reply_code.strip()]
+        head, tail = self.code.split(MARKER, 1)
+        lines = head.rstrip("\n").split("\n")
+        last_import = max((i for i, line in enumerate(lines) if line.startswith(("import ", "from "))), default=-1)
+        lines[last_import + 1:last_import + 1] = imports
+        return "\n".join(lines) + "\n\n\n" + "\n\n\n".join(body) + "\n" + tail
+
+
+def ask_again(why: str | None) -> str:
+    """What the model is told after a reply the scaffold cannot take (why=None: it held no code)."""
+    said = f"{why[0].upper()}{why[1:]}" if why else "The reply held no ```python code block"
+    return (f"{said}, so it cannot be used. Reply again: a few sentences on a design of your own, different "
+            "from the example, then one ```python code block with its imports, `def features(X):` and "
+            "`def train(X, y, skin_tone):`.")
+
+
+def _split_reply(code: str) -> tuple[list[str], list[str]]:
+    """(import statements, definitions) of a reply, as the model wrote them."""
+    imports: list[str] = []
+    body: list[str] = []
+    for node in ast.parse(code).body:
+        text = ast.get_source_segment(code, node) or ""
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imports.append(text)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in FIXED:
+            body.append(_with_decorators(code, node, text))
+        elif _is_constant(node):
+            body.append(text)
+    return imports, body
+
+
+def _with_decorators(code: str, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, text: str) -> str:
+    if not node.decorator_list:
+        return text
+    lines = code.splitlines()
+    first = min(d.lineno for d in node.decorator_list)
+    return "\n".join(lines[first - 1:node.lineno - 1]) + "\n" + text
+
+
+def _is_constant(node: ast.stmt) -> bool:
+    """`NAME = <literal>` (e.g. SIZE = 64): settings, never code that needs the training data."""
+    if not isinstance(node, ast.Assign) or not all(isinstance(t, ast.Name) and t.id not in FIXED
+                                                   for t in node.targets):
+        return False
+    try:
+        ast.literal_eval(node.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def own_parts(code: str) -> dict[str, str]:
+    """{name: normalised body} of features() and train() as the code defines them at module
+    level; {} unless it defines both."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    parts = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in OWN_PARTS:
+            body = node.body[1:] if len(node.body) > 1 and _is_docstring(node.body[0]) else node.body
+            parts[node.name] = ast.dump(ast.Module(body=body, type_ignores=[]))
+    return parts if len(parts) == len(OWN_PARTS) else {}
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> Scaffold:
+    return Scaffold(code=(TEMPLATES / "scaffold.py").read_text(encoding="utf-8"),
+                    example=(TEMPLATES / "scaffold_example.py").read_text(encoding="utf-8"))

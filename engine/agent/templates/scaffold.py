@@ -1,0 +1,46 @@
+import os
+
+import joblib
+import numpy as np
+import pandas as pd
+from PIL import Image
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+
+INPUT = "./input"
+WORKING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "working")
+SIZE = 32  # images are resized to SIZE x SIZE
+
+
+def load_image(path):
+    """One image as a float32 array of shape (SIZE, SIZE, 3), values 0-1."""
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB").resize((SIZE, SIZE)), dtype=np.float32) / 255.0
+
+
+def load_training_data():
+    """X: images (n, SIZE, SIZE, 3); y: 1 for malignant, 0 otherwise; skin_tone: Fitzpatrick 1-6 (-1 unknown)."""
+    df = pd.read_csv(os.path.join(INPUT, "skin_lesions.csv"))
+    X = np.stack([load_image(os.path.join(INPUT, "images", f"{name}.jpg")) for name in df["image_name"]])
+    y = (df["label"] == "malignant").astype(int).to_numpy()
+    return X, y, df["skin_tone"].to_numpy()
+
+
+# >>> features(X) and train(X, y, skin_tone) go here <<<
+
+
+def predict(folder):
+    model = joblib.load(os.path.join(WORKING, "model.joblib"))
+    names = sorted(f for f in os.listdir(folder) if f.lower().endswith((".jpg", ".jpeg", ".png")))
+    X = np.stack([load_image(os.path.join(folder, name)) for name in names])
+    probs = model.predict_proba(features(X))[:, 1]
+    return {name: float(p) for name, p in zip(names, probs, strict=True)}
+
+
+if __name__ == "__main__":
+    os.makedirs(WORKING, exist_ok=True)
+    X, y, skin_tone = load_training_data()
+    X_tr, X_val, y_tr, y_val, st_tr, st_val = train_test_split(X, y, skin_tone, test_size=0.2, stratify=y, random_state=0)
+    model = train(X_tr, y_tr, st_tr)
+    joblib.dump(model, os.path.join(WORKING, "model.joblib"))
+    print(f"Validation AUROC: {roc_auc_score(y_val, model.predict_proba(features(X_val))[:, 1]):.4f}")

@@ -1,0 +1,151 @@
+"""The scaffold (engine.agent.scaffold): a small model writes features() and train(), befair the
+rest. Assembly, the example-copy check, the prompts, and a scaffolded session measured end to end."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from befair_tui.cli import main
+from engine.agent import prompts, scaffold
+from engine.agent.coder import CoderContext
+from engine.agent.llm_coder import LlmCoder
+from engine.agent.llm_config import LlmConfig, LlmConfigError
+from engine.agent.prompts_be_fair import BeFairContext
+from engine.session.store import SessionStore
+from tests.fakes.chat_server import FakeChatServer, code_reply, reply, tool_review
+
+SC = scaffold.load()
+OWN_DESIGN = '''import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+
+SIZE = 16
+
+
+def colour_stats(X):
+    return np.concatenate([X.mean(axis=(1, 2)), X.std(axis=(1, 2))], axis=1)
+
+
+def features(X):
+    """Mean and spread of each colour channel."""
+    return colour_stats(X)
+
+
+def train(X, y, skin_tone):
+    model = RandomForestClassifier(n_estimators=50, class_weight="balanced", random_state=0)
+    model.fit(features(X), y)
+    return model
+'''
+
+
+def ctx(**kw) -> CoderContext:
+    return CoderContext(instruction="Classify lesions.", metric_line="AUROC", data_preview="preview", step=1,
+                        seed=0, **kw)
+
+
+def test_the_reply_goes_into_the_scaffold_and_only_its_own_parts_are_kept():
+    noisy = OWN_DESIGN + '''
+
+def predict(folder):
+    return {}
+
+
+X_all = load_training_data()
+train(X_all, None, None)
+
+if __name__ == "__main__":
+    print("Validation AUROC: 0.99")
+'''
+    code = SC.assemble(noisy)
+    tree = ast.parse(code)
+    defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert defs == ["load_image", "load_training_data", "colour_stats", "features", "train", "predict"]
+    assert code.count("def predict(folder):") == 1 and "return {}" not in code     # the scaffold's predict
+    assert "X_all" not in code and "0.99" not in code           # calls and its own __main__ left out
+    assert "SIZE = 16" in code and code.index("SIZE = 16") > code.index("SIZE = 32")
+    assert code.index("from sklearn.ensemble import RandomForestClassifier") < code.index("INPUT = ")
+    assert scaffold.MARKER not in code
+
+
+def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
+    code = SC.assemble("def features(X):\n    return X.reshape(len(X), -1\n")
+    with pytest.raises(SyntaxError):
+        ast.parse(code)
+    assert "return X.reshape(len(X), -1" in code and "def predict(folder):" in code
+
+
+def test_a_copy_of_the_example_is_told_apart_from_a_design_of_the_models_own():
+    assert SC.copies_example(SC.example)
+    reworded = SC.example.replace("# the flattened pixels", '"""Pixels, flat."""\n    # flat').replace("\n\n\n", "\n\n")
+    assert SC.copies_example(reworded)
+    assert not SC.copies_example(SC.example.replace("max_iter=1000", "max_iter=2000"))
+    assert not SC.copies_example(OWN_DESIGN)
+    assert not SC.copies_example("def train(X, y, skin_tone):\n    pass\n")   # features() missing
+    assert not SC.copies_example("def features(X:\n")
+
+
+def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
+    plain = prompts.to_messages(prompts.draft_prompt(ctx(), 900))[1]["content"]
+    framed = prompts.to_messages(prompts.draft_prompt(ctx(scaffold=True), 900))[1]["content"]
+    assert scaffold.MARKER not in plain and "# Scaffold" not in plain
+    assert scaffold.MARKER in framed and SC.example.strip() in framed and scaffold.RESPONSE_FORMAT in framed
+    assert prompts.PIPELINE_CONTRACT[1] not in framed        # the scaffold holds the contract
+    assert "15 minutes" in framed and "Installed packages" in framed
+
+
+def test_the_coder_asks_again_when_the_reply_is_the_example_and_assembles_the_next(tmp_path):
+    with FakeChatServer([reply(code_reply("The example.", SC.example)),
+                         reply(code_reply("Colour statistics and a random forest.", OWN_DESIGN))]) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+        first, second = srv.chat_requests
+    assert second.messages[:len(first.messages)] == first.messages and len(r.llm_calls) == 2
+    told = second.messages[len(first.messages):]     # the reply, and why it was not taken
+    assert [m["role"] for m in told] == ["assistant", "user"] and "The example." in told[0]["content"]
+    assert "scaffold's example" in told[1]["content"] and "design of your own" in told[1]["content"]
+    assert r.code == SC.assemble(OWN_DESIGN) and r.plan == "Colour statistics and a random forest."
+    with FakeChatServer([reply(code_reply("The example.", SC.example))] * 3) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+    assert r.code is None and "scaffold's example" in r.error and len(r.llm_calls) == 3
+    with FakeChatServer([reply(code_reply("The scaffold back.", SC.code))] * 3) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+    assert r.code is None and "did not define features() and train()" in r.error
+
+
+def test_the_be_fair_protocol_never_gets_the_scaffold():
+    with FakeChatServer([reply(code_reply("Whole file.", SC.example))]) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(BeFairContext(instruction="Classify.", metric_line="AUROC", data_preview="p", step=1, seed=0))
+        text = srv.chat_requests[0].text
+    assert r.code == SC.example and scaffold.MARKER not in text
+
+
+@pytest.mark.parametrize("given, expected", [("on", True), ("off", False), ("true", True), (False, False)])
+def test_the_setting_reads_on_and_off(given, expected):
+    assert LlmConfig(model="m", scaffold=given).scaffold is expected
+
+
+def test_a_bad_setting_says_what_it_takes():
+    with pytest.raises(LlmConfigError, match="on or off"):
+        LlmConfig(model="m", scaffold="maybe")
+
+
+def test_a_scaffolded_session_is_measured_by_the_tool(workspace, tmp_path, monkeypatch):
+    """The model's features() and train() in befair's scaffold: the pipeline runs in the sandbox and
+    the separate evaluation measures its predict() on held-out images."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BEFAIR_LLM_MODEL", "BEFAIR_LLM_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    db = tmp_path / "s.db"
+    with FakeChatServer([reply(code_reply("Colour statistics and a random forest.", OWN_DESIGN)),
+                         tool_review(False, "It trained and printed its AUROC.", None)]) as srv:
+        code = main(["run", "--headless", "--quiet", "--coder", "openai", "--model", "m", "--base-url", srv.base_url,
+                     "--scaffold", "on", "--data", str(workspace.root), "--steps", "1", "--step-timeout", "120",
+                     "--db", str(db), "--session-id", "framed"])
+    assert code == 0
+    store = SessionStore(db)
+    node = store.state("framed").nodes[1]
+    store.close()
+    assert node.val_auc is not None and node.status == "ok", node.failure_reason
+    assert "RandomForestClassifier" in node.code and "def predict(folder):" in node.code
