@@ -44,6 +44,17 @@ def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bo
     return ""
 
 
+def _coder(state: SessionState, compact: bool) -> str:
+    """Who writes the pipelines; below 110 columns the simulated agent's short name, or the model's
+    name alone, at most 12 characters: at 80 columns the call in progress must fit beside it."""
+    if not compact:
+        return coder_label(state.coder)
+    if state.simulated:
+        return "simulated agent"
+    model = str((state.coder or {}).get("model") or coder_label(state.coder))
+    return model if len(model) <= 12 else model[:11] + "…"
+
+
 class StatusBar(Static):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; padding: 0 1; }
@@ -87,16 +98,16 @@ class StatusBar(Static):
                 self._last_key = key
                 self.update(text, layout=False)
             return
-        coder = ("simulated agent" if compact else coder_label(state.coder)) if state.simulated \
-            else coder_label(state.coder)
         total = state.tokens_in + state.tokens_out
         words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
-        best = words[criterion or selection.current_criterion(state)]
-        parts = [(f" {state.level or '?'} · ", ""), (coder, "bold magenta" if state.simulated else ""),
-                 (f" · step {state.agent_steps}/{state.budget}", ""),
-                 (f" · ★ {best}" + (" (view)" if criterion else ""), "bold yellow")]
-        # what may give way on a narrow line, last first: tokens, the clock, the call in progress
-        extras = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only)) else []
+        best = (f" · ★ {words[criterion or selection.current_criterion(state)]}" + (" (view)" if criterion else ""),
+                "bold yellow")
+        parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else ""),
+                 (f" · step {state.agent_steps}/{state.budget}", "")]
+        # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
+        # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
+        call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only)) else []
+        parts, extras = (parts, [*call, best]) if compact else ([*parts, best], call)
         # a dead runner: the clock stops at its last event instead of ticking on
         extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
                    (f" · {tokens(total)} tok ${state.cost:.2f}", "")]

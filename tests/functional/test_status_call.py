@@ -1,0 +1,45 @@
+"""The status line during a slow local model's call, at 80 columns: the model's name, the step and
+the call in progress (tokens so far, tokens/s) before what ★ means, the clock and the totals."""
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from befair_tui.widgets.status_bar import StatusBar
+from engine.session import events as ev
+from engine.session.state import fold
+
+MODEL = "qwen2.5-coder-1.5b-instruct"
+
+
+def _state():
+    started = {"config": {"steps": 6, "level": "fairness-metric", "sandbox": "bwrap"}, "instruction": "x", "data": {},
+               "coder": {"name": "openai", "label": f"LLM coder ({MODEL})", "simulated": False, "model": MODEL}}
+    items = [(ev.SESSION_STARTED, started)]
+    return fold([ev.Event(seq=i + 1, kind=k, payload=p, ts=float(i), session_id="s")
+                 for i, (k, p) in enumerate(items)])
+
+
+class _Bar(App[None]):
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="bar")
+
+
+async def test_the_call_in_progress_stays_on_an_80_column_line():
+    state = _state()
+    state.status = "running"
+    live = {"role": "draft", "tokens": 1412, "chars": 5000, "tokens_per_s": 6.1}
+    app = _Bar()
+    async with app.run_test(size=(80, 3)) as pilot:
+        bar = app.query_one(StatusBar)
+        bar.sync(state, read_only=False, live=live, now=100.0)
+        await pilot.pause()
+        line = str(bar.render())
+        assert "fairness-metric · qwen2.5-cod… · step 0/6 · draft 1,412 tok 6.1/s" in line, line
+        assert "LLM coder (" not in line                      # the label is shortened, not the call
+    app = _Bar()
+    async with app.run_test(size=(140, 3)) as pilot:
+        bar = app.query_one(StatusBar)
+        bar.sync(state, read_only=False, live=live, now=100.0)
+        await pilot.pause()
+        line = str(bar.render())
+        assert f"LLM coder ({MODEL})" in line and "★" in line and "draft 1,412 tok 6.1/s" in line, line
