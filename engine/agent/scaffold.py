@@ -50,11 +50,11 @@ RESPONSE_FORMAT = (
 )
 GUIDELINE = [
     "features(X) takes images as a float32 array of shape (n, SIZE, SIZE, 3), values 0-1, and "
-    "returns the model's input for them.",
+    "returns the model's input for them as a 2-D numpy array (one row per image).",
     "train(X, y, skin_tone) gets the training images, y (1: malignant, 0: not) and each image's "
-    "Fitzpatrick skin type (1-6, -1: unknown), and returns a fitted model with "
-    "`predict_proba(features(X))` whose column 1 is the probability of malignant (a scikit-learn "
-    "estimator or pipeline is one). It is saved with joblib.",
+    "Fitzpatrick skin type (1-6, -1: unknown), and returns a fitted scikit-learn estimator or "
+    "Pipeline: the scaffold calls its `predict_proba(features(X))[:, 1]` and saves it with joblib, "
+    "so a torch module does not fit here. Use numpy, scipy and scikit-learn.",
     "To change the image size, set `SIZE = <pixels>` in your code.",
 ]
 
@@ -107,7 +107,8 @@ def ask_again(why: str | None) -> str:
     """What the model is told after a reply the scaffold cannot take (why=None: it held no code)."""
     said = f"{why[0].upper()}{why[1:]}" if why else "The reply held no ```python code block"
     return (f"{said}, so it cannot be used. Reply again: a few sentences on a design of your own, different "
-            "from the example, then one ```python code block with its imports, `def features(X):` and "
+            "from the example (other features, another scikit-learn classifier, or weights by skin type), "
+            "then one ```python code block with its imports, `def features(X):` and "
             "`def train(X, y, skin_tone):`.")
 
 
