@@ -12,10 +12,10 @@ recommends it for models under 7B parameters), and under befair's own protocol o
 protocol's prompts stay AIDE's, byte for byte.
 
 Why: a 1.5B coder writing whole files produced 36 pipelines and none ran to a measurement
-(guessed file names, removed APIs, functions that do not exist); shown a working pipeline, it
-handed it back unchanged. The prompt shows an example reply (flattened pixels, a logistic
-regression) so the model sees the interface; a reply whose features() and train() are the
-example's is asked again (`copies_example`), so no node is measured as the model's that is ours.
+(guessed file names, removed APIs, functions that do not exist). Shown a working pipeline, or a
+working example reply, it handed that back, unchanged or reworded: a node measured as the
+model's would have been ours. So the prompt shows the shape of a reply only (the two signatures,
+bodies left to write), and a reply that leaves them unwritten is asked again (`unusable`).
 """
 from __future__ import annotations
 
@@ -37,9 +37,7 @@ FRAME_TEXT = (
     "features(X) and train(X, y, skin_tone), which go where the marked line is."
 )
 EXAMPLE_TEXT = (
-    "An example reply's code, for a deliberately simple design (flattened pixels, logistic "
-    "regression). Your design must be different and your own; a reply with this same code is not "
-    "accepted."
+    "The shape of your reply's code (the design, the imports and the bodies are yours to write):"
 )
 RESPONSE_FORMAT = (
     "Your response should be a brief outline of your proposed design in natural language (3-5 "
@@ -62,30 +60,23 @@ GUIDELINE = [
 @dataclass(frozen=True)
 class Scaffold:
     code: str       # the scaffold, with its marker line
-    example: str    # the example reply's code
+    example: str    # the shape of a reply's code: the two functions' signatures, bodies left to write
 
     def section(self) -> str:
         from engine.agent.prompts import fence
 
         return f"{FRAME_TEXT}\n\n{fence(self.code, 'python')}\n\n{EXAMPLE_TEXT}\n\n{fence(self.example, 'python')}"
 
-    def copies_example(self, reply_code: str) -> bool:
-        """True when the reply's features() and train() are the example's (comments, blank lines
-        and docstrings aside): the model wrote none of the design."""
-        mine = own_parts(reply_code)
-        return bool(mine) and mine == own_parts(self.example)
-
     def unusable(self, reply_code: str) -> str | None:
         """Why a reply cannot go into the scaffold (it is asked again), or None. A reply that does
         not parse is usable: running it shows the model its SyntaxError."""
-        if self.copies_example(reply_code):
-            return "the reply was the scaffold's example, features() and train() unchanged"
         try:
-            defined = {n.name for n in ast.parse(reply_code).body if isinstance(n, ast.FunctionDef)}
+            tree = ast.parse(reply_code)
         except SyntaxError:
             return None
-        missing = [f"{name}()" for name in OWN_PARTS if name not in defined]
-        return f"the reply did not define {' and '.join(missing)}" if missing else None
+        written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not _placeholder(n)}
+        missing = [f"{name}()" for name in OWN_PARTS if name not in written]
+        return f"the reply did not write {' and '.join(missing)}" if missing else None
 
     def assemble(self, reply_code: str) -> str:
         """The pipeline: the scaffold with the reply's imports after its own, and the reply's
@@ -106,9 +97,8 @@ class Scaffold:
 def ask_again(why: str | None) -> str:
     """What the model is told after a reply the scaffold cannot take (why=None: it held no code)."""
     said = f"{why[0].upper()}{why[1:]}" if why else "The reply held no ```python code block"
-    return (f"{said}, so it cannot be used. Reply again: a few sentences on a design of your own, different "
-            "from the example (other features, another scikit-learn classifier, or weights by skin type), "
-            "then one ```python code block with its imports, `def features(X):` and "
+    return (f"{said}, so it cannot be used. Reply again: a few sentences on your design, then one ```python "
+            "code block with its imports and both functions written in full: `def features(X):` and "
             "`def train(X, y, skin_tone):`.")
 
 
@@ -147,19 +137,12 @@ def _is_constant(node: ast.stmt) -> bool:
     return True
 
 
-def own_parts(code: str) -> dict[str, str]:
-    """{name: normalised body} of features() and train() as the code defines them at module
-    level; {} unless it defines both."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return {}
-    parts = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in OWN_PARTS:
-            body = node.body[1:] if len(node.body) > 1 and _is_docstring(node.body[0]) else node.body
-            parts[node.name] = ast.dump(ast.Module(body=body, type_ignores=[]))
-    return parts if len(parts) == len(OWN_PARTS) else {}
+def _placeholder(node: ast.FunctionDef) -> bool:
+    """A body left to write: only a docstring, `...`, `pass` or `raise NotImplementedError`."""
+    body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
+    return all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                          and s.value.value is Ellipsis)
+               or (isinstance(s, ast.Raise) and "NotImplementedError" in ast.unparse(s)) for s in body)
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

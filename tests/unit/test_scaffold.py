@@ -74,14 +74,15 @@ def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
     assert "return X.reshape(len(X), -1" in code and "def predict(folder):" in code
 
 
-def test_a_copy_of_the_example_is_told_apart_from_a_design_of_the_models_own():
-    assert SC.copies_example(SC.example)
-    reworded = SC.example.replace("# the flattened pixels", '"""Pixels, flat."""\n    # flat').replace("\n\n\n", "\n\n")
-    assert SC.copies_example(reworded)
-    assert not SC.copies_example(SC.example.replace("max_iter=1000", "max_iter=2000"))
-    assert not SC.copies_example(OWN_DESIGN)
-    assert not SC.copies_example("def train(X, y, skin_tone):\n    pass\n")   # features() missing
-    assert not SC.copies_example("def features(X:\n")
+def test_a_reply_that_leaves_a_function_unwritten_is_not_taken():
+    assert SC.unusable(SC.example) == "the reply did not write features() and train()"   # the shape, copied
+    assert SC.unusable(OWN_DESIGN) is None
+    unwritten = OWN_DESIGN.replace("    return colour_stats(X)", "    pass")
+    assert SC.unusable(unwritten) == "the reply did not write features()"
+    stub = "def features(X):\n    return X\n\n\ndef train(X, y, skin_tone):\n    raise NotImplementedError('yours')\n"
+    assert SC.unusable(stub) == "the reply did not write train()"
+    assert SC.unusable(SC.code) == "the reply did not write features() and train()"   # the scaffold, copied
+    assert SC.unusable("def features(X:\n") is None        # runs into its SyntaxError, which is debugged
 
 
 def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
@@ -94,32 +95,29 @@ def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
 
 
 def test_the_coder_asks_again_when_the_reply_is_the_example_and_assembles_the_next(tmp_path):
-    with FakeChatServer([reply(code_reply("The example.", SC.example)),
+    with FakeChatServer([reply(code_reply("The shape.", SC.example)),
                          reply(code_reply("Colour statistics and a random forest.", OWN_DESIGN))]) as srv:
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
         first, second = srv.chat_requests
     assert second.messages[:len(first.messages)] == first.messages and len(r.llm_calls) == 2
     told = second.messages[len(first.messages):]     # the reply, and why it was not taken
-    assert [m["role"] for m in told] == ["assistant", "user"] and "The example." in told[0]["content"]
-    assert "scaffold's example" in told[1]["content"] and "design of your own" in told[1]["content"]
+    assert [m["role"] for m in told] == ["assistant", "user"] and "The shape." in told[0]["content"]
+    assert "did not write features() and train()" in told[1]["content"] and "written in full" in told[1]["content"]
     assert r.code == SC.assemble(OWN_DESIGN) and r.plan == "Colour statistics and a random forest."
-    with FakeChatServer([reply(code_reply("The example.", SC.example))] * 3) as srv:
-        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
-        r = coder.draft(ctx())
-    assert r.code is None and "scaffold's example" in r.error and len(r.llm_calls) == 3
     with FakeChatServer([reply(code_reply("The scaffold back.", SC.code))] * 3) as srv:
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
-    assert r.code is None and "did not define features() and train()" in r.error
+    assert r.code is None and len(r.llm_calls) == 3
+    assert r.error == "no usable code in 3 replies: the reply did not write features() and train()"
 
 
 def test_the_be_fair_protocol_never_gets_the_scaffold():
-    with FakeChatServer([reply(code_reply("Whole file.", SC.example))]) as srv:
+    with FakeChatServer([reply(code_reply("Whole file.", SC.code))]) as srv:
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(BeFairContext(instruction="Classify.", metric_line="AUROC", data_preview="p", step=1, seed=0))
         text = srv.chat_requests[0].text
-    assert r.code == SC.example and scaffold.MARKER not in text
+    assert r.code == SC.code and "# Scaffold" not in text
 
 
 @pytest.mark.parametrize("given, expected", [("on", True), ("off", False), ("true", True), (False, False)])

@@ -1,13 +1,9 @@
-from sklearn.linear_model import LogisticRegression
+# the imports your design needs
 
 
 def features(X):
-    # the flattened pixels
-    return X.reshape(len(X), -1)
+    ...  # your features: a 2-D numpy array, one row per image of X
 
 
 def train(X, y, skin_tone):
-    # a logistic regression on features(X), classes weighted by their frequency
-    model = LogisticRegression(max_iter=1000, class_weight="balanced")
-    model.fit(features(X), y)
-    return model
+    ...  # fit your scikit-learn estimator or Pipeline on features(X) and y, and return it
