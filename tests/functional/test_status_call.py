@@ -24,22 +24,21 @@ class _Bar(App[None]):
         yield StatusBar(id="bar")
 
 
-async def test_the_call_in_progress_stays_on_an_80_column_line():
+async def _line(width: int) -> str:
     state = _state()
     state.status = "running"
     live = {"role": "draft", "tokens": 1412, "chars": 5000, "tokens_per_s": 6.1}
     app = _Bar()
-    async with app.run_test(size=(80, 3)) as pilot:
+    async with app.run_test(size=(width, 3)) as pilot:
         bar = app.query_one(StatusBar)
         bar.sync(state, read_only=False, live=live, now=100.0)
         await pilot.pause()
-        line = str(bar.render())
-        assert "fairness-metric · qwen2.5-cod… · step 0/6 · draft 1,412 tok 6.1/s" in line, line
-        assert "LLM coder (" not in line                      # the label is shortened, not the call
-    app = _Bar()
-    async with app.run_test(size=(140, 3)) as pilot:
-        bar = app.query_one(StatusBar)
-        bar.sync(state, read_only=False, live=live, now=100.0)
-        await pilot.pause()
-        line = str(bar.render())
-        assert f"LLM coder ({MODEL})" in line and "★" in line and "draft 1,412 tok 6.1/s" in line, line
+        return str(bar.render())
+
+
+async def test_the_call_in_progress_stays_on_an_80_column_line():
+    line = await _line(80)
+    assert "fairness-metric · qwen2.5-cod… · step 0/6 · draft 1,412 tok 6.1/s" in line, line
+    assert "LLM coder (" not in line                      # the label is shortened, not the call
+    line = await _line(140)
+    assert f"LLM coder ({MODEL})" in line and "★" in line and "draft 1,412 tok 6.1/s" in line, line
