@@ -229,7 +229,7 @@ def _instructions(ctx: CoderContext, sketch_title: str, sketch: list[str],
     if ctx.scaffold:
         guideline = scaffold.GUIDELINE + implementation_guideline(exec_timeout)[3:4]   # the time limit
         return {"Response format": scaffold.RESPONSE_FORMAT, sketch_title: sketch,
-                "Implementation guideline": guideline, "Installed packages": environment_text()}
+                "Implementation guideline": guideline, "Packages": scaffold.packages_text(installed_versions())}
     return {
         "Response format": RESPONSE_FORMAT,
         sketch_title: sketch,

@@ -51,8 +51,7 @@ GUIDELINE = [
     "returns the model's input for them as a 2-D numpy array (one row per image).",
     "train(X, y, skin_tone) gets the training images, y (1: malignant, 0: not) and each image's "
     "Fitzpatrick skin type (1-6, -1: unknown), and returns a fitted scikit-learn estimator or "
-    "Pipeline: the scaffold calls its `predict_proba(features(X))[:, 1]` and saves it with joblib, "
-    "so a torch module does not fit here. Use numpy, scipy and scikit-learn.",
+    "Pipeline: the scaffold calls its `predict_proba(features(X))[:, 1]` and saves it with joblib.",
     "To change the image size, set `SIZE = <pixels>` in your code.",
 ]
 
@@ -92,6 +91,14 @@ class Scaffold:
         last_import = max((i for i, line in enumerate(lines) if line.startswith(("import ", "from "))), default=-1)
         lines[last_import + 1:last_import + 1] = imports
         return "\n".join(lines) + "\n\n\n" + "\n\n\n".join(body) + "\n" + tail
+
+
+def packages_text(versions: dict[str, str]) -> str:
+    """What a scaffolded reply may import: the scaffold saves a scikit-learn model with joblib, so
+    torch and the GPU are not offered (a small model told of them wrote torch code that cannot fit)."""
+    sk = versions.get("scikit-learn")
+    return ("Use numpy, scipy and scikit-learn" + (f" {sk}" if sk else "") + " (import sklearn) only. "
+            "Training runs on the CPU, without internet access.")
 
 
 def ask_again(why: str | None) -> str:

@@ -91,7 +91,8 @@ def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
     assert scaffold.MARKER not in plain and "# Scaffold" not in plain
     assert scaffold.MARKER in framed and SC.example.strip() in framed and scaffold.RESPONSE_FORMAT in framed
     assert prompts.PIPELINE_CONTRACT[1] not in framed        # the scaffold holds the contract
-    assert "15 minutes" in framed and "Installed packages" in framed
+    assert "15 minutes" in framed and "Use numpy, scipy and scikit-learn" in framed
+    assert "torch" not in framed.split("# Instructions")[1]       # no torch, no GPU advice
 
 
 def test_the_coder_asks_again_when_the_reply_is_the_example_and_assembles_the_next(tmp_path):
