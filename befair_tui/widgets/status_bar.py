@@ -32,7 +32,8 @@ def _asking(state: SessionState) -> str | None:
     return str(action) if action in ("draft", "improve", "debug") and last.get("seq", 0) > newest else None
 
 
-def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bool, read_only: bool) -> str:
+def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bool, read_only: bool,
+                      compact: bool = False) -> str:
     """The LLM call in progress: its tokens so far and how fast, or that the model still reads."""
     live = live if live is not None else state.live_reply
     if live and live.get("tokens"):
@@ -40,7 +41,7 @@ def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bo
         speed = f" {float(rate):.1f}/s" if rate is not None else ""
         return f" · {live.get('role')} {int(live['tokens']):,} tok{speed}"
     if state.status == "running" and not dead and not read_only and (asked := _asking(state)):
-        return f" · {asked}: model reading the prompt"
+        return f" · {asked}: {'reading prompt' if compact else 'reading the prompt'}"
     return ""
 
 
@@ -106,7 +107,7 @@ class StatusBar(Static):
                  (f" · step {state.agent_steps}/{state.budget}", "")]
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
         # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
-        call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only)) else []
+        call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, bool(compact))) else []
         parts, extras = (parts, [*call, best]) if compact else ([*parts, best], call)
         # a dead runner: the clock stops at its last event instead of ticking on
         extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),

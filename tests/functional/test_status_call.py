@@ -14,7 +14,8 @@ MODEL = "qwen2.5-coder-1.5b-instruct"
 def _state():
     started = {"config": {"steps": 6, "level": "fairness-metric", "sandbox": "bwrap"}, "instruction": "x", "data": {},
                "coder": {"name": "openai", "label": f"LLM coder ({MODEL})", "simulated": False, "model": MODEL}}
-    items = [(ev.SESSION_STARTED, started)]
+    items = [(ev.SESSION_STARTED, started),
+             (ev.POLICY_DECISION, {"action": "draft", "node_id": None, "reason": "initial drafting", "forced": False})]
     return fold([ev.Event(seq=i + 1, kind=k, payload=p, ts=float(i), session_id="s")
                  for i, (k, p) in enumerate(items)])
 
@@ -24,10 +25,12 @@ class _Bar(App[None]):
         yield StatusBar(id="bar")
 
 
-async def _line(width: int) -> str:
+LIVE = {"role": "draft", "tokens": 1412, "chars": 5000, "tokens_per_s": 6.1}
+
+
+async def _line(width: int, live: dict | None = LIVE) -> str:
     state = _state()
     state.status = "running"
-    live = {"role": "draft", "tokens": 1412, "chars": 5000, "tokens_per_s": 6.1}
     app = _Bar()
     async with app.run_test(size=(width, 3)) as pilot:
         bar = app.query_one(StatusBar)
@@ -42,3 +45,8 @@ async def test_the_call_in_progress_stays_on_an_80_column_line():
     assert "LLM coder (" not in line                      # the label is shortened, not the call
     line = await _line(140)
     assert f"LLM coder ({MODEL})" in line and "★" in line and "draft 1,412 tok 6.1/s" in line, line
+
+
+async def test_a_model_still_reading_its_prompt_is_said_on_an_80_column_line():
+    assert (await _line(80, live={})).endswith("step 0/6 · draft: reading prompt")
+    assert "step 0/6 · ★ validation AUC · draft: reading the prompt" in await _line(140, live={})
