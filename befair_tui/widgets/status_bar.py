@@ -76,7 +76,7 @@ class StatusBar(Static):
         dead = runner == "stopped" and state.status in ("running", "paused") and not read_only
         if dead:
             word = RUNNER_STOPPED
-        compact = self.size.width and self.size.width < 110
+        compact = bool(self.size.width) and self.size.width < 110
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
             text.append("befair · ", style="bold")
@@ -107,7 +107,7 @@ class StatusBar(Static):
                  (f" · step {state.agent_steps}/{state.budget}", "")]
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
         # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
-        call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, bool(compact))) else []
+        call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, compact)) else []
         parts, extras = (parts, [*call, best]) if compact else ([*parts, best], call)
         # a dead runner: the clock stops at its last event instead of ticking on
         extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
