@@ -24,7 +24,9 @@ from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Revi
 from engine.agent.llm_attempts import shorten
 from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
 from engine.agent.llm_config import LlmConfig, LlmConfigError
-from engine.agent.response_parsing import extract_code, extract_plan, parse_json_object, review_from_dict
+from engine.agent.response_parsing import (
+    extract_all_code, extract_code, extract_plan, parse_json_object, review_from_dict,
+)
 from engine.evaluation.audit import parse_claimed_metric
 
 __all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session"]
@@ -172,13 +174,13 @@ class LlmCoder:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
         plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
         scaffold, so is a reply that hands back its example or lacks features() or train()
-        (engine.agent.scaffold.unusable), and the model is told why, after its reply: a small model
-        asked the same again copies the example again. A usable reply goes into the scaffold
-        (assemble): the node's code is the whole file."""
+        (engine.agent.scaffold.unusable); the prompt is sent again with a note of what the last reply
+        lacked (not with that reply: a small model shown its reply repeats it word for word). A
+        usable reply goes into the scaffold (assemble): the node's code is the whole file."""
         calls: list[LlmCall] = []
         unusable: list[str] = []     # why each reply with code was not taken
         try:
-            messages = prompts.to_messages(build())
+            messages = first = prompts.to_messages(build())
             for _ in range(CODE_ATTEMPTS):
                 res = self._complete(messages, role=role, model=self.model,
                                      temperature=self.config.temperature)
@@ -187,13 +189,13 @@ class LlmCoder:
                 if not res.ok:  # refused, cut, failed: asking again would not help
                     return CoderReply(plan=extract_plan(content), code=None, error=res.error,
                                       llm_calls=calls)
-                code, plan = extract_code(content), extract_plan(content)
+                code = (extract_all_code if ctx.scaffold else extract_code)(content)
+                plan = extract_plan(content)
                 why = scaffold.load().unusable(code) if code is not None and ctx.scaffold else None
                 if why:
                     unusable.append(why)
                 if ctx.scaffold and (why or code is None):
-                    messages = [*messages, {"role": "assistant", "content": content},
-                                {"role": "user", "content": scaffold.ask_again(why)}]
+                    messages = scaffold.with_note(first, why)
                 elif code is not None:
                     code = scaffold.load().assemble(code) if ctx.scaffold else code
                     return CoderReply(plan=plan or "(the model gave no plan)", code=code, llm_calls=calls)

@@ -65,6 +65,15 @@ def _has_imports(code: str) -> bool:
     return re.search(r"^(import |from \S+ import )", code, re.M) is not None
 
 
+def extract_all_code(text: str) -> str | None:
+    """All the reply's Python blocks joined, when the result parses (a small model writes one
+    function per block); else what extract_code finds. For replies that hold parts of a file."""
+    blocks = [b.code.rstrip() for b in find_code_blocks(text or "")
+              if b.code.strip() and b.lang in PY_LANGS and (b.lang or _looks_like_python(b.code))]
+    joined = "\n\n\n".join(blocks)
+    return _clean(joined) if len(blocks) > 1 and is_valid_python(joined) else extract_code(text)
+
+
 def extract_code(text: str) -> str | None:
     """The pipeline's code from a reply, or None when there is none.
 

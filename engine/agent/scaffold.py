@@ -23,6 +23,7 @@ import ast
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TEMPLATES = Path(__file__).parent / "templates"
 MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
@@ -102,11 +103,17 @@ def packages_text(versions: dict[str, str]) -> str:
 
 
 def ask_again(why: str | None) -> str:
-    """What the model is told after a reply the scaffold cannot take (why=None: it held no code)."""
-    said = f"{why[0].upper()}{why[1:]}" if why else "The reply held no ```python code block"
-    return (f"{said}, so it cannot be used. Reply again: a few sentences on your design, then one ```python "
-            "code block with its imports and both functions written in full: `def features(X):` and "
-            "`def train(X, y, skin_tone):`.")
+    """The note added to the prompt after a reply the scaffold cannot take (why=None: no code)."""
+    said = f"{why[0].upper()}{why[1:]}" if why else "The last reply held no ```python code block"
+    return (f"Note: {said.replace('The reply', 'The last reply')}, so it could not be used. Write both "
+            "functions in full, `def features(X):` and `def train(X, y, skin_tone):`, in one ```python "
+            "code block with their imports.")
+
+
+def with_note(messages: list[dict[str, Any]], why: str | None) -> list[dict[str, Any]]:
+    """The first prompt again, its last message ending with what the last reply lacked."""
+    *head, last = messages
+    return [*head, {**last, "content": f"{str(last['content']).rstrip()}\n\n{ask_again(why)}\n"}]
 
 
 def _split_reply(code: str) -> tuple[list[str], list[str]]:

@@ -67,6 +67,17 @@ if __name__ == "__main__":
     assert scaffold.MARKER not in code
 
 
+def test_functions_written_in_separate_blocks_are_joined():
+    from engine.agent.response_parsing import extract_all_code
+
+    split = ("Design.\n\n### Features\n```python\nimport numpy as np\n\ndef features(X):\n"
+             "    return X.mean(axis=(1, 2))\n```\n\n### Train\n```python\nfrom sklearn.svm import SVC\n\n"
+             "def train(X, y, skin_tone):\n"
+             "    return SVC(probability=True).fit(features(X), y)\n```\n")
+    code = extract_all_code(split)
+    assert SC.unusable(code) is None and "import numpy as np" in code and "SVC(probability=True)" in code
+
+
 def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
     code = SC.assemble("def features(X):\n    return X.reshape(len(X), -1\n")
     with pytest.raises(SyntaxError):
@@ -101,10 +112,10 @@ def test_the_coder_asks_again_when_the_reply_is_the_example_and_assembles_the_ne
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
         first, second = srv.chat_requests
-    assert second.messages[:len(first.messages)] == first.messages and len(r.llm_calls) == 2
-    told = second.messages[len(first.messages):]     # the reply, and why it was not taken
-    assert [m["role"] for m in told] == ["assistant", "user"] and "The shape." in told[0]["content"]
-    assert "did not write features() and train()" in told[1]["content"] and "written in full" in told[1]["content"]
+    assert len(second.messages) == len(first.messages) and len(r.llm_calls) == 2
+    assert second.messages[:-1] == first.messages[:-1] and "The shape." not in second.text   # not its reply
+    note = second.messages[-1]["content"].removeprefix(first.messages[-1]["content"].rstrip())
+    assert "The last reply did not write features() and train()" in note and "in full" in note
     assert r.code == SC.assemble(OWN_DESIGN) and r.plan == "Colour statistics and a random forest."
     with FakeChatServer([reply(code_reply("The scaffold back.", SC.code))] * 3) as srv:
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
