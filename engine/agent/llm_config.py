@@ -350,7 +350,7 @@ LLM_OPTIONS: tuple[CoderOption, ...] = (
                 "replies (default 4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS"),
     CoderOption("review_max_tokens", int, 512, "completion cap for reviews (default 512; "
                 "0: no cap)", flag="--review-max-tokens", metavar="TOKENS"),
-    CoderOption("scaffold", str, None, "on: the model writes only features() and train(); befair's "
+    CoderOption("scaffold", str, False, "on: the model writes only features() and train(); befair's "
                 "scaffold reads the data, prints the metric and defines predict() (for small local "
                 "models; `befair llm check` says when; default off)", flag="--scaffold", metavar="on|off"),
     CoderOption("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",

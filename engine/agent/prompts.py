@@ -245,7 +245,9 @@ def _opening(ctx: CoderContext, introduction: str, *, include_node: bool, with_p
     if with_preview:
         prompt["Data overview"] = _preview(ctx)
     if ctx.scaffold:
-        prompt["Scaffold"] = scaffold.load().section()
+        sc = scaffold.load()
+        prompt["Scaffold"] = (f"{scaffold.FRAME_TEXT}\n\n{fence(sc.code, 'python')}\n\n{scaffold.EXAMPLE_TEXT}\n\n"
+                              f"{fence(sc.example, 'python')}")
     _with_guidance(prompt, ctx, include_node=include_node)
     mem = memory_section(ctx.memory) if with_memory else None
     if mem:

@@ -62,11 +62,6 @@ class Scaffold:
     code: str       # the scaffold, with its marker line
     example: str    # the shape of a reply's code: the two functions' signatures, bodies left to write
 
-    def section(self) -> str:
-        from engine.agent.prompts import fence
-
-        return f"{FRAME_TEXT}\n\n{fence(self.code, 'python')}\n\n{EXAMPLE_TEXT}\n\n{fence(self.example, 'python')}"
-
     def unusable(self, reply_code: str) -> str | None:
         """Why a reply cannot go into the scaffold (it is asked again), or None. A reply that does
         not parse is usable: running it shows the model its SyntaxError."""
