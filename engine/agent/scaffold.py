@@ -29,7 +29,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
 OWN_PARTS = ("features", "train")
 # names the scaffold defines: a reply that redefines them is not allowed to replace them
-FIXED = frozenset({"INPUT", "WORKING", "load_image", "load_training_data", "predict"})
+FIXED = frozenset({"INPUT", "WORKING", "load_image", "load_training_data", "predict", "_written_features"})
 SMALL_MODEL_PARAMS = 7e9      # below this, `befair llm check` recommends the scaffold
 
 FRAME_TEXT = (
@@ -49,7 +49,7 @@ RESPONSE_FORMAT = (
 )
 GUIDELINE = [
     "features(X) takes images as a float32 array of shape (n, SIZE, SIZE, 3), values 0-1, and "
-    "returns the model's input for them as a 2-D numpy array (one row per image).",
+    "returns the model's input for them, one row per image (the scaffold flattens each row).",
     "train(X, y, skin_tone) gets the training images, y (1: malignant, 0: not) and each image's "
     "Fitzpatrick skin type (1-6, -1: unknown), and returns a fitted scikit-learn estimator or "
     "Pipeline: the scaffold calls its `predict_proba(features(X))[:, 1]` and saves it with joblib.",
@@ -69,7 +69,8 @@ class Scaffold:
             tree = ast.parse(reply_code)
         except SyntaxError:
             return None
-        written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not _placeholder(n)}
+        written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not _placeholder(n)
+                   and "_written_features" not in ast.unparse(n)}     # the scaffold's own wrapper, copied
         missing = [f"{name}()" for name in OWN_PARTS if name not in written]
         return f"the reply did not write {' and '.join(missing)}" if missing else None
 

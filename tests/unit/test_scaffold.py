@@ -59,7 +59,7 @@ if __name__ == "__main__":
     code = SC.assemble(noisy)
     tree = ast.parse(code)
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert defs == ["load_image", "load_training_data", "colour_stats", "features", "train", "predict"]
+    assert defs == ["load_image", "load_training_data", "colour_stats", "features", "train", "features", "predict"]
     assert code.count("def predict(folder):") == 1 and "return {}" not in code     # the scaffold's predict
     assert "X_all" not in code and "0.99" not in code           # calls and its own __main__ left out
     assert "SIZE = 16" in code and code.index("SIZE = 16") > code.index("SIZE = 32")
@@ -76,6 +76,24 @@ def test_functions_written_in_separate_blocks_are_joined():
              "    return SVC(probability=True).fit(features(X), y)\n```\n")
     code = extract_all_code(split)
     assert SC.unusable(code) is None and "import numpy as np" in code and "SVC(probability=True)" in code
+
+
+def test_features_of_any_shape_reach_the_model_as_one_flat_row_per_image(tmp_path):
+    """The 1.5B model's most common failure: features() returned the images (n, 32, 32, 3) and
+    scikit-learn refused 4-D input. The scaffold flattens whatever features() returns."""
+    import subprocess
+    import sys
+
+    reply_code = ("import numpy as np\nfrom sklearn.linear_model import LogisticRegression\n\n"
+                  "def features(X):\n    return X[:, ::4, ::4, :]\n\n"
+                  "def train(X, y, skin_tone):\n    return LogisticRegression(max_iter=200).fit(features(X), y)\n")
+    probe = SC.assemble(reply_code).split('if __name__ == "__main__":')[0] + (
+        "\nX = np.random.default_rng(0).random((6, 32, 32, 3), dtype=np.float32)\n"
+        "print(features(X).shape, train(X, np.array([0, 1] * 3), None).predict_proba(features(X)).shape)\n")
+    (tmp_path / "probe.py").write_text(probe)
+    out = subprocess.run([sys.executable, "probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["(6,", "192)", "(6,", "2)"]
 
 
 def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
