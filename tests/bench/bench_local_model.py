@@ -154,13 +154,15 @@ def summarise(db: Path, sid: str) -> dict[str, Any]:
 
 def _replies_not_taken(calls: list[dict[str, Any]]) -> dict[str, int]:
     """Coding replies the scaffold did not take (asked again), by reason."""
-    from engine.agent.response_parsing import extract_code
+    from engine.agent.response_parsing import extract_all_code
     from engine.agent.scaffold import load
 
     out: dict[str, int] = {}
     for c in calls:
-        code = extract_code(c.get("reply") or "") if c.get("role") != "review" and c.get("ok") else None
-        why = load().unusable(code) if code else None
+        if c.get("role") == "review" or not c.get("ok"):
+            continue
+        code = extract_all_code(c.get("reply") or "")      # as the coder reads a scaffolded reply
+        why = load().unusable(code) if code else "the reply held no Python code"
         if why:
             out[why] = out.get(why, 0) + 1
     return out
