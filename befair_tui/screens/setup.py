@@ -182,9 +182,10 @@ class SetupScreen(Screen[None]):
                                 id="api-key", password=True)
                     yield Static("[dim]The key is given to this session's process only, through its "
                                  "environment; it is never saved.[/dim]", classes="hint")
-                    yield PlainCheckbox("Scaffold: the model writes only the model's two functions; befair "
-                                        "reads the data and defines predict() (for small local models)",
-                                        c.scaffold, id="scaffold")
+                    yield PlainCheckbox("Scaffold, for small local models", c.scaffold, id="scaffold")
+                    yield Static("[dim]befair writes the data loading, the metric and predict(); the model "
+                                 "writes only features() and train(). Check server ticks it for models "
+                                 "under 7B parameters.[/dim]", classes="hint")
                     with Horizontal(classes="row inline"):
                         yield Button("Check server", id="llm-check-button")
                         yield Static("", id="llm-check")
