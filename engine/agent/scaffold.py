@@ -70,7 +70,7 @@ class Scaffold:
         except SyntaxError:
             return None
         written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not _placeholder(n)
-                   and "_written_features" not in ast.unparse(n)}     # the scaffold's own wrapper, copied
+                   and not _is_wrapper(n)}
         missing = [f"{name}()" for name in OWN_PARTS if name not in written]
         return f"the reply did not write {' and '.join(missing)}" if missing else None
 
@@ -120,7 +120,8 @@ def _split_reply(code: str) -> tuple[list[str], list[str]]:
         text = ast.get_source_segment(code, node) or ""
         if isinstance(node, ast.Import | ast.ImportFrom):
             imports.append(text)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in FIXED:
+        elif (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in FIXED
+              and not _is_wrapper(node)):
             body.append(_with_decorators(code, node, text))
         elif _is_constant(node):
             body.append(text)
@@ -145,6 +146,12 @@ def _is_constant(node: ast.stmt) -> bool:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
     return True
+
+
+def _is_wrapper(node: ast.stmt) -> bool:
+    """The scaffold's own flattening wrapper of features(), copied back from an improve or debug
+    prompt: kept, it would call itself (RecursionError)."""
+    return "_written_features" in ast.unparse(node)
 
 
 def _placeholder(node: ast.FunctionDef) -> bool:

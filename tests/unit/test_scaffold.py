@@ -96,6 +96,22 @@ def test_features_of_any_shape_reach_the_model_as_one_flat_row_per_image(tmp_pat
     assert out.stdout.split() == ["(6,", "192)", "(6,", "2)"]
 
 
+def test_a_reply_that_copies_the_whole_assembled_file_back_does_not_call_itself(tmp_path):
+    """An improve or debug prompt shows the assembled file, with the scaffold's features() wrapper;
+    a reply that hands the whole file back must not keep that wrapper (it would recurse)."""
+    import subprocess
+    import sys
+
+    whole = SC.assemble(OWN_DESIGN)
+    again = SC.assemble(whole)
+    assert SC.unusable(whole) is None and again.count("_written_features(X)") == 1
+    probe = again.split('if __name__ == "__main__":')[0] + (
+        "\nX = np.random.default_rng(0).random((6, 32, 32, 3), dtype=np.float32)\nprint(features(X).shape)\n")
+    (tmp_path / "probe.py").write_text(probe)
+    out = subprocess.run([sys.executable, "probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["(6,", "6)"], out.stderr[-500:]
+
+
 def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
     code = SC.assemble("def features(X):\n    return X.reshape(len(X), -1\n")
     with pytest.raises(SyntaxError):
