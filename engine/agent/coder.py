@@ -65,6 +65,7 @@ class CoderContext:
     # The task protocol whose prompts the context is for (engine.agent.task_protocol); a subclass
     # carrying another protocol's settings names its own (prompts_be_fair.BeFairContext).
     protocol: ClassVar[str] = "befair"
+    scaffoldable: ClassVar[bool] = True    # its prompts can ask for the scaffold's two functions
     instruction: str                       # exact instruction-level text
     metric_line: str                       # "Area under the receiver operator curve (AUROC)"
     data_preview: str                      # preview of the obfuscated training data

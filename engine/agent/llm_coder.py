@@ -96,8 +96,8 @@ class LlmCoder:
 
     def _scaffolded(self, ctx: CoderContext) -> CoderContext:
         """The context asking for features() and train() only, when the settings want the scaffold
-        (befair's own protocol: the be-fair protocol's context has no scaffold)."""
-        if not self.config.scaffold or ctx.protocol != CoderContext.protocol:
+        and the context's protocol can take it (the be-fair protocol's cannot)."""
+        if not self.config.scaffold or not ctx.scaffoldable:
             return ctx
         return dataclasses.replace(ctx, scaffold=True)
 
@@ -173,7 +173,7 @@ class LlmCoder:
     def _code(self, role: str, build: Callable[[], dict[str, Any]], ctx: CoderContext) -> CoderReply:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
         plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
-        scaffold, so is a reply that hands back its example or lacks features() or train()
+        scaffold, so is a reply that leaves features() or train() unwritten
         (engine.agent.scaffold.unusable); the prompt is sent again with a note of what the last reply
         lacked (not with that reply: a small model shown its reply repeats it word for word). A
         usable reply goes into the scaffold (assemble): the node's code is the whole file."""

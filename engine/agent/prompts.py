@@ -189,12 +189,14 @@ def implementation_guideline(exec_timeout: float | None) -> list[str]:
         "No parts of the code should be skipped; don't terminate before finishing the script.",
         "Your response should only contain a single code block.",
     ]
-    if exec_timeout:
-        items.append(
-            f"Be aware of the running time of the code: it must complete within "
-            f"{_duration(exec_timeout)}."
-        )
-    return items + PIPELINE_CONTRACT
+    return items + time_limit(exec_timeout) + PIPELINE_CONTRACT
+
+
+def time_limit(exec_timeout: float | None) -> list[str]:
+    """The guideline line on the step's time limit (none without one)."""
+    if not exec_timeout:
+        return []
+    return [f"Be aware of the running time of the code: it must complete within {_duration(exec_timeout)}."]
 
 
 def _duration(seconds: float) -> str:
@@ -227,7 +229,7 @@ def _instructions(ctx: CoderContext, sketch_title: str, sketch: list[str],
     contract (with the scaffold: what features() and train() take and give) and the installed
     packages."""
     if ctx.scaffold:
-        guideline = scaffold.GUIDELINE + implementation_guideline(exec_timeout)[3:4]   # the time limit
+        guideline = scaffold.GUIDELINE + time_limit(exec_timeout)
         return {"Response format": scaffold.RESPONSE_FORMAT, sketch_title: sketch,
                 "Implementation guideline": guideline, "Packages": scaffold.packages_text(installed_versions())}
     return {

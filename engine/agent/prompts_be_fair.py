@@ -22,6 +22,7 @@ from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_s
 class BeFairContext(CoderContext):
     """A CoderContext for a session under the be-fair protocol: the prompts take AIDE's shape."""
     protocol: ClassVar[str] = "be-fair"
+    scaffoldable: ClassVar[bool] = False   # AIDE's prompts, byte for byte: never the scaffold
     journal_summary: str = ""        # AIDE's Memory (aide_memory)
     k_fold_validation: int = 5       # the study's AIDE config
     expose_prediction: bool = True
