@@ -29,7 +29,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
 OWN_PARTS = ("features", "train")
 # names the scaffold defines: a reply that redefines them is not allowed to replace them
-FIXED = frozenset({"INPUT", "WORKING", "load_image", "load_training_data", "predict", "_written_features"})
+FIXED = frozenset({"INPUT", "WORKING", "load_image", "load_training_data", "predict", "_Rows",
+                   "_one_row_per_image", "_written_features"})
 SMALL_MODEL_PARAMS = 7e9      # below this, `befair llm check` recommends the scaffold
 
 FRAME_TEXT = (
@@ -48,11 +49,14 @@ RESPONSE_FORMAT = (
     "around your code."
 )
 GUIDELINE = [
-    "features(X) takes images as a float32 array of shape (n, SIZE, SIZE, 3), values 0-1, and "
-    "returns the model's input for them, one row per image (the scaffold flattens each row).",
-    "train(X, y, skin_tone) gets the training images, y (1: malignant, 0: not) and each image's "
-    "Fitzpatrick skin type (1-6, -1: unknown), and returns a fitted scikit-learn estimator or "
-    "Pipeline: the scaffold calls its `predict_proba(features(X))[:, 1]` and saves it with joblib.",
+    "features(X) takes the images as the scaffold's load_image() made them: one float32 numpy array of "
+    "shape (n, SIZE, SIZE, 3), values 0-1, already loaded and resized (not PIL images, not file names, "
+    "not the CSV's columns). It returns the model's input for them, a 2-D numpy "
+    "array with one row of numbers per image (the scaffold flattens each row).",
+    "train(X, y, skin_tone) gets features() of the training images (already computed: fit on X as it "
+    "is), y (1: malignant, 0: not) and each image's Fitzpatrick skin type (1-6, -1: unknown), and "
+    "returns a fitted scikit-learn estimator or Pipeline: the scaffold calls its "
+    "`predict_proba(features(X))[:, 1]` and saves it with joblib.",
     "To change the image size, set `SIZE = <pixels>` in your code.",
 ]
 
@@ -79,11 +83,11 @@ class Scaffold:
         functions, classes and constants at the marker. Anything else in the reply (a copy of the
         scaffold's own functions, a `__main__` block, calls at module level) is left out. A reply
         that does not parse goes in whole, so that running it shows the model its SyntaxError."""
+        head, tail = self.code.split(MARKER, 1)
         try:
-            imports, body = _split_reply(reply_code)
+            imports, body = _split_reply(reply_code, given=_bound_names(head))
         except SyntaxError:
             imports, body = [], [reply_code.strip()]
-        head, tail = self.code.split(MARKER, 1)
         lines = head.rstrip("\n").split("\n")
         last_import = max((i for i, line in enumerate(lines) if line.startswith(("import ", "from "))), default=-1)
         lines[last_import + 1:last_import + 1] = imports
@@ -94,8 +98,9 @@ def packages_text(versions: dict[str, str]) -> str:
     """What a scaffolded reply may import: the scaffold saves a scikit-learn model with joblib, so
     torch and the GPU are not offered (a small model told of them wrote torch code that cannot fit)."""
     sk = versions.get("scikit-learn")
-    return ("Use numpy, scipy and scikit-learn" + (f" {sk}" if sk else "") + " (import sklearn) only. "
-            "Training runs on the CPU, without internet access.")
+    return ("Use numpy, scipy and scikit-learn" + (f" {sk}" if sk else "") + " (import sklearn) only: "
+            "tensorflow, keras, torch, torchvision, skimage, cv2 and fairlearn are not available. Training "
+            "runs on the CPU, without internet access (nothing can be downloaded).")
 
 
 def ask_again(why: str | None) -> str:
@@ -112,20 +117,44 @@ def with_note(messages: list[dict[str, Any]], why: str | None) -> list[dict[str,
     return [*head, {**last, "content": f"{str(last['content']).rstrip()}\n\n{ask_again(why)}\n"}]
 
 
-def _split_reply(code: str) -> tuple[list[str], list[str]]:
-    """(import statements, definitions) of a reply, as the model wrote them."""
+def _split_reply(code: str, given: frozenset[str]) -> tuple[list[str], list[str]]:
+    """(import statements, definitions) of a reply, as the model wrote them, less the imports of
+    names the scaffold already imports (`given`)."""
     imports: list[str] = []
     body: list[str] = []
     for node in ast.parse(code).body:
         text = ast.get_source_segment(code, node) or ""
         if isinstance(node, ast.Import | ast.ImportFrom):
-            imports.append(text)
+            imports.extend(_new_imports(node, text, given))
         elif (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in FIXED
               and not _is_wrapper(node)):
             body.append(_with_decorators(code, node, text))
         elif _is_constant(node):
             body.append(text)
     return imports, body
+
+
+def _bound_names(code: str) -> frozenset[str]:
+    """The names the import statements of `code` bind."""
+    return frozenset(_binds(a) for node in ast.parse(code).body if isinstance(node, ast.Import | ast.ImportFrom)
+                     for a in node.names)
+
+
+def _binds(alias: ast.alias) -> str:
+    return alias.asname or alias.name.split(".")[0]
+
+
+def _new_imports(node: ast.Import | ast.ImportFrom, text: str, given: frozenset[str]) -> list[str]:
+    """The statement as written, or without the names the scaffold imports already: a small model
+    re-imported them from the wrong module (`from sklearn.ensemble import LogisticRegression`)."""
+    kept = [a for a in node.names if _binds(a) not in given or a.name == "*"]
+    if len(kept) == len(node.names):
+        return [text]
+    if not kept:
+        return []
+    if isinstance(node, ast.Import):
+        return [ast.unparse(ast.Import(names=kept))]
+    return [ast.unparse(ast.ImportFrom(module=node.module, names=kept, level=node.level))]
 
 
 def _with_decorators(code: str, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, text: str) -> str:
@@ -149,9 +178,10 @@ def _is_constant(node: ast.stmt) -> bool:
 
 
 def _is_wrapper(node: ast.stmt) -> bool:
-    """The scaffold's own flattening wrapper of features(), copied back from an improve or debug
-    prompt: kept, it would call itself (RecursionError)."""
-    return "_written_features" in ast.unparse(node)
+    """A copy of the scaffold's own flattening of features() (this scaffold's, or the earlier one's
+    `_written_features`): kept, it would call itself (RecursionError)."""
+    text = ast.unparse(node)
+    return "_written_features" in text or "_one_row_per_image" in text
 
 
 def _placeholder(node: ast.FunctionDef) -> bool:

@@ -47,8 +47,8 @@ STEP_TIMEOUT = "300"
 LLM_TIMEOUT = os.environ.get("BEFAIR_BENCH_LOCAL_LLM_TIMEOUT", "900")
 # befair's scaffold reads the data, prints the metric and defines predict(): the guidance is about the model
 GUIDANCE = ("Keep it simple and make it run: in features(X) compute each colour channel's mean and standard "
-            "deviation per image with numpy; in train() fit a scikit-learn classifier on features(X) with "
-            "class_weight='balanced' and return it. Use only numpy and scikit-learn.")
+            "deviation per image with numpy; in train(X, y, skin_tone) fit a scikit-learn classifier with "
+            "class_weight='balanced' on X as given and return it. Use only numpy and scikit-learn.")
 
 
 def loadavg() -> str:

@@ -17,7 +17,7 @@ from tests.fakes.chat_server import FakeChatServer, code_reply, reply, tool_revi
 
 SC = scaffold.load()
 OWN_DESIGN = '''import numpy as np
-from sklearn.ensemble import RandomForestClassifier
+from sklearn.ensemble import ExtraTreesClassifier
 
 SIZE = 16
 
@@ -32,7 +32,7 @@ def features(X):
 
 
 def train(X, y, skin_tone):
-    model = RandomForestClassifier(n_estimators=50, class_weight="balanced", random_state=0)
+    model = ExtraTreesClassifier(n_estimators=50, class_weight="balanced", random_state=0)
     model.fit(features(X), y)
     return model
 '''
@@ -59,11 +59,13 @@ if __name__ == "__main__":
     code = SC.assemble(noisy)
     tree = ast.parse(code)
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert defs == ["load_image", "load_training_data", "colour_stats", "features", "train", "features", "predict"]
+    assert defs == ["load_image", "load_training_data", "_one_row_per_image", "colour_stats", "features", "train",
+                    "predict"]
     assert code.count("def predict(folder):") == 1 and "return {}" not in code     # the scaffold's predict
     assert "X_all" not in code and "0.99" not in code           # calls and its own __main__ left out
     assert "SIZE = 16" in code and code.index("SIZE = 16") > code.index("SIZE = 32")
-    assert code.index("from sklearn.ensemble import RandomForestClassifier") < code.index("INPUT = ")
+    assert code.index("from sklearn.ensemble import ExtraTreesClassifier") < code.index("INPUT = ")
+    assert code.count("import numpy as np") == 1                # the scaffold imports it already
     assert scaffold.MARKER not in code
 
 
@@ -96,6 +98,37 @@ def test_features_of_any_shape_reach_the_model_as_one_flat_row_per_image(tmp_pat
     assert out.stdout.split() == ["(6,", "192)", "(6,", "2)"]
 
 
+FITS_AS_GIVEN = ("def features(X):\n    return X.mean(axis=(1, 2))\n\n"
+                 "def train(X, y, skin_tone):\n    return LogisticRegression().fit(X, y)\n")
+FEATURES_AGAIN = ("def features(X):\n    return X[:, ::8, ::8, :]\n\n"
+                  "def train(X, y, skin_tone):\n    return make_pipeline(StandardScaler(), LogisticRegression())"
+                  ".fit(features(X), y)\n")
+
+
+@pytest.mark.parametrize("reply_code", [FITS_AS_GIVEN, FEATURES_AGAIN], ids=["fits-X-as-given", "features-again"])
+def test_train_gets_the_features_and_features_of_features_are_the_same_rows(tmp_path, reply_code):
+    """The 1.5B model's most common failure after flattening: train() fitted the images it was given
+    (4-D) because train() got the images. Now it gets features() of them, and a train() that calls
+    features() on them again gets the same rows. The assembled file runs on a small generated input
+    folder, with no imports of its own (the scaffold's common scikit-learn names are there)."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    images = tmp_path / "input" / "images"
+    images.mkdir(parents=True)
+    rows = []
+    for i in range(20):
+        Image.new("RGB", (40, 40), (40 + 10 * i, 90, 60)).save(images / f"image_{i}.jpg")
+        rows.append(f"image_{i},{'malignant' if i % 2 else 'benign'},{1 + i % 6}")
+    (tmp_path / "input" / "skin_lesions.csv").write_text("image_name,label,skin_tone\n" + "\n".join(rows) + "\n")
+    (tmp_path / "solution.py").write_text(SC.assemble(reply_code))
+    out = subprocess.run([sys.executable, "solution.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-800:]
+    assert out.stdout.startswith("Validation AUROC: ") and (tmp_path / "working" / "model.joblib").exists()
+
+
 def test_a_reply_that_copies_the_whole_assembled_file_back_does_not_call_itself(tmp_path):
     """An improve or debug prompt shows the assembled file, with the scaffold's features() wrapper;
     a reply that hands the whole file back must not keep that wrapper (it would recurse)."""
@@ -104,12 +137,22 @@ def test_a_reply_that_copies_the_whole_assembled_file_back_does_not_call_itself(
 
     whole = SC.assemble(OWN_DESIGN)
     again = SC.assemble(whole)
-    assert SC.unusable(whole) is None and again.count("_written_features(X)") == 1
+    assert SC.unusable(whole) is None and again.count("features = _one_row_per_image(features)") == 1
     probe = again.split('if __name__ == "__main__":')[0] + (
         "\nX = np.random.default_rng(0).random((6, 32, 32, 3), dtype=np.float32)\nprint(features(X).shape)\n")
     (tmp_path / "probe.py").write_text(probe)
     out = subprocess.run([sys.executable, "probe.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["(6,", "6)"], out.stderr[-500:]
+
+
+def test_names_the_scaffold_imports_are_not_imported_again_from_the_wrong_module():
+    """The 1.5B model wrote `from sklearn.ensemble import LogisticRegression` (2 of 6 drafts): the
+    scaffold imports LogisticRegression already, so the reply's import of it is left out."""
+    code = SC.assemble("import numpy as np\nfrom sklearn.ensemble import LogisticRegression, ExtraTreesClassifier\n"
+                       "import sklearn.svm as svm\n\n" + FITS_AS_GIVEN)
+    assert "from sklearn.ensemble import ExtraTreesClassifier\n" in code and "import sklearn.svm as svm" in code
+    assert "import LogisticRegression" not in code.replace("from sklearn.linear_model import LogisticRegression", "")
+    assert code.count("import numpy as np") == 1
 
 
 def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
@@ -137,7 +180,9 @@ def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
     assert scaffold.MARKER in framed and SC.example.strip() in framed and scaffold.RESPONSE_FORMAT in framed
     assert prompts.PIPELINE_CONTRACT[1] not in framed        # the scaffold holds the contract
     assert "15 minutes" in framed and "Use numpy, scipy and scikit-learn" in framed
-    assert "torch" not in framed.split("# Instructions")[1]       # no torch, no GPU advice
+    instructions = framed.split("# Instructions")[1]
+    assert "torch " not in instructions and "GPU" not in instructions      # no torch version, no GPU advice
+    assert "keras, torch, torchvision, skimage, cv2 and fairlearn are not available" in instructions
 
 
 def test_the_coder_asks_again_when_the_reply_is_the_example_and_assembles_the_next(tmp_path):

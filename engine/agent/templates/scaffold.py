@@ -4,8 +4,12 @@ import joblib
 import numpy as np
 import pandas as pd
 from PIL import Image
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 INPUT = "./input"
 WORKING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "working")
@@ -26,14 +30,23 @@ def load_training_data():
     return X, y, df["skin_tone"].to_numpy()
 
 
+class _Rows(np.ndarray):
+    """What features() returned: features() of it is itself."""
+
+
+def _one_row_per_image(written):
+    """features() as written below, made to return one flat row of float32 per image wherever it is
+    used; given its own output, it returns it unchanged."""
+    def rows(X):
+        if isinstance(X, _Rows):
+            return X
+        return np.asarray(written(X), dtype=np.float32).reshape(len(X), -1).view(_Rows)
+    return rows
+
+
 # >>> features(X) and train(X, y, skin_tone) go here <<<
 
-_written_features = features
-
-
-def features(X):
-    """The features written above, one flat row per image, wherever they are used."""
-    return np.asarray(_written_features(X), dtype=np.float32).reshape(len(X), -1)
+features = _one_row_per_image(features)
 
 
 def predict(folder):
@@ -48,6 +61,6 @@ if __name__ == "__main__":
     os.makedirs(WORKING, exist_ok=True)
     X, y, skin_tone = load_training_data()
     X_tr, X_val, y_tr, y_val, st_tr, st_val = train_test_split(X, y, skin_tone, test_size=0.2, stratify=y, random_state=0)
-    model = train(X_tr, y_tr, st_tr)
+    model = train(features(X_tr), y_tr, st_tr)
     joblib.dump(model, os.path.join(WORKING, "model.joblib"))
     print(f"Validation AUROC: {roc_auc_score(y_val, model.predict_proba(features(X_val))[:, 1]):.4f}")

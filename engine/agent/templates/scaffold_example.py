@@ -2,8 +2,8 @@
 
 
 def features(X):
-    ...  # your features: a 2-D numpy array, one row per image of X
+    ...  # X: numpy float32 array (n, SIZE, SIZE, 3), already loaded and resized; return a 2-D array, one row per image
 
 
 def train(X, y, skin_tone):
-    ...  # fit your scikit-learn estimator or Pipeline on features(X) and y, and return it
+    ...  # X: features() of the training images (2-D); fit your scikit-learn estimator or Pipeline on X and y; return it
