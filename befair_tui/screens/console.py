@@ -194,7 +194,7 @@ class ConsoleScreen(ExpertBaselines):
         self._update_widgets(set(self.state.nodes), set(self.state.guidance), set(), {}, True)
         if self._selected is not None and self._selected in self.state.nodes:
             self.query_one(NodeDetail).show(self.state, self._selected)
-        elif self._selected is not None:
+        else:   # nothing selected (or a replay seek removed it): the pane says what to do
             self._selected = None
             self.query_one(NodeDetail).show(self.state, None)
 

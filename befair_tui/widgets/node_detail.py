@@ -140,7 +140,7 @@ class NodeDetail(Vertical):
         elif tab == "conversation":
             self.query_one(ConversationView).show(state, node.node_id if node else None)
         elif node is None:
-            self.query_one(f"#{tab}", TextPane).update("Select a node in the search tree." if tab == "plan" else "")
+            self.query_one(f"#{tab}", TextPane).update(_no_node(state, self._live(state)) if tab == "plan" else "")
         else:
             self.query_one(f"#{tab}", TextPane).update(self._renderable(tab, state, node))
 
@@ -183,6 +183,13 @@ class NodeDetail(Vertical):
         """A streamed reply arrived (llm_stream): the Conversation tab shows it live (when open)."""
         if "conversation" not in self._stale:
             self.query_one(ConversationView).sync_live(state)
+        if self.node_id is None and self.active_tab == "plan":
+            self.query_one("#plan", TextPane).update(_no_node(state, self._live(state)))
+
+    def _live(self, state: SessionState) -> dict[str, Any] | None:
+        """The reply being written (the screen's live source, else what the state holds)."""
+        source = self.query_one(ConversationView).live_source
+        return source(state) if source is not None else state.live_reply
 
     def _plan(self, state: SessionState, node: NodeState) -> Group:
         # a long guidance is shown in full once, at the first node it shaped; later plans refer to it
@@ -270,6 +277,15 @@ class NodeDetail(Vertical):
             parent.code.splitlines(keepends=True), node.code.splitlines(keepends=True),
             fromfile=f"node {parent.node_id}", tofile=f"node {node.node_id}", n=2))
         return _syntax(diff or "(no change)", "diff")
+
+
+def _no_node(state: SessionState, live: dict[str, Any] | None) -> str:
+    if state.nodes:
+        return "Select a node in the search tree."
+    if not live:
+        return ""
+    return ("No node yet: the agent's model is writing its first draft. Press 7 to watch the reply come in; "
+            "the top bar says how many tokens so far and how fast.")
 
 
 def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | None, reason: str | None) -> Group:

@@ -50,3 +50,34 @@ async def test_the_call_in_progress_stays_on_an_80_column_line():
 async def test_a_model_still_reading_its_prompt_is_said_on_an_80_column_line():
     assert (await _line(80, live={})).endswith("step 0/6 · draft: reading prompt")
     assert "step 0/6 · ★ validation AUC · draft: reading the prompt" in await _line(140, live={})
+
+
+async def test_before_the_first_node_the_node_pane_says_where_the_reply_shows(db, store):
+    """A slow local model's first draft takes minutes: the empty Node pane says that the reply shows
+    in the Conversation tab as it comes, at 80x24."""
+    from befair_tui.app import create_app
+    from befair_tui.screens.console import ConsoleScreen
+    from befair_tui.widgets.node_detail import NodeDetail
+    from engine.config import SessionConfig
+    from engine.session.event_types import parse
+
+    from .conftest import region_text, wait_for
+
+    config = SessionConfig(level="fairness-metric", steps=6, coder="openai", model=MODEL).to_dict()
+    w = store.create_session(config, instruction="x", coder={"name": "openai", "label": "LLM coder",
+                                                             "simulated": False, "model": MODEL},
+                             data={"kind": "synth", "path": "p"}, session_id="slow")
+    w.emit(parse(ev.POLICY_DECISION, {"action": "draft", "node_id": None, "reason": "initial drafting",
+                                      "forced": False}))
+    w.emit(parse(ev.LLM_STREAM, {"role": "draft", "step": 1, "chars": 900, "tokens": 210, "elapsed_s": 60.0,
+                                 "first_token_s": 25.0, "tokens_per_s": 6.0, "recent_tokens_per_s": 5.5}))
+    app = create_app(db, start="console", session_id="slow", poll_interval=0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ConsoleScreen)
+        detail = screen.query_one(NodeDetail)
+        await wait_for(pilot, lambda: "No node yet" in region_text(app, detail), what="the empty pane's note")
+        text = " ".join(region_text(app, detail).replace("│", " ").split())
+        assert "No node yet" in text and "Press 7 to watch the reply come in" in text, text
+        await pilot.press("7")
+        await wait_for(pilot, lambda: detail.active_tab == "conversation", what="the Conversation tab")
