@@ -26,7 +26,7 @@ class ChatResult:
     finish_reason: str | None = None
     error: str | None = None
     kind: str | None = None      # why it failed: timeout, rate_limit, server, http, connection,
-                                 # incompatible, garbage, empty, broken, refusal, truncated,
+                                 # incompatible, garbage, empty, broken, looping, refusal, truncated,
                                  # budget, cancelled, internal
     calls: list[LlmCall] = field(default_factory=list)
     status: int | None = None    # the HTTP status of a rejected request

@@ -29,7 +29,9 @@ to the result; the engine turns them into llm_call events. Not retried: other 4x
 exhaustion, refusals, truncated replies (finish_reason "length": the same prompt would be cut
 again) and servers that are not OpenAI-compatible (HTML pages, a 404 on /chat/completions, JSON
 of another shape): those come back as a failed reply with a one-line error. A malformed or empty
-reply is sent again (up to max_retries times, within the budget).
+reply is sent again (up to max_retries times, within the budget), and so is a streamed reply
+stopped because it kept writing the same line (a small model's loop, which would otherwise run
+to the cap: 30 minutes at 2 tokens/s).
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ __all__ = ["ChatClient", "ChatResult", "StreamStats"]
 
 RESEND_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)   # before re-sending after a malformed/empty reply
 # Failures our own small loop sends again (the openai client retries transport failures itself).
-_RESENT = {"garbage", "empty", "broken"}
+# A reply stuck repeating a line is stopped (llm_replies.repeating_tail) and sampled again.
+_RESENT = {"garbage", "empty", "broken", "looping"}
 
 
 class ChatClient:

@@ -68,6 +68,11 @@ class ReplyReader:
                 piece = _get(delta, "content")
                 if piece:
                     content += str(piece)
+                    loop = repeating_tail(content) if "\n" in str(piece) else None
+                    if loop is not None:
+                        _close(stream)
+                        call.text = content
+                        return self._fail(call, att, "looping", loop, partial=True)
                 if piece or _get(delta, "tool_calls"):
                     call.tokens += 1
                     call.token_times.append(time.monotonic())
@@ -310,6 +315,25 @@ class ReplyReader:
             first_token_s=None if stats is None or stats.first_token_s is None else round(stats.first_token_s, 2),
             tokens_per_s=None if stats is None or stats.tokens_per_s is None else round(stats.tokens_per_s, 2),
             server_model=call.server_model))
+
+
+LOOP_LINES = 30      # the same line (or a cycle of up to LOOP_PERIOD lines) this many lines in a row
+LOOP_PERIOD = 3
+
+
+def repeating_tail(text: str) -> str | None:
+    """Why a streamed reply is stuck in a loop (a small model at temperature 0.5 wrote
+    `X = np.vstack((X, np.zeros_like(X)))` until its 4,096-token cap: 30 minutes at 2 tokens/s),
+    or None. Only whole lines are compared; code never repeats a line 30 times in a row."""
+    lines = text.split("\n")[:-1][-LOOP_LINES:]
+    if len(lines) < LOOP_LINES or not any(line.strip() for line in lines):
+        return None
+    for period in range(1, LOOP_PERIOD + 1):
+        if all(lines[i] == lines[i - period] for i in range(period, len(lines))):
+            unit = "line" if period == 1 else f"{period} lines"
+            return (f"the model was writing the same {unit} over and over ({shorten(lines[-1].strip(), 60)!r}, "
+                    f"{LOOP_LINES} lines in a row): the reply was stopped")
+    return None
 
 
 def _get(obj: Any, name: str) -> Any:

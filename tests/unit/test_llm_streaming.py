@@ -256,6 +256,32 @@ def test_truncation_names_the_cap_to_raise():
     assert "completion cap of 100 tokens" in r.error and "--max-tokens" in r.error
 
 
+def test_a_reply_stuck_repeating_a_line_is_stopped_and_asked_again():
+    """The 1.5B model once wrote `X = np.vstack((X, np.zeros_like(X)))` until its 4,096-token cap
+    (30 min at 2 tokens/s). The stream is stopped after 30 identical lines, recorded as such, and
+    the same prompt is sampled again; a healthy reply after it is taken."""
+    loop = ["Plan.\n```python\ndef features(X):\n"] + ["    X = np.vstack((X, np.zeros_like(X)))\n"] * 400
+    good = code_reply("Balanced LR.")
+    with FakeChatServer([streamed(loop, delay=0.002), reply(good)]) as srv:
+        r = make_coder(srv).draft(ctx())
+        sent = len(srv.chat_requests)
+    assert sent == 2 and r.code is not None and r.error is None
+    stopped = r.llm_calls[0]
+    assert not stopped.ok and "the same line over and over" in stopped.error and "np.vstack" in stopped.error
+    assert stopped.reply.count("np.vstack") == 30            # stopped at the 30th, not at the cap
+    assert r.llm_calls[1].ok and r.llm_calls[1].reply == good
+
+
+def test_a_short_cycle_is_a_loop_and_ordinary_code_is_not():
+    from engine.agent.llm_replies import repeating_tail
+
+    assert repeating_tail("a = 1\nb = 2\n" * 15) is not None and "2 lines" in repeating_tail("a = 1\nb = 2\n" * 15)
+    assert repeating_tail("x = 1\n" * 29) is None                        # not yet 30
+    assert repeating_tail("\n" * 50) is None                              # blank lines are not code
+    code = "".join(f"    w{i} = X[:, {i}].mean()\n" for i in range(60))  # similar lines, all different
+    assert repeating_tail(code) is None
+
+
 # -- what the agent was told and answered ------------------------------------------------------
 
 def test_messages_and_reply_are_recorded_for_every_call():
