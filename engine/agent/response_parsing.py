@@ -9,6 +9,7 @@ import ast
 import json
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,11 +68,12 @@ def _has_imports(code: str) -> bool:
 
 def extract_all_code(text: str) -> str | None:
     """All the reply's Python blocks joined, when the result parses (a small model writes one
-    function per block); else what extract_code finds. For replies that hold parts of a file."""
-    blocks = [b.code.rstrip() for b in find_code_blocks(text or "")
+    function per block, and sometimes indents the blocks under a numbered list); else what
+    extract_code finds. For replies that hold parts of a file."""
+    blocks = [textwrap.dedent(b.code).rstrip() for b in find_code_blocks(text or "")
               if b.code.strip() and b.lang in PY_LANGS and (b.lang or _looks_like_python(b.code))]
     joined = "\n\n\n".join(blocks)
-    return _clean(joined) if len(blocks) > 1 and is_valid_python(joined) else extract_code(text)
+    return _clean(joined) if blocks and is_valid_python(joined) else extract_code(text)
 
 
 def extract_code(text: str) -> str | None:
