@@ -178,10 +178,11 @@ def _is_constant(node: ast.stmt) -> bool:
 
 
 def _is_wrapper(node: ast.stmt) -> bool:
-    """A copy of the scaffold's own flattening of features() (this scaffold's, or the earlier one's
-    `_written_features`): kept, it would call itself (RecursionError)."""
+    """A copy of the scaffold's own flattening of features() (this scaffold's `_one_row_per_image`
+    or its inner `rows` with `_Rows`, or the earlier `_written_features`): not the model's
+    features(), and kept it would call itself or a name it does not have."""
     text = ast.unparse(node)
-    return "_written_features" in text or "_one_row_per_image" in text
+    return any(name in text for name in ("_written_features", "_one_row_per_image", "_Rows"))
 
 
 def _placeholder(node: ast.FunctionDef) -> bool:

@@ -177,6 +177,10 @@ def test_a_reply_that_leaves_a_function_unwritten_is_not_taken():
     stub = "def features(X):\n    return X\n\n\ndef train(X, y, skin_tone):\n    raise NotImplementedError('yours')\n"
     assert SC.unusable(stub) == "the reply did not write train()"
     assert SC.unusable(SC.code) == "the reply did not write features() and train()"   # the scaffold, copied
+    inner = ("def features(X):\n    def rows(X):\n        if isinstance(X, _Rows):\n            return X\n"
+             "        return np.asarray(written(X)).reshape(len(X), -1).view(_Rows)\n    return rows(X)\n\n"
+             "def train(X, y, skin_tone):\n    return LogisticRegression().fit(X, y)\n")
+    assert SC.unusable(inner) == "the reply did not write features()"   # the scaffold's inner rows(), as features
     assert SC.unusable("def features(X:\n") is None        # runs into its SyntaxError, which is debugged
 
 
