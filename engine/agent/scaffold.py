@@ -57,6 +57,8 @@ GUIDELINE = [
     "is), y (1: malignant, 0: not) and each image's Fitzpatrick skin type (1-6, -1: unknown), and "
     "returns a fitted scikit-learn estimator or Pipeline: the scaffold calls its "
     "`predict_proba(features(X))[:, 1]` and saves it with joblib.",
+    "Skin type is not known when predicting (predict(folder) has the images only): use skin_tone in "
+    "train() (e.g. for sample weights), never as a column of the model's input.",
     "To change the image size, set `SIZE = <pixels>` in your code.",
 ]
 
