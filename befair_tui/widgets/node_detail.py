@@ -282,10 +282,11 @@ class NodeDetail(Vertical):
 def _no_node(state: SessionState, live: dict[str, Any] | None) -> str:
     if state.nodes:
         return "Select a node in the search tree."
-    if not live:
+    if live is None:   # no call in progress ({} is a call whose model still reads its prompt)
         return ""
-    return ("No node yet: the agent's model is writing its first draft. Press 7 to watch the reply come in; "
-            "the top bar says how many tokens so far and how fast.")
+    return ("No node yet: the agent's model is at work on its first draft (the top bar says whether it "
+            "still reads its prompt, and how many tokens it has written, how fast). Press 7 to watch the "
+            "reply come in.")
 
 
 def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | None, reason: str | None) -> Group:

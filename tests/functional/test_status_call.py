@@ -78,6 +78,6 @@ async def test_before_the_first_node_the_node_pane_says_where_the_reply_shows(db
         detail = screen.query_one(NodeDetail)
         await wait_for(pilot, lambda: "No node yet" in region_text(app, detail), what="the empty pane's note")
         text = " ".join(region_text(app, detail).replace("│", " ").split())
-        assert "No node yet" in text and "Press 7 to watch the reply come in" in text, text
+        assert "No node yet" in text and "Press 7 to watch the reply come in" in text and "first draft" in text, text
         await pilot.press("7")
         await wait_for(pilot, lambda: detail.active_tab == "conversation", what="the Conversation tab")
