@@ -325,7 +325,7 @@ def repeating_tail(text: str) -> str | None:
     """Why a streamed reply is stuck in a loop (a small model at temperature 0.5 wrote
     `X = np.vstack((X, np.zeros_like(X)))` until its 4,096-token cap: 30 minutes at 2 tokens/s),
     or None. Only whole lines are compared; code never repeats a line 30 times in a row."""
-    lines = text.split("\n")[:-1][-LOOP_LINES:]
+    lines = text.rsplit("\n", LOOP_LINES + 1)[:-1][-LOOP_LINES:]   # checked per streamed line: the tail only
     if len(lines) < LOOP_LINES or not any(line.strip() for line in lines):
         return None
     for period in range(1, LOOP_PERIOD + 1):
