@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--threads", type=int, default=None,
                    help="CPU threads (default: half the CPUs, at least 1: on 2 shared cores, 2 threads stall "
                         "each other)")
+    s.add_argument("--reproducible", action="store_true",
+                   help="no prompt caching, so that a seeded run (befair run --llm-seed N) gets the same "
+                        "replies to the same prompts (each prompt is read in full: slower)")
     s.set_defaults(func=cmd_serve_local)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -71,14 +74,14 @@ def cmd_serve_local(args: argparse.Namespace) -> int:
     model = local_model.find()
     if not model.present:
         raise BefairError(f"the local model is not installed in {model.root}: {local_model.INSTALL_HINT}")
-    server = local_model.LocalServer(model, port=args.port, threads=args.threads)
+    server = local_model.LocalServer(model, port=args.port, threads=args.threads, reproducible=args.reproducible)
     print(f"loading {model.model.name} (sha256 {(model.sha256 or '?')[:12]}…) …", flush=True)
     try:
         server.wait_ready()
         print(f"serving on {server.base_url} (127.0.0.1 only: the data stays on this machine)\n"
               f"  befair llm check --base-url {server.base_url} --model {local_model.MODEL_ALIAS}\n"
               f"  befair run --coder openai --base-url {server.base_url} --model {local_model.MODEL_ALIAS} "
-              "--scaffold on ...\n"
+              f"--scaffold on{' --llm-seed 0' if args.reproducible else ''} ...\n"
               "Ctrl-C stops it.", flush=True)
         signal.signal(signal.SIGTERM, signal.default_int_handler)   # a kill stops the server too
         code = server.proc.wait()

@@ -80,6 +80,7 @@ class ChatClient:
         self._inflight: set[CallState] = set()
         self._inflight_lock = threading.Lock()
         self._unsupported: set[str] = set()   # request parameters the server rejected
+        self._samples = 0                     # samples asked for (the seed's offset)
 
     # -- the call ---------------------------------------------------------------------------
 
@@ -142,6 +143,7 @@ class ChatClient:
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
         if temperature is not None and "temperature" not in self._unsupported:
             kwargs["temperature"] = temperature
+        self._reseed(kwargs)
         cap = cfg.max_tokens_for(role)
         if cap:
             key = "max_completion_tokens" if "max_tokens" in self._unsupported else "max_tokens"
@@ -155,6 +157,14 @@ class ChatClient:
             if "stream_options" not in self._unsupported:
                 kwargs["stream_options"] = {"include_usage": True}
         return kwargs
+
+    def _reseed(self, kwargs: dict[str, Any]) -> None:
+        """The next sample's seed (config.seed + the number of samples asked for before)."""
+        if self.config.seed is None or "seed" in self._unsupported:
+            return
+        with self._inflight_lock:
+            kwargs["seed"] = self.config.seed + self._samples
+            self._samples += 1
 
     def _conclude(self, call: CallState) -> ChatResult:
         """The caller's verdict: the worker's result, or the stop (budget, cancel)."""
@@ -208,6 +218,7 @@ class ChatClient:
             if result.kind in _RESENT and resent < self.config.max_retries:
                 delay = RESEND_DELAYS[min(resent, len(RESEND_DELAYS) - 1)]
                 resent += 1
+                self._reseed(kwargs)   # the same seed would sample the same unusable reply
                 if call.abort.wait(min(delay, max(call.remaining(), 0.0))):
                     return result
                 continue
@@ -295,6 +306,9 @@ class ChatClient:
 
         if "stream_options" in low and "stream_options" in kwargs and drop("stream_options"):
             kwargs.pop("stream_options")
+            return True
+        if re.search(r"\bseed\b", low) and "seed" in kwargs and drop("seed"):
+            kwargs.pop("seed")
             return True
         if "temperature" in low and "temperature" in kwargs and drop("temperature"):
             kwargs.pop("temperature")

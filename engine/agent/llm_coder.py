@@ -181,7 +181,7 @@ class LlmCoder:
         unusable: list[str] = []     # why each reply with code was not taken
         try:
             messages = first = prompts.to_messages(build())
-            for _ in range(CODE_ATTEMPTS):
+            for attempt in range(CODE_ATTEMPTS):
                 res = self._complete(messages, role=role, model=self.model,
                                      temperature=self.config.temperature)
                 calls += res.calls
@@ -191,7 +191,7 @@ class LlmCoder:
                                       llm_calls=calls)
                 code = (extract_all_code if ctx.scaffold else extract_code)(content)
                 plan = extract_plan(content)
-                why = scaffold.load().unusable(code) if code is not None and ctx.scaffold else None
+                why = _scaffold_verdict(code, last=attempt == CODE_ATTEMPTS - 1) if ctx.scaffold else None
                 if why:
                     unusable.append(why)
                 if ctx.scaffold and (why or code is None):
@@ -203,6 +203,15 @@ class LlmCoder:
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+def _scaffold_verdict(code: str | None, last: bool) -> str | None:
+    """Why a scaffolded reply is asked again: it lacks features() or train(), or (while attempts
+    are left) it would fail at once (reply_flaws)."""
+    if code is None:
+        return None
+    frame = scaffold.load()
+    return frame.unusable(code) or (None if last else frame.flaw(code))
 
 
 def _no_code_reason(content: str, unusable: list[str]) -> str:

@@ -78,6 +78,8 @@ class LlmConfig:
     budget_usd: float | None = None          # pause the session when the cost reaches it
     scaffold: bool = False                   # the model writes features() and train() only, into
                                              # befair's scaffold (engine.agent.scaffold; befair's protocol)
+    seed: int | None = None                  # sampling seed: a client's n-th sample is asked with
+                                             # seed + n (None: none sent)
     source: str = "defaults"                 # where the settings came from (for messages)
 
     def __post_init__(self) -> None:
@@ -104,6 +106,11 @@ class LlmConfig:
             raise LlmConfigError(f"max_retries must be an integer, not {self.max_retries!r}") from None
         if self.max_retries < 0:
             raise LlmConfigError("max_retries cannot be negative")
+        if self.seed is not None:
+            try:
+                self.seed = int(self.seed)
+            except (TypeError, ValueError):
+                raise LlmConfigError(f"llm setting seed must be an integer, not {self.seed!r}") from None
         if self.budget_usd is not None:
             try:
                 self.budget_usd = float(self.budget_usd)
@@ -353,6 +360,9 @@ LLM_OPTIONS: tuple[CoderOption, ...] = (
     CoderOption("scaffold", str, False, "on: the model writes only features() and train(); befair's "
                 "scaffold reads the data, prints the metric and defines predict() (for small local "
                 "models; `befair llm check` says when; default off)", flag="--scaffold", metavar="on|off"),
+    CoderOption("seed", int, None, "sampling seed: the n-th reply is asked with seed+n, so a server "
+                "that honours seeds (llama.cpp's without prompt caching, vLLM) answers the same prompts "
+                "alike (default: none)", flag="--llm-seed", dest="llm_seed", metavar="N"),
     CoderOption("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",
                 flag="--budget", metavar="USD"),
     CoderOption("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "

@@ -39,12 +39,15 @@ class LocalModel:
         return self.server.is_file() and os.access(self.server, os.X_OK) and self.model.is_file()
 
     def command(self, port: int, *, threads: int | None = None, context: int = CONTEXT,
-                parallel: int = 1) -> list[str]:
+                parallel: int = 1, reproducible: bool = False) -> list[str]:
         """llama-server on 127.0.0.1:port, `parallel` slots of `context` tokens each (several
-        sessions share one server: their replies are decoded in one batch), prompts cached."""
+        sessions share one server: their replies are decoded in one batch). Prompts are cached
+        unless `reproducible`: a reply continued from a cached prompt differs from one read in full,
+        so only without the cache does the same seed give the same reply to the same prompt (one
+        that other sessions' replies are decoded beside included)."""
         return [str(self.server), "-m", str(self.model), "--alias", MODEL_ALIAS, "--host", "127.0.0.1",
                 "--port", str(port), "-c", str(context * parallel), "-np", str(parallel), "--no-webui",
-                "-t", str(threads or default_threads())]
+                "-t", str(threads or default_threads()), *(["--no-cache-prompt"] if reproducible else [])]
 
 
 def default_threads() -> int:
@@ -91,14 +94,16 @@ class LocalServer:
     """A running llama-server (a context manager: stopped on exit)."""
 
     def __init__(self, model: LocalModel, *, port: int | None = None, threads: int | None = None,
-                 log: Path | None = None, context: int = CONTEXT, parallel: int = 1) -> None:
+                 log: Path | None = None, context: int = CONTEXT, parallel: int = 1,
+                 reproducible: bool = False) -> None:
         if not model.present:
             raise BefairError(f"the local model is not installed in {model.root}: {INSTALL_HINT}")
         self.model = model
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._log: IO[bytes] | None = open(log, "wb") if log is not None else None
-        self.proc = subprocess.Popen(model.command(self.port, threads=threads, context=context, parallel=parallel),
+        self.proc = subprocess.Popen(model.command(self.port, threads=threads, context=context, parallel=parallel,
+                                                   reproducible=reproducible),
                                      stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 300.0) -> str:

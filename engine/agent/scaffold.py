@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.agent import reply_flaws
+
 TEMPLATES = Path(__file__).parent / "templates"
 MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
 OWN_PARTS = ("features", "train")
@@ -79,6 +81,12 @@ class Scaffold:
                    and not _is_wrapper(n)}
         missing = [f"{name}()" for name in OWN_PARTS if name not in written]
         return f"the reply did not write {' and '.join(missing)}" if missing else None
+
+    def flaw(self, reply_code: str) -> str | None:
+        """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
+        does not parse, an import that fails here, a name nothing binds. Asked again while attempts
+        are left; the last attempt runs, so that the model sees the error."""
+        return reply_flaws.flaw(reply_code, self.assemble(reply_code))
 
     def assemble(self, reply_code: str) -> str:
         """The pipeline: the scaffold with the reply's imports after its own, and the reply's

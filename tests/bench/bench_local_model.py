@@ -9,6 +9,11 @@ openai`, a real subprocess, its own database):
 - **steered**: the same, and one guidance, given with `befair steer SID guide TEXT` as soon as the
   first node has failed (a person reading the failure; the same text for every seed).
 
+The arms are paired: llama-server runs without prompt caching and each session samples with
+`--llm-seed` (1000 x its seed), so a seed's two sessions get the same replies to the same prompts:
+they are alike until the guidance, and differ by what follows it (and by a pipeline's own
+randomness, which can change a printed metric and so a review).
+
 Rows per arm: nodes measured / nodes, seconds per step, tokens/s (the calls' writing speed),
 stored events per LLM call (llm_stream events, and all events), the step of the first measured
 node; and per session the failed nodes' reasons and whether any reply was cut while tokens were
@@ -46,9 +51,11 @@ STEP_TIMEOUT = "300"
 # measures a lone request, which the default 120 s covers).
 LLM_TIMEOUT = os.environ.get("BEFAIR_BENCH_LOCAL_LLM_TIMEOUT", "900")
 # befair's scaffold reads the data, prints the metric and defines predict(): the guidance is about the model
-GUIDANCE = ("Keep it simple and make it run: in features(X) compute each colour channel's mean and standard "
-            "deviation per image with numpy; in train(X, y, skin_tone) fit a scikit-learn classifier with "
-            "class_weight='balanced' on X as given and return it. Use only numpy and scikit-learn.")
+GUIDANCE = ("Keep it simple and make it run. Describe each image by six numbers: the mean and the standard "
+            "deviation of its red, green and blue values (in features(X): np.hstack([X.mean(axis=(1, 2)), "
+            "X.std(axis=(1, 2))])). In train(X, y, skin_tone), fit LogisticRegression(class_weight='balanced', "
+            "max_iter=1000) on X as given and return it. Use only numpy and scikit-learn.")
+LLM_SEED_STRIDE = 1000   # a session's samples are seeded 1000*seed + n: seeds' sessions do not overlap
 
 
 def loadavg() -> str:
@@ -86,7 +93,7 @@ def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STE
     log = work / f"{sid}.log"
     cmd = [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--coder", "openai", "--base-url", base_url,
            "--model", "qwen2.5-coder-1.5b-instruct", "--scaffold", "on", "--level", LEVEL, "--steps", str(steps),
-           "--seed", str(seed),
+           "--seed", str(seed), "--llm-seed", str(LLM_SEED_STRIDE * seed),
            *SYNTH, "--step-timeout", STEP_TIMEOUT, "--llm-timeout", LLM_TIMEOUT, "--db", str(db),
            "--session-id", sid]
     steer: dict[str, Any] = {}
@@ -233,7 +240,7 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     lock = threading.Lock()
     threads = int(os.environ.get("BEFAIR_BENCH_LOCAL_THREADS", "0")) or None   # default: half the CPUs
     with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes, threads=threads,
-                                 context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
+                                 context=local_model.CONTEXT if lanes == 1 else 12_288, reproducible=True) as server:
         check = check_server(LlmConfig(model=local_model.MODEL_ALIAS, base_url=server.base_url))
         print("\n".join(check.lines()), f"\nwork folder {work}; {lanes} session(s) at a time", flush=True)
 

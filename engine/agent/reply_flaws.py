@@ -1,0 +1,169 @@
+"""What a scaffolded reply would fail on before anything of it runs, found without running it.
+
+A small model's failed nodes were mostly of three kinds, none of which a debug step of a 1.5B
+model fixed: code that does not parse (a docstring never closed), an import of a package that
+is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
+have), and a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`).
+Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw; the last attempt
+runs whatever it holds, so that the model still sees the error. Pipelines run with this Python,
+so what imports here imports there.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import importlib.util
+import symtable
+
+# from these, a `from M import NAME` is checked name by name (importing them has no side effects)
+CHECKED_FROM = ("numpy", "scipy", "sklearn", "pandas", "joblib")
+_MODULE_NAMES = frozenset({"__name__", "__file__", "__doc__", "__builtins__", "__spec__", "__loader__",
+                           "__package__", "__annotations__"})
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def flaw(reply_code: str, assembled: str) -> str | None:
+    """Why the reply, put into the scaffold as `assembled`, would fail at once; None: no such flaw.
+    Only code that runs counts: the scaffold's, and the reply's functions and classes that it
+    reaches from features() and train() (an unused helper's import or name is no flaw)."""
+    try:
+        reply = ast.parse(reply_code)
+    except SyntaxError as exc:
+        return f"the reply's code does not parse ({exc.msg}, line {exc.lineno} of its code)"
+    try:
+        tree = ast.parse(assembled)
+    except SyntaxError:
+        return None
+    own = {n.name for n in reply.body if isinstance(n, _DEFS)}
+    roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
+    live = _reachable(tree, roots)
+    return unavailable_import(tree, live) or undefined_names(assembled, tree, live)
+
+
+def unavailable_import(tree: ast.Module, live: set[str]) -> str | None:
+    """The first import that fails here (outside a `try` that catches it and outside functions that
+    never run), as a sentence."""
+    skipped = _guarded_imports(tree) | _dead_imports(tree, live)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if not _importable(alias.name):
+                    return f"the reply imports {alias.name}, which is not available here ({_OFFERED})"
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                return "the reply has a relative import (`from .`), and its code is a single file"
+            module = node.module or ""
+            if not _importable(module):
+                return f"the reply imports from {module}, which is not available here ({_OFFERED})"
+            absent = [a.name for a in node.names if not _has_name(module, a.name)]
+            if absent:
+                return f"the reply imports {', '.join(absent)} from {module}, which has no such name"
+    return None
+
+
+def undefined_names(code: str, tree: ast.Module, live: set[str]) -> str | None:
+    """The names that running code uses and nothing in `code` binds, as a sentence."""
+    try:
+        table = symtable.symtable(code, "<pipeline>", "exec")
+    except SyntaxError:
+        return None
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
+        return None   # a star import binds names no reading of the code can list
+    known = _module_bound(table) | set(dir(builtins)) | _MODULE_NAMES
+    missing = [name for name in dict.fromkeys(_global_references(table, live)) if name not in known]
+    if not missing:
+        return None
+    shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
+    return f"the reply uses {shown}, which it neither imports nor defines"
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _reachable(tree: ast.Module, roots: set[str]) -> set[str]:
+    """The module's functions and classes that the roots, or its module-level statements, name."""
+    defs = {n.name: n for n in tree.body if isinstance(n, _DEFS)}
+    todo = [name for name in roots if name in defs]
+    todo += [n.id for stmt in tree.body if not isinstance(stmt, _DEFS) for n in ast.walk(stmt)
+             if isinstance(n, ast.Name) and n.id in defs]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs]
+    return seen
+
+
+def _dead_imports(tree: ast.Module, live: set[str]) -> set[int]:
+    return {id(n) for d in tree.body if isinstance(d, _DEFS) and d.name not in live
+            for n in ast.walk(d) if isinstance(n, ast.Import | ast.ImportFrom)}
+
+
+_OFFERED = "numpy, scipy and scikit-learn only"
+
+
+def _guarded_imports(tree: ast.Module) -> set[int]:
+    """ids of the import statements inside a `try` whose handlers catch a failed import."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt)
+                       if isinstance(n, ast.Import | ast.ImportFrom))
+    return out
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names)
+
+
+def _importable(module: str) -> bool:
+    top = module.split(".")[0]
+    if not top:
+        return False
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _has_name(module: str, name: str) -> bool:
+    """False only when a checked module is known to lack the name (a submodule counts as a name)."""
+    if name == "*" or module.split(".")[0] not in CHECKED_FROM:
+        return True
+    try:
+        if hasattr(importlib.import_module(module), name):
+            return True
+        return importlib.util.find_spec(f"{module}.{name}") is not None
+    except Exception:  # noqa: BLE001 - a module that fails to import here is not the reply's flaw
+        return True
+
+
+def _module_bound(table: symtable.SymbolTable) -> set[str]:
+    """Names bound at module level, or by `global NAME` and an assignment in a function."""
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    stack = list(table.get_children())
+    while stack:
+        child = stack.pop()
+        bound.update(s.get_name() for s in child.get_symbols() if s.is_declared_global() and s.is_assigned())
+        stack.extend(child.get_children())
+    return bound
+
+
+def _global_references(table: symtable.SymbolTable, live: set[str]) -> list[str]:
+    """Names read as globals at module level, or in the live functions and classes (and in what
+    they hold: methods, comprehensions)."""
+    out = [s.get_name() for s in table.get_symbols() if s.is_referenced() and not s.is_assigned()
+           and not s.is_imported() and not s.is_namespace()]
+    stack = [child for child in table.get_children() if child.get_name() in live]
+    while stack:
+        child = stack.pop(0)
+        out.extend(s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global())
+        stack.extend(child.get_children())
+    return out
