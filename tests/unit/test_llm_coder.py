@@ -409,3 +409,22 @@ def test_auto_responder_drives_a_draft_debug_improve_loop():
     assert (rv2.is_bug, rv2.claimed_metric) == (False, 0.65)
     assert imp.code == SIMPLE_PIPELINE and d2.code == SIMPLE_PIPELINE
     assert len(coder.calls) == 6 and all(c.ok for c in coder.calls)
+
+
+def test_a_seeded_client_sends_each_sample_its_own_seed_and_drops_it_where_refused(quick_resend):
+    """--llm-seed N: the n-th sample is asked with N+n, a re-sent one included (the same seed would
+    sample the same malformed reply); no seed without the setting; a server that refuses the
+    parameter gets the request again without it, and never again."""
+    with FakeChatServer([reply(code_reply()), garbage(), reply(code_reply()),
+                         error(400, "Unsupported parameter: 'seed'"), reply(code_reply()),
+                         reply(code_reply())]) as srv:
+        coder = make_coder(srv, seed=10)
+        assert coder.draft(ctx()).code is not None
+        assert coder.draft(ctx()).code is not None          # garbage, then re-sent
+        assert coder.draft(ctx()).code is not None          # refused, then re-sent without it
+        assert coder.draft(ctx()).code is not None
+        seeds = [q.body.get("seed") for q in srv.chat_requests]
+    assert seeds == [10, 11, 12, 13, None, None]
+    with FakeChatServer([reply(code_reply())]) as srv:
+        make_coder(srv).draft(ctx())
+        assert "seed" not in srv.chat_requests[0].body

@@ -245,7 +245,9 @@ def test_limits_from_cli_flags(tmp_path, clean_env):
                                    "review_max_tokens": 128, "call_budget_s": 90.0,
                                    "timeout": 20.0, "max_retries": 0}
     off = config_from_cli(parser.parse_args(["--api-key", "k", "--max-tokens", "0"]))
-    assert off.max_tokens is None and off.review_max_tokens == 512
+    assert off.max_tokens is None and off.review_max_tokens == 512 and off.seed is None
+    seeded = parser.parse_args(["--api-key", "k", "--llm-seed", "1000"])
+    assert config_from_cli(seeded).seed == 1000 and cli_overrides(seeded)["seed"] == 1000
 
 
 @pytest.mark.parametrize("kw,word", [
@@ -253,6 +255,7 @@ def test_limits_from_cli_flags(tmp_path, clean_env):
     ({"review_max_tokens": "lots"}, "review_max_tokens"),
     ({"call_budget_s": -5}, "call_budget_s"),
     ({"stream": "sometimes"}, "stream"),
+    ({"seed": "lucky"}, "seed"),
 ])
 def test_invalid_limits(kw, word):
     with pytest.raises(LlmConfigError, match=word):

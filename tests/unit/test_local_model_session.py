@@ -53,3 +53,23 @@ def test_a_four_step_session_measures_a_node(server, tmp_path, monkeypatch):
     server_info = state.coder.get("server") or {}
     assert local_model.MODEL_ALIAS in server_info.get("models", [])
     assert server_info.get("gguf_sha256") == local_model.find().sha256
+
+
+def test_a_reproducible_server_gives_a_seeded_client_the_same_replies(tmp_path):
+    """Without prompt caching, the same seed samples the same reply to the same prompt (the bench's
+    arms are paired this way); the next sample of a client has the next seed."""
+    from engine.agent.llm_client import ChatClient
+    from engine.agent.llm_config import LlmConfig
+
+    model = local_model.find()
+    if not model.present:
+        pytest.skip(f"the local model is not installed in {model.root}: {local_model.INSTALL_HINT}")
+    ask = [{"role": "user", "content": "Write a numpy function that returns each colour channel's mean."}]
+    with local_model.LocalServer(model, log=tmp_path / "server.log", reproducible=True) as srv:
+        def two(seed: int) -> list[str | None]:
+            client = ChatClient(LlmConfig(model=local_model.MODEL_ALIAS, base_url=srv.base_url, seed=seed,
+                                          max_tokens=48))
+            return [client.complete(ask, role="draft", model=local_model.MODEL_ALIAS, temperature=0.8).content
+                    for _ in range(2)]
+        first, again = two(7), two(7)
+    assert first == again and first[0] != first[1] and all(first)

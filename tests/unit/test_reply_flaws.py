@@ -1,0 +1,114 @@
+"""Flaws a scaffolded reply would fail on at once (engine.agent.reply_flaws), found without running
+it; and the coder asking again for them while attempts are left."""
+from __future__ import annotations
+
+import pytest
+
+from engine.agent import scaffold
+from engine.agent.coder import CoderContext
+from engine.agent.llm_coder import LlmCoder
+from engine.agent.llm_config import LlmConfig
+from engine.task import FAIRNESS_METRIC, METRIC_LINE
+from tests.fakes.chat_server import FakeChatServer, code_reply, reply
+
+SC = scaffold.load()
+GOOD = '''import numpy as np
+
+
+def colour_stats(X):
+    return np.hstack([X.mean(axis=(1, 2)), X.std(axis=(1, 2))])
+
+
+def features(X):
+    return colour_stats(X)
+
+
+def train(X, y, skin_tone):
+    weights = np.where(np.asarray(skin_tone) >= 5, 2.0, 1.0)
+    model = LogisticRegression(class_weight="balanced", max_iter=1000)
+    model.fit(X, y, sample_weight=weights)
+    return model
+'''
+
+
+def flaw(code: str) -> str | None:
+    return SC.flaw(code)
+
+
+def test_a_reply_that_runs_has_no_flaw():
+    assert flaw(GOOD) is None
+
+
+@pytest.mark.parametrize("swap, expected", [
+    # the three kinds seen in the bench, each from a real reply's mistake
+    (("    return colour_stats(X)\n", '    """Colour statistics.\n    return colour_stats(X)\n'),
+     "the reply's code does not parse (unterminated triple-quoted string literal"),
+    (("import numpy as np\n", "import numpy as np\nfrom keras.applications.vgg16 import VGG16\n"),
+     "the reply imports from keras.applications.vgg16, which is not available here"),
+    (("import numpy as np\n", "import numpy as np\nimport tensorflow as tf\n"),
+     "the reply imports tensorflow, which is not available here"),
+    (("import numpy as np\n", "import numpy as np\nfrom sklearn.metrics import MetricFrame\n"),
+     "the reply imports MetricFrame from sklearn.metrics, which has no such name"),
+    (("LogisticRegression(", "DecisionTreeClassifier("),
+     "the reply uses DecisionTreeClassifier, which it neither imports nor defines"),
+    (("np.asarray(skin_tone)", "np.asarray(skin_tones)"),
+     "the reply uses skin_tones, which it neither imports nor defines"),
+])
+def test_a_reply_that_would_fail_at_once_is_named(swap, expected):
+    old, new = swap
+    assert old in GOOD
+    assert (flaw(GOOD.replace(old, new)) or "").startswith(expected)
+
+
+def test_only_code_that_runs_counts():
+    """An unused helper's import or undefined name is no flaw: the pipeline runs as it is. Neither is
+    an import guarded by `except ImportError`, nor a name bound by `global` in a function."""
+    unused = GOOD + '''
+
+def deep_features(X):
+    from tensorflow.keras.applications import ResNet50
+    return ResNet50(weights=None).predict(X, verbose=undefined_flag)
+'''
+    guarded = GOOD.replace("import numpy as np\n", "import numpy as np\ntry:\n    import cv2\nexcept ImportError:\n"
+                                                   "    cv2 = None\n")
+    declared = GOOD.replace("    return colour_stats(X)\n", "    global CACHE\n    CACHE = colour_stats(X)\n"
+                                                              "    return CACHE\n") + "\n\ndef cached():\n    return CACHE\n"
+    for code in (unused, guarded, declared):
+        assert flaw(code) is None, code
+    assert flaw(unused.replace("return colour_stats(X)", "return deep_features(X)")) is not None  # now it runs
+
+
+def test_methods_comprehensions_and_the_scaffolds_names_are_bound():
+    code = GOOD.replace("def features(X):\n    return colour_stats(X)\n", '''class Stats:
+    def __init__(self, size=SIZE):
+        self.size = size
+
+    def of(self, X):
+        return np.stack([np.array([image[..., c].mean() for c in range(3)]) for image in X])
+
+
+def features(X):
+    return Stats().of(X)
+''')
+    assert flaw(code) is None
+    assert flaw(code.replace("image[..., c]", "img[..., c]")) == "the reply uses img, which it neither imports nor defines"
+
+
+def ctx() -> CoderContext:
+    return CoderContext(instruction=FAIRNESS_METRIC, metric_line=METRIC_LINE, data_preview="x", step=1, seed=0,
+                        scaffold=True)
+
+
+def test_the_coder_asks_again_with_the_flaw_and_takes_the_last_attempt_as_it_is():
+    flawed = GOOD.replace("LogisticRegression(", "DecisionTreeClassifier(")
+    with FakeChatServer([reply(code_reply("A tree.", flawed)), reply(code_reply("Colour stats.", GOOD))]) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+        first, second = srv.chat_requests
+    note = second.messages[-1]["content"].removeprefix(first.messages[-1]["content"].rstrip())
+    assert "The last reply uses DecisionTreeClassifier, which it neither imports nor defines" in note
+    assert r.code == SC.assemble(GOOD) and len(r.llm_calls) == 2
+    with FakeChatServer([reply(code_reply("A tree.", flawed))] * 3) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+    assert r.code == SC.assemble(flawed) and len(r.llm_calls) == 3   # run, so the model sees the NameError
