@@ -1,9 +1,10 @@
 """What a scaffolded reply would fail on before anything of it runs, found without running it.
 
-A small model's failed nodes were mostly of three kinds, none of which a debug step of a 1.5B
+A small model's failed nodes were mostly of four kinds, none of which a debug step of a 1.5B
 model fixed: code that does not parse (a docstring never closed), an import of a package that
 is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
-have), and a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`).
+have), a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`), and a
+keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
 Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw; the last attempt
 runs whatever it holds, so that the model still sees the error. Pipelines run with this Python,
 so what imports here imports there.
@@ -14,6 +15,7 @@ import ast
 import builtins
 import importlib
 import importlib.util
+import inspect
 import symtable
 
 # from these, a `from M import NAME` is checked name by name (importing them has no side effects)
@@ -38,7 +40,7 @@ def flaw(reply_code: str, assembled: str) -> str | None:
     own = {n.name for n in reply.body if isinstance(n, _DEFS)}
     roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
     live = _reachable(tree, roots)
-    return unavailable_import(tree, live) or undefined_names(assembled, tree, live)
+    return unavailable_import(tree, live) or undefined_names(assembled, tree, live) or unknown_keyword(tree, live)
 
 
 def unavailable_import(tree: ast.Module, live: set[str]) -> str | None:
@@ -78,6 +80,41 @@ def undefined_names(code: str, tree: ast.Module, live: set[str]) -> str | None:
         return None
     shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
     return f"the reply uses {shown}, which it neither imports nor defines"
+
+
+def unknown_keyword(tree: ast.Module, live: set[str]) -> str | None:
+    """The first call, in code that runs, of a class or function imported from a checked module with
+    a keyword argument it does not take (RandomForestClassifier(sample_weight=...)), as a sentence."""
+    imported = {a.asname or a.name: (n.module or "", a.name) for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] in CHECKED_FROM
+                for a in n.names}
+    running = [stmt for stmt in tree.body if not isinstance(stmt, _DEFS) or stmt.name in live]
+    for call in (n for stmt in running for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+        if not isinstance(call.func, ast.Name) or call.func.id not in imported:
+            continue
+        given = [k.arg for k in call.keywords if k.arg is not None]
+        taken = _parameters(*imported[call.func.id])
+        wrong = [k for k in given if taken is not None and k not in taken]
+        if wrong:
+            name = call.func.id
+            fit = _parameters(*imported[name], method="fit") or set()
+            hint = f" (pass it to fit(): {name}.fit takes it)" if wrong[0] in fit else ""
+            return f"the reply calls {name}() with {wrong[0]}=, which {name}() does not take{hint}"
+    return None
+
+
+def _parameters(module: str, name: str, method: str | None = None) -> set[str] | None:
+    """The keyword names module.name (or its method) takes; None: any, or unknown."""
+    try:
+        obj = getattr(importlib.import_module(module), name)
+        if method is not None:
+            obj = getattr(obj, method)
+        params = inspect.signature(obj).parameters.values()
+    except Exception:  # noqa: BLE001 - not importable, no signature: no verdict
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

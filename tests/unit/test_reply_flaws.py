@@ -53,6 +53,9 @@ def test_a_reply_that_runs_has_no_flaw():
      "the reply uses DecisionTreeClassifier, which it neither imports nor defines"),
     (("np.asarray(skin_tone)", "np.asarray(skin_tones)"),
      "the reply uses skin_tones, which it neither imports nor defines"),
+    (("max_iter=1000)", "max_iter=1000, sample_weight=weights)"),
+     "the reply calls LogisticRegression() with sample_weight=, which LogisticRegression() does not take "
+     "(pass it to fit(): LogisticRegression.fit takes it)"),
 ])
 def test_a_reply_that_would_fail_at_once_is_named(swap, expected):
     old, new = swap
@@ -71,8 +74,9 @@ def deep_features(X):
 '''
     guarded = GOOD.replace("import numpy as np\n", "import numpy as np\ntry:\n    import cv2\nexcept ImportError:\n"
                                                    "    cv2 = None\n")
-    declared = GOOD.replace("    return colour_stats(X)\n", "    global CACHE\n    CACHE = colour_stats(X)\n"
-                                                              "    return CACHE\n") + "\n\ndef cached():\n    return CACHE\n"
+    declared = GOOD.replace("    return colour_stats(X)\n",
+                            "    global CACHE\n    CACHE = colour_stats(X)\n    return CACHE\n")
+    declared += "\n\ndef cached():\n    return CACHE\n"
     for code in (unused, guarded, declared):
         assert flaw(code) is None, code
     assert flaw(unused.replace("return colour_stats(X)", "return deep_features(X)")) is not None  # now it runs
@@ -91,7 +95,8 @@ def features(X):
     return Stats().of(X)
 ''')
     assert flaw(code) is None
-    assert flaw(code.replace("image[..., c]", "img[..., c]")) == "the reply uses img, which it neither imports nor defines"
+    undefined = "the reply uses img, which it neither imports nor defines"
+    assert flaw(code.replace("image[..., c]", "img[..., c]")) == undefined
 
 
 def ctx() -> CoderContext:
