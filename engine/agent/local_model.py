@@ -43,8 +43,8 @@ class LocalModel:
         """llama-server on 127.0.0.1:port, `parallel` slots of `context` tokens each (several
         sessions share one server: their replies are decoded in one batch). Prompts are cached
         unless `reproducible`: a reply continued from a cached prompt differs from one read in full,
-        so only without the cache does the same seed give the same reply to the same prompt (one
-        that other sessions' replies are decoded beside included)."""
+        so only without the cache does the same seed give the same reply to the same prompt. Not
+        across sessions sharing the server: batched decoding is not batch-invariant."""
         return [str(self.server), "-m", str(self.model), "--alias", MODEL_ALIAS, "--host", "127.0.0.1",
                 "--port", str(port), "-c", str(context * parallel), "-np", str(parallel), "--no-webui",
                 "-t", str(threads or default_threads()), *(["--no-cache-prompt"] if reproducible else [])]

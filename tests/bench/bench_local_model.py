@@ -9,10 +9,10 @@ openai`, a real subprocess, its own database):
 - **steered**: the same, and one guidance, given with `befair steer SID guide TEXT` as soon as the
   first node has failed (a person reading the failure; the same text for every seed).
 
-The arms are paired: llama-server runs without prompt caching and each session samples with
-`--llm-seed` (1000 x its seed), so a seed's two sessions get the same replies to the same prompts:
-they are alike until the guidance, and differ by what follows it (and by a pipeline's own
-randomness, which can change a printed metric and so a review).
+Each session samples with `--llm-seed` (1000 x its seed). That does not pair the arms: with
+several sessions on one server, llama.cpp's batched decoding is not batch-invariant, and a seed's
+two sessions got different replies to the same first prompt. A seed's two sessions are two
+samples, not one history with and without the guidance.
 
 Rows per arm: nodes measured / nodes, seconds per step, tokens/s (the calls' writing speed),
 stored events per LLM call (llm_stream events, and all events), the step of the first measured
@@ -240,7 +240,7 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     lock = threading.Lock()
     threads = int(os.environ.get("BEFAIR_BENCH_LOCAL_THREADS", "0")) or None   # default: half the CPUs
     with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes, threads=threads,
-                                 context=local_model.CONTEXT if lanes == 1 else 12_288, reproducible=True) as server:
+                                 context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
         check = check_server(LlmConfig(model=local_model.MODEL_ALIAS, base_url=server.base_url))
         print("\n".join(check.lines()), f"\nwork folder {work}; {lanes} session(s) at a time", flush=True)
 
