@@ -9,10 +9,14 @@ openai`, a real subprocess, its own database):
 - **steered**: the same, and one guidance, given with `befair steer SID guide TEXT` as soon as the
   first node has failed (a person reading the failure; the same text for every seed).
 
-Each session samples with `--llm-seed` (1000 x its seed). That does not pair the arms: with
-several sessions on one server, llama.cpp's batched decoding is not batch-invariant, and a seed's
-two sessions got different replies to the same first prompt. A seed's two sessions are two
-samples, not one history with and without the guidance.
+The arms are paired. Each session samples with `--llm-seed` (1000 x its seed), and the sessions
+reach llama-server through a record-and-replay proxy (tests/bench/replay_proxy.py): a request it
+has seen (same messages, seed and sampling) gets the reply the server gave the first time. So a
+seed's steered session gets the unsteered one's replies until the guidance changes its prompts
+(or a pipeline's own randomness changes a printed metric, and so a review prompt), and its own
+from then on. Seeds alone do not do it: with several sessions on one server llama.cpp's batched
+decoding is not batch-invariant, and a seed's two sessions got different replies to the same
+first prompt.
 
 Rows per arm: nodes measured / nodes, seconds per step, tokens/s (the calls' writing speed),
 stored events per LLM call (llm_stream events, and all events), the step of the first measured
@@ -37,6 +41,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from tests.bench.replay_proxy import ReplayProxy
 
 STEPS = int(os.environ.get("BEFAIR_BENCH_LOCAL_STEPS", "6"))
 SEEDS = [int(s) for s in os.environ.get("BEFAIR_BENCH_LOCAL_SEEDS", "0,1,2").split(",") if s.strip()]
@@ -240,12 +246,13 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
     lock = threading.Lock()
     threads = int(os.environ.get("BEFAIR_BENCH_LOCAL_THREADS", "0")) or None   # default: half the CPUs
     with local_model.LocalServer(model, log=work / "llama-server.log", parallel=lanes, threads=threads,
-                                 context=local_model.CONTEXT if lanes == 1 else 12_288) as server:
+                                 context=local_model.CONTEXT if lanes == 1 else 12_288) as server, \
+            ReplayProxy(server.base_url) as proxy:
         check = check_server(LlmConfig(model=local_model.MODEL_ALIAS, base_url=server.base_url))
         print("\n".join(check.lines()), f"\nwork folder {work}; {lanes} session(s) at a time", flush=True)
 
         def one(arm: str, seed: int) -> None:
-            s = run_session(server.base_url, seed, arm, work)
+            s = run_session(proxy.base_url, seed, arm, work)
             with lock:
                 sessions.append(s)
                 print(json.dumps({k: v for k, v in s.items() if k != "nodes_detail"}), flush=True)
@@ -265,6 +272,8 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
                 t.start()
                 running.append(t)
             time.sleep(1.0)
+        print(f"replay proxy: {proxy.forwarded} chat requests sent to the server, {proxy.replayed} "
+              "answered with a twin's reply", flush=True)
     rows = [row for arm in arms for row in arm_rows(sessions, arm)]
     for row in rows:
         row["sessions"] = [{k: s[k] for k in ("seed", "arm", "nodes", "measured", "first_measured_step",
