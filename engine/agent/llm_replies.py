@@ -317,22 +317,27 @@ class ReplyReader:
             server_model=call.server_model))
 
 
-LOOP_LINES = 30      # the same line (or a cycle of up to LOOP_PERIOD lines) this many lines in a row
-LOOP_PERIOD = 3
+LOOP_LINES = 30      # a cycle of up to LOOP_PERIOD lines, repeated for this many lines in a row
+LOOP_PERIOD = 12     # (and at least LOOP_REPEATS times: a 12-line cycle is stopped after 48 lines)
+LOOP_REPEATS = 4
 
 
 def repeating_tail(text: str) -> str | None:
-    """Why a streamed reply is stuck in a loop (a small model at temperature 0.5 wrote
-    `X = np.vstack((X, np.zeros_like(X)))` until its 4,096-token cap: 30 minutes at 2 tokens/s),
-    or None. Only whole lines are compared; code never repeats a line 30 times in a row."""
-    lines = text.rsplit("\n", LOOP_LINES + 1)[:-1][-LOOP_LINES:]   # checked per streamed line: the tail only
-    if len(lines) < LOOP_LINES or not any(line.strip() for line in lines):
-        return None
+    """Why a streamed reply is stuck in a loop, or None. A small model at temperature 0.5 wrote
+    `X = np.vstack((X, np.zeros_like(X)))` until its 4,096-token cap (30 minutes at 2 tokens/s),
+    and, in an improve step, the same 4 to 8 import lines over and over, three times in one
+    session. Only whole lines are compared; code never repeats a line 30 times in a row, nor a
+    block of lines four times."""
+    window = max(LOOP_LINES, LOOP_REPEATS * LOOP_PERIOD)
+    tail = text.rsplit("\n", window + 1)[:-1][-window:]   # checked per streamed line: the tail only
     for period in range(1, LOOP_PERIOD + 1):
+        lines = tail[-max(LOOP_LINES, LOOP_REPEATS * period):]
+        if len(lines) < max(LOOP_LINES, LOOP_REPEATS * period) or not any(line.strip() for line in lines):
+            continue
         if all(lines[i] == lines[i - period] for i in range(period, len(lines))):
             unit = "line" if period == 1 else f"{period} lines"
             return (f"the model was writing the same {unit} over and over ({shorten(lines[-1].strip(), 60)!r}, "
-                    f"{LOOP_LINES} lines in a row): the reply was stopped")
+                    f"{len(lines)} lines in a row): the reply was stopped")
     return None
 
 

@@ -280,6 +280,14 @@ def test_a_short_cycle_is_a_loop_and_ordinary_code_is_not():
     assert repeating_tail("\n" * 50) is None                              # blank lines are not code
     code = "".join(f"    w{i} = X[:, {i}].mean()\n" for i in range(60))  # similar lines, all different
     assert repeating_tail(code) is None
+    # the 1.5B model in an improve step: the same 6 import lines over and over, to its cap
+    imports = "".join(f"from sklearn.metrics import {n}\n" for n in
+                      ("roc_auc_score", "confusion_matrix", "classification_report", "f1_score", "roc_curve", "auc"))
+    assert repeating_tail(imports * 5) is not None and "6 lines" in repeating_tail(imports * 5)
+    assert repeating_tail(imports * 4) is None                            # 24 lines: not yet 30
+    block = "".join(f"    step_{i}()\n" for i in range(10))
+    assert repeating_tail(block * 3) is None                              # a block three times is not a loop
+    assert repeating_tail(block * 4) is not None
 
 
 # -- what the agent was told and answered ------------------------------------------------------
