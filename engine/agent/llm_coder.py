@@ -174,7 +174,8 @@ class LlmCoder:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
         plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
         scaffold, so is a reply that leaves features() or train() unwritten
-        (engine.agent.scaffold.unusable); the prompt is sent again with a note of what the last reply
+        (engine.agent.scaffold.unusable), and, while attempts are left, one that would fail at once
+        (Scaffold.flaw); the prompt is sent again with a note of what the last reply
         lacked (not with that reply: a small model shown its reply repeats it word for word). A
         usable reply goes into the scaffold (assemble): the node's code is the whole file."""
         calls: list[LlmCall] = []

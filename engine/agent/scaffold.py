@@ -84,8 +84,9 @@ class Scaffold:
 
     def flaw(self, reply_code: str) -> str | None:
         """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
-        does not parse, an import that fails here, a name nothing binds. Asked again while attempts
-        are left; the last attempt runs, so that the model sees the error."""
+        does not parse, an import that fails here, a name nothing binds, a keyword a scikit-learn
+        class does not take. Asked again while attempts are left; the last attempt runs, so that
+        the model sees the error."""
         return reply_flaws.flaw(reply_code, self.assemble(reply_code))
 
     def assemble(self, reply_code: str) -> str:
