@@ -331,8 +331,9 @@ def repeating_tail(text: str) -> str | None:
     window = max(LOOP_LINES, LOOP_REPEATS * LOOP_PERIOD)
     tail = text.rsplit("\n", window + 1)[:-1][-window:]   # checked per streamed line: the tail only
     for period in range(1, LOOP_PERIOD + 1):
-        lines = tail[-max(LOOP_LINES, LOOP_REPEATS * period):]
-        if len(lines) < max(LOOP_LINES, LOOP_REPEATS * period) or not any(line.strip() for line in lines):
+        need = max(LOOP_LINES, LOOP_REPEATS * period)
+        lines = tail[-need:]
+        if len(lines) < need or not any(line.strip() for line in lines):
             continue
         if all(lines[i] == lines[i - period] for i in range(period, len(lines))):
             unit = "line" if period == 1 else f"{period} lines"

@@ -92,9 +92,8 @@ def unknown_keyword(tree: ast.Module, live: set[str]) -> str | None:
     for call in (n for stmt in running for n in ast.walk(stmt) if isinstance(n, ast.Call)):
         if not isinstance(call.func, ast.Name) or call.func.id not in imported:
             continue
-        given = [k.arg for k in call.keywords if k.arg is not None]
         taken = _parameters(*imported[call.func.id])
-        wrong = [k for k in given if taken is not None and k not in taken]
+        wrong = [k.arg for k in call.keywords if taken is not None and k.arg is not None and k.arg not in taken]
         if wrong:
             name = call.func.id
             fit = _parameters(*imported[name], method="fit") or set()
@@ -161,11 +160,14 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
 
 
 def _importable(module: str) -> bool:
+    """Whether `module` can be imported here. A dotted name's parent is imported to find it, so the
+    full name is looked up only under the checked modules: a reply's import never makes this
+    process import an arbitrary installed package (only its top-level name is looked up)."""
     top = module.split(".")[0]
     if not top:
         return False
     try:
-        return importlib.util.find_spec(module) is not None
+        return importlib.util.find_spec(module if top in CHECKED_FROM else top) is not None
     except (ImportError, ValueError):
         return False
 

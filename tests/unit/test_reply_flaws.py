@@ -117,3 +117,14 @@ def test_the_coder_asks_again_with_the_flaw_and_takes_the_last_attempt_as_it_is(
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
     assert r.code == SC.assemble(flawed) and len(r.llm_calls) == 3   # run, so the model sees the NameError
+
+
+def test_checking_an_import_never_imports_an_arbitrary_package_here():
+    """Finding `a.b` imports `a`: outside the checked modules only the top-level name is looked up,
+    so a reply's `import this.zen` does not run `this` (it prints) in befair's own process."""
+    import sys
+
+    sys.modules.pop("this", None)
+    assert flaw(GOOD.replace("import numpy as np\n", "import numpy as np\nimport this.zen\n")) is None
+    assert "this" not in sys.modules
+    assert flaw(GOOD.replace("import numpy as np\n", "import numpy as np\nimport sklearn.nope\n")) is not None
