@@ -92,7 +92,8 @@ class LlmCoder:
 
     def debug(self, ctx: CoderContext, parent: NodeView) -> CoderReply:
         ctx = self._scaffolded(ctx)
-        return self._code("debug", lambda: prompts.debug_prompt(ctx, parent, self.exec_timeout), ctx)
+        return self._code("debug", lambda: prompts.debug_prompt(ctx, parent, self.exec_timeout), ctx,
+                          failed=parent.code)
 
     def _scaffolded(self, ctx: CoderContext) -> CoderContext:
         """The context asking for features() and train() only, when the settings want the scaffold
@@ -170,12 +171,14 @@ class LlmCoder:
         self.calls.extend(res.calls)
         return res
 
-    def _code(self, role: str, build: Callable[[], dict[str, Any]], ctx: CoderContext) -> CoderReply:
+    def _code(self, role: str, build: Callable[[], dict[str, Any]], ctx: CoderContext,
+              failed: str | None = None) -> CoderReply:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
         plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
         scaffold, so is a reply that leaves features() or train() unwritten
         (engine.agent.scaffold.unusable), and, while attempts are left, one that would fail at once
-        (Scaffold.flaw); the prompt is sent again with a note of what the last reply
+        (Scaffold.flaw), a debug reply that hands back the `failed` code unchanged among them; the
+        prompt is sent again with a note of what the last reply
         lacked (not with that reply: a small model shown its reply repeats it word for word). A
         usable reply goes into the scaffold (assemble): the node's code is the whole file."""
         calls: list[LlmCall] = []
@@ -192,7 +195,8 @@ class LlmCoder:
                                       llm_calls=calls)
                 code = (extract_all_code if ctx.scaffold else extract_code)(content)
                 plan = extract_plan(content)
-                why = _scaffold_verdict(code, last=attempt == CODE_ATTEMPTS - 1) if ctx.scaffold else None
+                last = attempt == CODE_ATTEMPTS - 1
+                why = _scaffold_verdict(code, last, failed) if ctx.scaffold else None
                 if why:
                     unusable.append(why)
                 if ctx.scaffold and (why or code is None):
@@ -206,13 +210,13 @@ class LlmCoder:
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
 
 
-def _scaffold_verdict(code: str | None, last: bool) -> str | None:
+def _scaffold_verdict(code: str | None, last: bool, failed: str | None) -> str | None:
     """Why a scaffolded reply is asked again: it lacks features() or train(), or (while attempts
-    are left) it would fail at once (reply_flaws)."""
+    are left) it would fail at once (reply_flaws), or is the `failed` code again."""
     if code is None:
         return None
     frame = scaffold.load()
-    return frame.unusable(code) or (None if last else frame.flaw(code))
+    return frame.unusable(code) or (None if last else frame.flaw(code, failed))
 
 
 def _no_code_reason(content: str, unusable: list[str]) -> str:

@@ -25,10 +25,11 @@ _MODULE_NAMES = frozenset({"__name__", "__file__", "__doc__", "__builtins__", "_
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
-def flaw(reply_code: str, assembled: str) -> str | None:
+def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -> str | None:
     """Why the reply, put into the scaffold as `assembled`, would fail at once; None: no such flaw.
     Only code that runs counts: the scaffold's, and the reply's functions and classes that it
-    reaches from features() and train() (an unused helper's import or name is no flaw)."""
+    reaches from features() and train() (an unused helper's import or name is no flaw). `fixed`:
+    the names the scaffold defines, which the reply cannot replace."""
     try:
         reply = ast.parse(reply_code)
     except SyntaxError as exc:
@@ -40,7 +41,83 @@ def flaw(reply_code: str, assembled: str) -> str | None:
     own = {n.name for n in reply.body if isinstance(n, _DEFS)}
     roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
     live = _reachable(tree, roots)
-    return unavailable_import(tree, live) or undefined_names(assembled, tree, live) or unknown_keyword(tree, live)
+    return (unavailable_import(tree, live) or undefined_names(assembled, tree, live) or unknown_keyword(tree, live)
+            or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree))
+
+
+def repeats(assembled: str, failed: str) -> str | None:
+    """A debug reply that is the code which just failed, unchanged but for comments, docstrings and
+    repeated lines, as a sentence; it would fail again the same way. None: it changed something."""
+    if _gist(assembled) is None or _gist(assembled) != _gist(failed):
+        return None
+    return "the reply is the code that just failed, unchanged, and would fail again: change what the error names"
+
+
+def features_reads_files(tree: ast.Module, own: set[str]) -> str | None:
+    """A features() (or a helper of the reply's that it calls) that opens or loads files: it gets the
+    images themselves, and the model it might load is not saved until train() has run. A features()
+    that asks what X is (isinstance(X, np.ndarray)) may read files only for other input: no flaw."""
+    defs = {n.name: n for n in tree.body if isinstance(n, _DEFS) and n.name in own}
+    if "features" not in defs or _checks_type_of_x(defs["features"]):
+        return None
+    for name in _reachable(tree, {"features"}, module_level=False) & set(defs):
+        for call in (n for n in ast.walk(defs[name]) if isinstance(n, ast.Call)):
+            called = _dotted(call.func)
+            if called is not None and (called in _READERS or called.rsplit(".", 1)[-1] in _READER_METHODS):
+                return (f"the reply's features() reads files ({called}()), but features(X) gets the images "
+                        "themselves, X, a float32 array (n, SIZE, SIZE, 3) already loaded: compute its rows from X")
+    return None
+
+
+def indexes_x_by_name(tree: ast.Module) -> str | None:
+    """features() or train() indexing X by a column name (X["image_name"]): X is a numpy array."""
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("features", "train")):
+        if not fn.args.args:
+            continue
+        x = fn.args.args[0].arg
+        for sub in (n for n in ast.walk(fn) if isinstance(n, ast.Subscript)):
+            key = sub.slice
+            if isinstance(sub.value, ast.Name) and sub.value.id == x and isinstance(key, ast.Constant) \
+                    and isinstance(key.value, str):
+                return (f"the reply's {fn.name}() reads {x}[{key.value!r}], but {x} is a numpy array of numbers "
+                        "(no columns, no file names)")
+    return None
+
+
+# calls that open or load a file: by full name, or by the method's name on any object
+_READERS = frozenset({"open", "load_image", "Image.open", "PIL.Image.open", "joblib.load", "np.load", "numpy.load",
+                      "pickle.load", "os.listdir", "glob.glob"})
+_READER_METHODS = frozenset({"read_csv", "imread", "read_image"})
+
+
+def _checks_type_of_x(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    x = fn.args.args[0].arg if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and fn.args.args else None
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "isinstance"
+               and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == x for n in ast.walk(fn))
+
+
+def _dotted(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        head = _dotted(func.value)
+        return None if head is None else f"{head}.{func.attr}"
+    return None
+
+
+def _gist(code: str) -> str | None:
+    """The code's statements without docstrings, each distinct top-level statement once: what runs."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (*_DEFS, ast.Module)) and isinstance(body, list) and len(body) > 1 \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:]
+    return "\n".join(dict.fromkeys(ast.dump(stmt) for stmt in tree.body))
 
 
 def unavailable_import(tree: ast.Module, live: set[str]) -> str | None:
@@ -119,11 +196,11 @@ def _parameters(module: str, name: str, method: str | None = None) -> set[str] |
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _reachable(tree: ast.Module, roots: set[str]) -> set[str]:
-    """The module's functions and classes that the roots, or its module-level statements, name."""
+def _reachable(tree: ast.Module, roots: set[str], module_level: bool = True) -> set[str]:
+    """The module's functions and classes that the roots (and its module-level statements) name."""
     defs = {n.name: n for n in tree.body if isinstance(n, _DEFS)}
     todo = [name for name in roots if name in defs]
-    todo += [n.id for stmt in tree.body if not isinstance(stmt, _DEFS) for n in ast.walk(stmt)
+    todo += [n.id for stmt in tree.body if module_level and not isinstance(stmt, _DEFS) for n in ast.walk(stmt)
              if isinstance(n, ast.Name) and n.id in defs]
     seen: set[str] = set()
     while todo:

@@ -56,8 +56,8 @@ GUIDELINE = [
     "not the CSV's columns). It returns the model's input for them, a 2-D numpy "
     "array with one row of numbers per image (the scaffold flattens each row).",
     "train(X, y, skin_tone) gets features() of the training images (already computed: fit on X as it "
-    "is), y (1: malignant, 0: not) and each image's Fitzpatrick skin type (1-6, -1: unknown), and "
-    "returns a fitted scikit-learn estimator or Pipeline: the scaffold calls its "
+    "is), y (1: malignant, 0: not) and each image's Fitzpatrick skin type (1-6; 0: unknown, never "
+    "negative), and returns a fitted scikit-learn estimator or Pipeline: the scaffold calls its "
     "`predict_proba(features(X))[:, 1]` and saves it with joblib.",
     "Skin type is not known when predicting (predict(folder) has the images only): use skin_tone in "
     "train() (e.g. for sample weights), never as a column of the model's input.",
@@ -82,12 +82,15 @@ class Scaffold:
         missing = [f"{name}()" for name in OWN_PARTS if name not in written]
         return f"the reply did not write {' and '.join(missing)}" if missing else None
 
-    def flaw(self, reply_code: str) -> str | None:
+    def flaw(self, reply_code: str, failed: str | None = None) -> str | None:
         """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
         does not parse, an import that fails here, a name nothing binds, a keyword a scikit-learn
-        class does not take. Asked again while attempts are left; the last attempt runs, so that
-        the model sees the error."""
-        return reply_flaws.flaw(reply_code, self.assemble(reply_code))
+        class does not take, a features() that reads files, X indexed by a column name, or (given
+        the `failed` code a debug step fixes) that code unchanged. Asked again while attempts are
+        left; the last attempt runs, so that the model sees the error."""
+        assembled = self.assemble(reply_code)
+        again = reply_flaws.repeats(assembled, failed) if failed else None
+        return reply_flaws.flaw(reply_code, assembled, FIXED) or again
 
     def assemble(self, reply_code: str) -> str:
         """The pipeline: the scaffold with the reply's imports after its own, and the reply's

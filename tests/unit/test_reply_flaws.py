@@ -56,6 +56,15 @@ def test_a_reply_that_runs_has_no_flaw():
     (("max_iter=1000)", "max_iter=1000, sample_weight=weights)"),
      "the reply calls LogisticRegression() with sample_weight=, which LogisticRegression() does not take "
      "(pass it to fit(): LogisticRegression.fit takes it)"),
+    # features() reading what it is given: the model file (not saved until train() ran), or images by name
+    (("    return colour_stats(X)\n", "    model = joblib.load(os.path.join(WORKING, 'model.joblib'))\n"
+                                      "    return model.predict_proba(X)[:, 1]\n"),
+     "the reply's features() reads files (joblib.load()), but features(X) gets the images themselves"),
+    (("    return np.hstack(", "    X = np.stack([load_image(f'{INPUT}/images/{name}.jpg') for name in X])\n"
+                              "    return np.hstack("),
+     "the reply's features() reads files (load_image())"),
+    (("    return colour_stats(X)\n", "    return colour_stats(X[\"image_name\"])\n"),
+     "the reply's features() reads X['image_name'], but X is a numpy array of numbers"),
 ])
 def test_a_reply_that_would_fail_at_once_is_named(swap, expected):
     old, new = swap
@@ -99,6 +108,27 @@ def features(X):
     assert flaw(code.replace("image[..., c]", "img[..., c]")) == undefined
 
 
+def test_a_features_that_asks_what_x_is_may_read_files_for_other_input():
+    """The best node of two benches: images are used as given; the file branch never runs."""
+    guarded = GOOD.replace("    return colour_stats(X)\n", "    if isinstance(X, np.ndarray):\n        return colour_stats(X)\n"
+                           "    return colour_stats(np.stack([load_image(name) for name in X]))\n")
+    assert flaw(guarded) is None
+    in_train = GOOD.replace("    weights =", "    pd.read_csv(os.path.join(INPUT, 'skin_lesions.csv'))\n    weights =")
+    assert flaw(in_train) is None   # train() may read what exists (it runs); only features() gets images
+
+
+def test_a_debug_reply_that_hands_back_the_failed_code_is_named():
+    """17 of the bench's failed debug nodes were their parent's code again, unchanged but for a
+    docstring, a comment or a repeated line; each failed as its parent had."""
+    failed = SC.assemble(GOOD)
+    same = GOOD.replace("def features(X):\n", 'def features(X):\n    """Fixed."""  # now it works\n')
+    same = "SIZE = 32\n\n" + same.replace("    return model\n", "    return model\n\n\nSIZE = 32\n")
+    assert SC.flaw(same, failed) == ("the reply is the code that just failed, unchanged, and would fail again: "
+                                    "change what the error names")
+    assert SC.flaw(GOOD.replace(">= 5, 2.0", ">= 5, 3.0"), failed) is None
+    assert SC.flaw(same) is None   # a draft or improve reply has no failed code to repeat
+
+
 def ctx() -> CoderContext:
     return CoderContext(instruction=FAIRNESS_METRIC, metric_line=METRIC_LINE, data_preview="x", step=1, seed=0,
                         scaffold=True)
@@ -128,3 +158,17 @@ def test_checking_an_import_never_imports_an_arbitrary_package_here():
     assert flaw(GOOD.replace("import numpy as np\n", "import numpy as np\nimport this.zen\n")) is None
     assert "this" not in sys.modules
     assert flaw(GOOD.replace("import numpy as np\n", "import numpy as np\nimport sklearn.nope\n")) is not None
+
+
+def test_a_debug_step_asks_again_when_the_fix_is_the_failed_code():
+    from engine.agent.coder import NodeView
+
+    failed = SC.assemble(GOOD)
+    fixed = GOOD.replace(">= 5, 2.0", ">= 5, 3.0")
+    bug = NodeView(1, "draft", "Colour stats.", failed, "buggy", output="ValueError: boom", exc_type="ValueError")
+    with FakeChatServer([reply(code_reply("Same.", GOOD)), reply(code_reply("Fixed.", fixed))]) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.debug(ctx(), bug)
+        note = srv.chat_requests[1].messages[-1]["content"]
+    assert "The last reply is the code that just failed, unchanged" in note
+    assert r.code == SC.assemble(fixed) and len(r.llm_calls) == 2

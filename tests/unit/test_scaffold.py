@@ -118,6 +118,27 @@ def test_train_gets_the_features_and_features_of_features_are_the_same_rows(tmp_
     (4-D) because train() got the images. Now it gets features() of them, and a train() that calls
     features() on them again gets the same rows. The assembled file runs on a small generated input
     folder, with no imports of its own (the scaffold's common scikit-learn names are there)."""
+    out = _run_assembled(tmp_path, reply_code, tones=[1 + i % 6 for i in range(20)])
+    assert out.returncode == 0, out.stderr[-800:]
+    assert out.stdout.startswith("Validation AUROC: ") and (tmp_path / "working" / "model.joblib").exists()
+
+
+def test_train_gets_unknown_skin_type_as_0_never_negative(tmp_path):
+    """The CSV codes unknown as -1; np.bincount(skin_tone) and sample_weight=skin_tone, a small
+    model's first ideas, failed on it ('list' argument must have no negative elements; weights
+    sum to zero). train() gets 0 for unknown."""
+    reply_code = ("def features(X):\n    return X.mean(axis=(1, 2))\n\n"
+                  "def train(X, y, skin_tone):\n    print('tones', sorted(set(skin_tone.tolist())))\n"
+                  "    weights = 1.0 / np.bincount(skin_tone)[skin_tone]\n"
+                  "    return LogisticRegression().fit(X, y, sample_weight=weights)\n")
+    out = _run_assembled(tmp_path, reply_code, tones=[-1 if i % 5 == 0 else 1 + i % 6 for i in range(20)])
+    assert out.returncode == 0, out.stderr[-800:]
+    tones = out.stdout.split("tones ", 1)[1].split("\n", 1)[0]
+    assert tones.startswith("[0, ") and "-1" not in tones
+
+
+def _run_assembled(tmp_path, reply_code: str, tones: list[int]):
+    """The assembled file run on a small generated input folder of 20 images."""
     import subprocess
     import sys
 
@@ -126,14 +147,12 @@ def test_train_gets_the_features_and_features_of_features_are_the_same_rows(tmp_
     images = tmp_path / "input" / "images"
     images.mkdir(parents=True)
     rows = []
-    for i in range(20):
+    for i, tone in enumerate(tones):
         Image.new("RGB", (40, 40), (40 + 10 * i, 90, 60)).save(images / f"image_{i}.jpg")
-        rows.append(f"image_{i},{'malignant' if i % 2 else 'benign'},{1 + i % 6}")
+        rows.append(f"image_{i},{'malignant' if i % 2 else 'benign'},{tone}")
     (tmp_path / "input" / "skin_lesions.csv").write_text("image_name,label,skin_tone\n" + "\n".join(rows) + "\n")
     (tmp_path / "solution.py").write_text(SC.assemble(reply_code))
-    out = subprocess.run([sys.executable, "solution.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-800:]
-    assert out.stdout.startswith("Validation AUROC: ") and (tmp_path / "working" / "model.joblib").exists()
+    return subprocess.run([sys.executable, "solution.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
 def test_a_reply_that_copies_the_whole_assembled_file_back_does_not_call_itself(tmp_path):

@@ -23,11 +23,12 @@ def load_image(path):
 
 
 def load_training_data():
-    """X: images (n, SIZE, SIZE, 3); y: 1 for malignant, 0 otherwise; skin_tone: Fitzpatrick 1-6 (-1 unknown)."""
+    """X: images (n, SIZE, SIZE, 3); y: 1 for malignant, 0 otherwise; skin_tone: Fitzpatrick 1-6 (0 unknown)."""
     df = pd.read_csv(os.path.join(INPUT, "skin_lesions.csv"))
     X = np.stack([load_image(os.path.join(INPUT, "images", f"{name}.jpg")) for name in df["image_name"]])
     y = (df["label"] == "malignant").astype(int).to_numpy()
-    return X, y, df["skin_tone"].to_numpy()
+    tone = pd.to_numeric(df["skin_tone"], errors="coerce").fillna(0).astype(int).to_numpy()
+    return X, y, np.where((tone >= 1) & (tone <= 6), tone, 0)
 
 
 class _Rows(np.ndarray):
