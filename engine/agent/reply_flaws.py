@@ -7,9 +7,9 @@ have), a name used but never imported or defined (DecisionTreeClassifier, `skin_
 keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
 Then three more: a features() that reads files (the model file, not saved yet, or the images by
 name, when it is given the images), X indexed by a column name, and a debug reply that hands back
-the code which just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw; the last attempt
-runs whatever it holds, so that the model still sees the error. Pipelines run with this Python,
-so what imports here imports there.
+the code which just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of
+the flaw; the last attempt runs whatever it holds, so that the model still sees the error.
+Pipelines run with this Python, so what imports here imports there.
 """
 from __future__ import annotations
 
