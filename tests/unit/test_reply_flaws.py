@@ -110,7 +110,8 @@ def features(X):
 
 def test_a_features_that_asks_what_x_is_may_read_files_for_other_input():
     """The best node of two benches: images are used as given; the file branch never runs."""
-    guarded = GOOD.replace("    return colour_stats(X)\n", "    if isinstance(X, np.ndarray):\n        return colour_stats(X)\n"
+    guarded = GOOD.replace("    return colour_stats(X)\n",
+                           "    if isinstance(X, np.ndarray):\n        return colour_stats(X)\n"
                            "    return colour_stats(np.stack([load_image(name) for name in X]))\n")
     assert flaw(guarded) is None
     in_train = GOOD.replace("    weights =", "    pd.read_csv(os.path.join(INPUT, 'skin_lesions.csv'))\n    weights =")
