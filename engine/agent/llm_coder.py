@@ -176,16 +176,18 @@ class LlmCoder:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
         plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
         scaffold, so is a reply that leaves features() or train() unwritten
-        (engine.agent.scaffold.unusable), and, while attempts are left, one that would fail at once
-        (Scaffold.flaw), a debug reply that hands back the `failed` code unchanged among them; the
-        prompt is sent again with a note of what the last reply
-        lacked (not with that reply: a small model shown its reply repeats it word for word). A
-        usable reply goes into the scaffold (assemble): the node's code is the whole file."""
+        (engine.agent.scaffold.unusable), and one that would fail at once (Scaffold.flaw; for a
+        debug reply, handing back the `failed` code unchanged is one); the prompt is sent again with
+        a note of what the last reply lacked (not with that reply: a small model shown its reply
+        repeats it word for word). When no reply is free of flaws, the last one that wrote both
+        functions runs as it is, so that the model sees its error. A usable reply goes into the
+        scaffold (assemble): the node's code is the whole file."""
         calls: list[LlmCall] = []
         unusable: list[str] = []     # why each reply with code was not taken
+        flawed: tuple[str, str] | None = None   # (plan, code) of the last complete reply with a flaw
         try:
             messages = first = prompts.to_messages(build())
-            for attempt in range(CODE_ATTEMPTS):
+            for _ in range(CODE_ATTEMPTS):
                 res = self._complete(messages, role=role, model=self.model,
                                      temperature=self.config.temperature)
                 calls += res.calls
@@ -194,29 +196,28 @@ class LlmCoder:
                     return CoderReply(plan=extract_plan(content), code=None, error=res.error,
                                       llm_calls=calls)
                 code = (extract_all_code if ctx.scaffold else extract_code)(content)
-                plan = extract_plan(content)
-                last = attempt == CODE_ATTEMPTS - 1
-                why = _scaffold_verdict(code, last, failed) if ctx.scaffold else None
-                if why:
+                plan = extract_plan(content) or "(the model gave no plan)"
+                if code is not None and not ctx.scaffold:
+                    return CoderReply(plan=plan, code=code, llm_calls=calls)
+                if code is None:
+                    messages = scaffold.with_note(first, None) if ctx.scaffold else messages
+                    continue
+                frame = scaffold.load()
+                if why := frame.unusable(code):
                     unusable.append(why)
-                if ctx.scaffold and (why or code is None):
-                    messages = scaffold.with_note(first, why)
-                elif code is not None:
-                    code = scaffold.load().assemble(code) if ctx.scaffold else code
-                    return CoderReply(plan=plan or "(the model gave no plan)", code=code, llm_calls=calls)
-            return CoderReply(plan=plan, code=None, llm_calls=calls, error=_no_code_reason(content, unusable))
+                elif why := frame.flaw(code, failed):
+                    unusable.append(why)
+                    flawed = (plan, code)
+                else:
+                    return CoderReply(plan=plan, code=frame.assemble(code), llm_calls=calls)
+                messages = scaffold.with_note(first, why)
+            if flawed is not None:
+                return CoderReply(plan=flawed[0], code=scaffold.load().assemble(flawed[1]), llm_calls=calls)
+            return CoderReply(plan=extract_plan(content), code=None, llm_calls=calls,
+                              error=_no_code_reason(content, unusable))
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
-
-
-def _scaffold_verdict(code: str | None, last: bool, failed: str | None) -> str | None:
-    """Why a scaffolded reply is asked again: it lacks features() or train(), or (while attempts
-    are left) it would fail at once (reply_flaws), or is the `failed` code again."""
-    if code is None:
-        return None
-    frame = scaffold.load()
-    return frame.unusable(code) or (None if last else frame.flaw(code, failed))
 
 
 def _no_code_reason(content: str, unusable: list[str]) -> str:

