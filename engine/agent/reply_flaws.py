@@ -8,7 +8,7 @@ keyword argument a scikit-learn class does not take (RandomForestClassifier(samp
 Then three more: a features() that reads files (the model file, not saved yet, or the images by
 name, when it is given the images), X indexed by a column name, and a debug reply that hands back
 the code which just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of
-the flaw; the last attempt runs whatever it holds, so that the model still sees the error.
+the flaw; when no reply is free of flaws, the last complete one runs, so that the model sees the error.
 Pipelines run with this Python, so what imports here imports there.
 """
 from __future__ import annotations

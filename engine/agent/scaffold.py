@@ -86,8 +86,9 @@ class Scaffold:
         """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
         does not parse, an import that fails here, a name nothing binds, a keyword a scikit-learn
         class does not take, a features() that reads files, X indexed by a column name, or (given
-        the `failed` code a debug step fixes) that code unchanged. Asked again while attempts are
-        left; the last attempt runs, so that the model sees the error."""
+        the `failed` code a debug step fixes) that code unchanged. Asked again (three replies in
+        all); when none is free of them, the last complete one runs, so that the model sees the
+        error."""
         assembled = self.assemble(reply_code)
         again = reply_flaws.repeats(assembled, failed) if failed else None
         return reply_flaws.flaw(reply_code, assembled, FIXED) or again
