@@ -45,6 +45,13 @@ def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bo
     return ""
 
 
+def _step(state: SessionState, dead: bool) -> int:
+    """The step under way while the agent runs (the chat tab's "step 3" as the model writes it),
+    else the steps done."""
+    running = state.status == "running" and not dead and state.agent_steps < (state.budget or 0)
+    return state.agent_steps + 1 if running else state.agent_steps
+
+
 def _coder(state: SessionState, compact: bool) -> str:
     """Who writes the pipelines; below 110 columns the simulated agent's short name, or the model's
     name alone, at most 12 characters: at 80 columns the call in progress must fit beside it."""
@@ -104,7 +111,7 @@ class StatusBar(Static):
         best = (f" · ★ {words[criterion or selection.current_criterion(state)]}" + (" (view)" if criterion else ""),
                 "bold yellow")
         parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else ""),
-                 (f" · step {state.agent_steps}/{state.budget}", "")]
+                 (f" · step {_step(state, dead)}/{state.budget}", "")]
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
         # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
         call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, compact)) else []
