@@ -44,7 +44,7 @@ def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -
     roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
     live = _reachable(tree, roots)
     return (unavailable_import(tree, live) or undefined_names(assembled, tree, live) or unknown_keyword(tree, live)
-            or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree))
+            or pipeline_fit_keyword(tree, live) or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree))
 
 
 def repeats(assembled: str, failed: str) -> str | None:
@@ -53,6 +53,31 @@ def repeats(assembled: str, failed: str) -> str | None:
     if _gist(assembled) is None or _gist(assembled) != _gist(failed):
         return None
     return "the reply is the code that just failed, unchanged, and would fail again: change what the error names"
+
+
+def pipeline_fit_keyword(tree: ast.Module, live: set[str]) -> str | None:
+    """A Pipeline's fit() given a keyword that names no step (`sample_weight=`, not
+    `logisticregression__sample_weight=`): scikit-learn refuses it ("Pipeline.fit does not accept
+    the sample_weight parameter"). Pipelines are the ones made in the same function."""
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in live):
+        pipes = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and _makes_pipeline(n.value)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+            if not isinstance(call.func, ast.Attribute) or call.func.attr != "fit":
+                continue
+            target = call.func.value
+            if not (_makes_pipeline(target) or isinstance(target, ast.Name) and target.id in pipes):
+                continue
+            loose = [k.arg for k in call.keywords if k.arg is not None and "__" not in k.arg]
+            if loose:
+                return (f"the reply passes {loose[0]}= to a Pipeline's fit(), which takes only a step's own: "
+                        f"name the step, as <step name>__{loose[0]}= (make_pipeline names each step by its class "
+                        f"in lower case: logisticregression__{loose[0]}=)")
+    return None
+
+
+def _makes_pipeline(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and (_dotted(node.func) or "").rsplit(".", 1)[-1] in ("make_pipeline", "Pipeline")
 
 
 def features_reads_files(tree: ast.Module, own: set[str]) -> str | None:

@@ -56,6 +56,10 @@ def test_a_reply_that_runs_has_no_flaw():
     (("max_iter=1000)", "max_iter=1000, sample_weight=weights)"),
      "the reply calls LogisticRegression() with sample_weight=, which LogisticRegression() does not take "
      "(pass it to fit(): LogisticRegression.fit takes it)"),
+    # a Pipeline's fit() given a step's keyword without the step's name (lm8, unsteered s2, twice)
+    (("    model = LogisticRegression(class_weight=\"balanced\", max_iter=1000)\n",
+      "    model = Pipeline([('scaler', StandardScaler()), ('lr', LogisticRegression(max_iter=1000))])\n"),
+     "the reply passes sample_weight= to a Pipeline's fit(), which takes only a step's own: name the step"),
     # features() reading what it is given: the model file (not saved until train() ran), or images by name
     (("    return colour_stats(X)\n", "    model = joblib.load(os.path.join(WORKING, 'model.joblib'))\n"
                                       "    return model.predict_proba(X)[:, 1]\n"),
@@ -106,6 +110,13 @@ def features(X):
     assert flaw(code) is None
     undefined = "the reply uses img, which it neither imports nor defines"
     assert flaw(code.replace("image[..., c]", "img[..., c]")) == undefined
+
+
+def test_a_pipeline_given_a_step_s_keyword_by_its_step_name_is_no_flaw():
+    named = GOOD.replace("    model = LogisticRegression(class_weight=\"balanced\", max_iter=1000)\n",
+                         "    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))\n")
+    assert "make_pipeline" in named and flaw(named) is not None
+    assert flaw(named.replace("sample_weight=weights", "logisticregression__sample_weight=weights")) is None
 
 
 def test_a_features_that_asks_what_x_is_may_read_files_for_other_input():
