@@ -16,7 +16,7 @@ stores them as llm_call events.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 from collections.abc import Callable
 
 from engine.agent import prompts, scaffold
@@ -28,6 +28,8 @@ from engine.agent.response_parsing import (
     extract_all_code, extract_code, extract_plan, parse_json_object, review_from_dict,
 )
 from engine.evaluation.audit import parse_claimed_metric
+
+T = TypeVar("T")
 
 __all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session"]
 
@@ -203,21 +205,31 @@ class LlmCoder:
                     messages = scaffold.with_note(first, None) if ctx.scaffold else messages
                     continue
                 frame = scaffold.load()
-                if why := frame.unusable(code):
+                if why := _ast_retried(frame.unusable, code):
                     unusable.append(why)
-                elif why := frame.flaw(code, failed):
+                elif why := _ast_retried(frame.flaw, code, failed):
                     unusable.append(why)
                     flawed = (plan, code)
                 else:
-                    return CoderReply(plan=plan, code=frame.assemble(code), llm_calls=calls)
+                    return CoderReply(plan=plan, code=_ast_retried(frame.assemble, code), llm_calls=calls)
                 messages = scaffold.with_note(first, why)
             if flawed is not None:
-                return CoderReply(plan=flawed[0], code=scaffold.load().assemble(flawed[1]), llm_calls=calls)
+                return CoderReply(plan=flawed[0], code=_ast_retried(scaffold.load().assemble, flawed[1]),
+                                  llm_calls=calls)
             return CoderReply(plan=extract_plan(content), code=None, llm_calls=calls,
                               error=_no_code_reason(content, unusable))
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+def _ast_retried(fn: Callable[..., T], *args: Any) -> T:
+    """fn(*args), once more after a SystemError "AST constructor recursion depth mismatch": CPython
+    3.11's ast raises it spuriously (python/cpython#106905), and a step was lost to it once."""
+    try:
+        return fn(*args)
+    except SystemError:
+        return fn(*args)
 
 
 def _no_code_reason(content: str, unusable: list[str]) -> str:

@@ -201,3 +201,22 @@ def test_when_no_reply_is_free_of_flaws_the_last_complete_one_runs():
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
     assert r.code is None and "did not write features()" in (r.error or "")
+
+
+def test_a_spurious_ast_system_error_is_checked_again_not_a_lost_step(monkeypatch):
+    """CPython 3.11's ast raised "AST constructor recursion depth mismatch" once in the suite
+    (python/cpython#106905): the coder reported an internal error and the node held no code."""
+    real = scaffold.Scaffold.flaw
+    raised = []
+
+    def once(self, code, failed=None):
+        if not raised:
+            raised.append(1)
+            raise SystemError("AST constructor recursion depth mismatch (before=3, after=2)")
+        return real(self, code, failed)
+
+    monkeypatch.setattr(scaffold.Scaffold, "flaw", once)
+    with FakeChatServer([reply(code_reply("Colour stats.", GOOD))]) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.draft(ctx())
+    assert raised and r.error is None and r.code == SC.assemble(GOOD)
