@@ -50,7 +50,8 @@ def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -
 def repeats(assembled: str, failed: str) -> str | None:
     """A debug reply that is the code which just failed, unchanged but for comments, docstrings and
     repeated lines, as a sentence; it would fail again the same way. None: it changed something."""
-    if _gist(assembled) is None or _gist(assembled) != _gist(failed):
+    gist = _gist(assembled)
+    if gist is None or gist != _gist(failed):
         return None
     return "the reply is the code that just failed, unchanged, and would fail again: change what the error names"
 
