@@ -5,11 +5,12 @@ model fixed: code that does not parse (a docstring never closed), an import of a
 is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
 have), a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`), and a
 keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
-Then three more: a features() that reads files (the model file, not saved yet, or the images by
-name, when it is given the images), X indexed by a column name, and a debug reply that hands back
-the code which just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of
-the flaw; when no reply is free of flaws, the last complete one runs, so that the model sees the error.
-Pipelines run with this Python, so what imports here imports there.
+Then four more: a Pipeline's fit() given sample_weight= without a step's name, a features() that
+reads files (the model file, not saved yet, or the images by name, when it is given the images),
+X indexed by a column name, and a debug reply that hands back the code which just failed. Such a
+reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free of
+flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
+Python, so what imports here imports there.
 """
 from __future__ import annotations
 
