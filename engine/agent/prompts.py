@@ -248,7 +248,7 @@ def _opening(ctx: CoderContext, introduction: str, *, include_node: bool, with_p
         prompt["Data overview"] = _preview(ctx)
     if ctx.scaffold:
         sc = scaffold.load()
-        prompt["Scaffold"] = (f"{scaffold.FRAME_TEXT}\n\n{fence(sc.code, 'python')}\n\n{scaffold.EXAMPLE_TEXT}\n\n"
+        prompt["Scaffold"] = (f"{scaffold.FRAME_TEXT}\n\n{fence(sc.shown, 'python')}\n\n{scaffold.EXAMPLE_TEXT}\n\n"
                               f"{fence(sc.example, 'python')}")
     _with_guidance(prompt, ctx, include_node=include_node)
     mem = memory_section(ctx.memory) if with_memory else None

@@ -38,8 +38,18 @@ SMALL_MODEL_PARAMS = 7e9      # below this, `befair llm check` recommends the sc
 FRAME_TEXT = (
     "befair runs your code inside this scaffold. The scaffold reads the data, splits it, prints the "
     "metric, saves the model and defines predict(folder); you write the two functions it calls, "
-    "features(X) and train(X, y, skin_tone), which go where the marked line is."
+    "features(X) and train(X, y, skin_tone), which go where the marked line is. Shown abridged: "
+    "the loaders' bodies (`...`) are befair's and already run before your code is called."
 )
+# what the prompt shows of the scaffold: these functions' bodies are left out (a 1.5B model copied
+# load_training_data's `for name in df["image_name"]` into features(), as `X["image_name"]`, in 5
+# of a seed's 6 nodes), and the flattening of features() is said in a comment (it copied `_Rows`)
+HIDDEN_BODIES = {
+    "load_image": "opens the file, converts it to RGB, resizes it to SIZE x SIZE",
+    "load_training_data": "reads ./input/skin_lesions.csv and loads each row's image with load_image()",
+}
+LEFT_OUT = ("_Rows", "_one_row_per_image")
+WRAPPING_NOTE = "# features() is then wrapped: whatever it returns becomes one flat row of float32 per image"
 EXAMPLE_TEXT = (
     "The shape of your reply's code (the design, the imports and the bodies are yours to write):"
 )
@@ -70,6 +80,22 @@ class Scaffold:
     code: str       # the scaffold, with its marker line
     example: str    # the shape of a reply's code: the two functions' signatures, bodies left to write
 
+    @functools.cached_property
+    def shown(self) -> str:
+        """The scaffold as the prompt shows it: the loaders' bodies left out, the flattening of
+        features() said in a comment (HIDDEN_BODIES, LEFT_OUT)."""
+        lines = self.code.split("\n")
+        for node in reversed(ast.parse(self.code).body):
+            first, last = node.lineno - 1, node.end_lineno or node.lineno
+            if isinstance(node, ast.FunctionDef) and node.name in HIDDEN_BODIES:
+                kept = node.body[0].end_lineno if _is_docstring(node.body[0]) else node.lineno
+                lines[kept or last:last] = [f"    ...  # {HIDDEN_BODIES[node.name]}"]
+            elif isinstance(node, ast.ClassDef | ast.FunctionDef) and node.name in LEFT_OUT:
+                del lines[first:last + 2]    # with the blank lines after it
+            elif isinstance(node, ast.Assign) and "_one_row_per_image" in ast.unparse(node.value):
+                lines[first:last] = [WRAPPING_NOTE]
+        return "\n".join(lines)
+
     def unusable(self, reply_code: str) -> str | None:
         """Why a reply cannot go into the scaffold (it is asked again), or None. A reply that does
         not parse is usable: running it shows the model its SyntaxError."""
@@ -85,10 +111,10 @@ class Scaffold:
     def flaw(self, reply_code: str, failed: str | None = None) -> str | None:
         """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
         does not parse, an import that fails here, a name nothing binds, a keyword a scikit-learn
-        class does not take, a features() that reads files, X indexed by a column name, or (given
-        the `failed` code a debug step fixes) that code unchanged. Asked again (three replies in
-        all); when none is free of them, the last complete one runs, so that the model sees the
-        error."""
+        class does not take, a features() that reads files, X indexed by a column name, X's floats
+        given to Image.fromarray(), or (given the `failed` code a debug step fixes) that code
+        unchanged. Asked again (three replies in all); when none is free of them, the last complete
+        one runs, so that the model sees the error."""
         assembled = self.assemble(reply_code)
         again = reply_flaws.repeats(assembled, failed) if failed else None
         return reply_flaws.flaw(reply_code, assembled, FIXED) or again

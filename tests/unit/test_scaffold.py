@@ -188,6 +188,15 @@ def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
     assert "return X.reshape(len(X), -1" in code and "def predict(folder):" in code
 
 
+def test_the_shown_scaffold_is_the_real_one_less_the_loaders_bodies_and_the_flattening():
+    shown, real = SC.shown.split("\n"), SC.code.split("\n")
+    assert set(shown) - set(real) == {f"    ...  # {why}" for why in scaffold.HIDDEN_BODIES.values()} | {
+        scaffold.WRAPPING_NOTE}
+    assert compile(SC.shown, "shown", "exec") and scaffold.MARKER in shown
+    defs = [line for line in shown if line.startswith(("def ", "class "))]
+    assert defs == ["def load_image(path):", "def load_training_data():", "def predict(folder):"]
+
+
 def test_a_reply_that_leaves_a_function_unwritten_is_not_taken():
     assert SC.unusable(SC.example) == "the reply did not write features() and train()"   # the shape, copied
     assert SC.unusable(OWN_DESIGN) is None
@@ -209,6 +218,9 @@ def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
     assert scaffold.MARKER not in plain and "# Scaffold" not in plain
     assert scaffold.MARKER in framed and SC.example.strip() in framed and scaffold.RESPONSE_FORMAT in framed
     assert prompts.PIPELINE_CONTRACT[1] not in framed        # the scaffold holds the contract
+    # abridged: a small model copied df["image_name"] from the loader into features(), and the helper
+    assert SC.shown in framed and 'df["image_name"]' not in framed and "_Rows" not in framed
+    assert "def load_training_data():" in framed and "def predict(folder):" in framed
     assert "15 minutes" in framed and "Use numpy, scipy and scikit-learn" in framed
     instructions = framed.split("# Instructions")[1]
     assert "torch " not in instructions and "GPU" not in instructions      # no torch version, no GPU advice
