@@ -19,7 +19,7 @@ import dataclasses
 from typing import Any, TypeVar
 from collections.abc import Callable
 
-from engine.agent import prompts, scaffold
+from engine.agent import prompts, reply_flaws, scaffold
 from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review
 from engine.agent.llm_attempts import shorten
 from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
@@ -182,11 +182,12 @@ class LlmCoder:
         debug reply, handing back the `failed` code unchanged is one); the prompt is sent again with
         a note of what the last reply lacked (not with that reply: a small model shown its reply
         repeats it word for word). When no reply is free of flaws, the last one that wrote both
-        functions runs as it is, so that the model sees its error. A usable reply goes into the
+        functions runs as it is (not the failed code handed back, if another wrote both), so that the
+        model sees its error. A usable reply goes into the
         scaffold (assemble): the node's code is the whole file."""
         calls: list[LlmCall] = []
         unusable: list[str] = []     # why each reply with code was not taken
-        flawed: tuple[str, str] | None = None   # (plan, code) of the last complete reply with a flaw
+        flawed: list[tuple[str, str]] = []   # (plan, code) of each complete reply with a flaw
         try:
             messages = first = prompts.to_messages(build())
             for _ in range(CODE_ATTEMPTS):
@@ -209,18 +210,26 @@ class LlmCoder:
                     unusable.append(why)
                 elif why := _ast_retried(frame.flaw, code, failed):
                     unusable.append(why)
-                    flawed = (plan, code)
+                    flawed.append((plan, code))
                 else:
                     return CoderReply(plan=plan, code=_ast_retried(frame.assemble, code), llm_calls=calls)
                 messages = scaffold.with_note(first, why)
-            if flawed is not None:
-                return CoderReply(plan=flawed[0], code=_ast_retried(scaffold.load().assemble, flawed[1]),
-                                  llm_calls=calls)
+            if flawed:
+                plan, code = _to_run(flawed, failed)
+                return CoderReply(plan=plan, code=_ast_retried(scaffold.load().assemble, code), llm_calls=calls)
             return CoderReply(plan=extract_plan(content), code=None, llm_calls=calls,
                               error=_no_code_reason(content, unusable))
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+def _to_run(flawed: list[tuple[str, str]], failed: str | None) -> tuple[str, str]:
+    """Of the flawed complete replies, the one that runs: the last that is not the `failed` code
+    handed back (that one would fail again the same way and teach the next step nothing)."""
+    frame = scaffold.load()
+    new = [f for f in flawed if not failed or not _ast_retried(reply_flaws.repeats, frame.assemble(f[1]), failed)]
+    return (new or flawed)[-1]
 
 
 def _ast_retried(fn: Callable[..., T], *args: Any) -> T:

@@ -5,9 +5,10 @@ model fixed: code that does not parse (a docstring never closed), an import of a
 is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
 have), a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`), and a
 keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
-Then four more: a Pipeline's fit() given sample_weight= without a step's name, a features() that
+Then five more: a Pipeline's fit() given sample_weight= without a step's name, a features() that
 reads files (the model file, not saved yet, or the images by name, when it is given the images),
-X indexed by a column name, and a debug reply that hands back the code which just failed. Such a
+X indexed by a column name, a features() that makes PIL images of X's floats, and a debug reply
+that hands back the code which just failed. Such a
 reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free of
 flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
 Python, so what imports here imports there.
@@ -45,7 +46,8 @@ def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -
     roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
     live = _reachable(tree, roots)
     return (unavailable_import(tree, live) or undefined_names(assembled, tree, live) or unknown_keyword(tree, live)
-            or pipeline_fit_keyword(tree, live) or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree))
+            or pipeline_fit_keyword(tree, live) or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree)
+            or features_makes_pil_images(tree, own - fixed))
 
 
 def repeats(assembled: str, failed: str) -> str | None:
@@ -95,6 +97,22 @@ def features_reads_files(tree: ast.Module, own: set[str]) -> str | None:
             if called is not None and (called in _READERS or called.rsplit(".", 1)[-1] in _READER_METHODS):
                 return (f"the reply's features() reads files ({called}()), but features(X) gets the images "
                         "themselves, X, a float32 array (n, SIZE, SIZE, 3) already loaded: compute its rows from X")
+    return None
+
+
+def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
+    """A features() (or a helper of the reply's that it calls) that hands X's float images to
+    Image.fromarray(), which takes bytes: PIL refuses float32 colour images ("Cannot handle this
+    data type: (1, 1, 3), <f4"). A call whose argument says uint8 is no flaw."""
+    defs = {n.name: n for n in tree.body if isinstance(n, _DEFS) and n.name in own}
+    if "features" not in defs:
+        return None
+    for name in _reachable(tree, {"features"}, module_level=False) & set(defs):
+        for call in (n for n in ast.walk(defs[name]) if isinstance(n, ast.Call)):
+            if (_dotted(call.func) or "").endswith("fromarray") and "uint8" not in ast.unparse(call):
+                return ("the reply's features() gives X's images to Image.fromarray(), which cannot take them: "
+                        "they are float32 (values 0-1), already SIZE x SIZE. Compute the rows from X with numpy "
+                        "(to change the size, set SIZE = <pixels>)")
     return None
 
 

@@ -69,6 +69,10 @@ def test_a_reply_that_runs_has_no_flaw():
      "the reply's features() reads files (load_image())"),
     (("    return colour_stats(X)\n", "    return colour_stats(X[\"image_name\"])\n"),
      "the reply's features() reads X['image_name'], but X is a numpy array of numbers"),
+    # X's float images given to PIL (lm8, unsteered s1, nodes 4-6: "Cannot handle this data type")
+    (("    return colour_stats(X)\n", "    small = np.array([Image.fromarray(img).resize((16, 16)) for img in X])\n"
+                                      "    return colour_stats(small)\n"),
+     "the reply's features() gives X's images to Image.fromarray(), which cannot take them"),
 ])
 def test_a_reply_that_would_fail_at_once_is_named(swap, expected):
     old, new = swap
@@ -201,6 +205,34 @@ def test_when_no_reply_is_free_of_flaws_the_last_complete_one_runs():
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
     assert r.code is None and "did not write features()" in (r.error or "")
+
+
+def test_pil_images_made_from_bytes_are_no_flaw():
+    as_bytes = GOOD.replace("    return colour_stats(X)\n",
+                            "    small = [Image.fromarray((img * 255).astype(np.uint8)).resize((16, 16)) "
+                            "for img in X]\n"
+                            "    return colour_stats(np.asarray(small, dtype=np.float32) / 255)\n")
+    assert flaw(as_bytes) is None
+
+
+def test_a_debug_step_runs_a_new_flawed_reply_rather_than_the_failed_code_again():
+    """lm8, unsteered s0: every debug reply had a flaw, and the one that ran was its parent's code
+    again, which failed the same way; another reply that wrote both functions runs instead."""
+    from engine.agent.coder import NodeView
+
+    failing = GOOD.replace("    return colour_stats(X)\n", "    return colour_stats(X[\"image_name\"])\n")
+    other = GOOD.replace("LogisticRegression(", "DecisionTreeClassifier(")
+    bug = NodeView(1, "draft", "Colour stats.", SC.assemble(failing), "buggy", output="IndexError: only integers",
+                   exc_type="IndexError")
+    replies = [reply(code_reply("A tree.", other))] + [reply(code_reply("Same.", failing))] * 2
+    with FakeChatServer(replies) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.debug(ctx(), bug)
+    assert r.code == SC.assemble(other) and r.plan.startswith("A tree") and len(r.llm_calls) == 3
+    with FakeChatServer([reply(code_reply("Same.", failing))] * 3) as srv:
+        coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
+        r = coder.debug(ctx(), bug)
+    assert r.code == SC.assemble(failing)     # nothing else was written: it runs, and fails as before
 
 
 def test_a_spurious_ast_system_error_is_checked_again_not_a_lost_step(monkeypatch):
