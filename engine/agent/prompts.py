@@ -277,8 +277,17 @@ IMPROVE_INTRODUCTION = (
     "solution.")
 # AIDE's own wording (engine.agent.prompts_be_fair), word for word
 IMPROVE_SKETCH = AIDE_IMPROVE_SKETCH
+SCAFFOLDED_CODE = "Its imports, features(X) and train(X, y, skin_tone), as they ran inside the scaffold above:"
 DEBUG_INTRODUCTION = AIDE_DEBUG_INTRODUCTION
 DEBUG_SKETCH = AIDE_DEBUG_SKETCH
+
+
+def _parent_code(ctx: CoderContext, parent: NodeView) -> str:
+    """The parent's code; with the scaffold, only the reply's part of it (Scaffold.written)."""
+    written = scaffold.load().written(parent.code) if ctx.scaffold else None
+    if written is None:
+        return fence(parent.code, "python")
+    return f"{SCAFFOLDED_CODE}\n\n{fence(written, 'python')}"
 
 
 def product_draft_prompt(ctx: CoderContext, exec_timeout: float | None = None) -> dict[str, Any]:
@@ -293,7 +302,7 @@ def product_improve_prompt(ctx: CoderContext, parent: NodeView,
     previous: dict[str, Any] = {}
     if parent.plan:
         previous["Plan"] = parent.plan.strip()
-    previous["Code"] = fence(parent.code, "python")
+    previous["Code"] = _parent_code(ctx, parent)
     measured = _measured_line(parent)
     if measured:
         previous["Measured result"] = measured
@@ -306,7 +315,7 @@ def product_improve_prompt(ctx: CoderContext, parent: NodeView,
 def product_debug_prompt(ctx: CoderContext, parent: NodeView,
                          exec_timeout: float | None = None) -> dict[str, Any]:
     prompt = _opening(ctx, DEBUG_INTRODUCTION, include_node=True, with_preview=True, with_memory=False)
-    prompt[f"Previous (buggy) implementation (node {parent.node_id})"] = fence(parent.code, "python")
+    prompt[f"Previous (buggy) implementation (node {parent.node_id})"] = _parent_code(ctx, parent)
     prompt["Execution output"] = _run_status(parent) + "\n\n" + fence(_output(parent))
     prompt["Instructions"] = _instructions(ctx, "Bugfix improvement sketch guideline", DEBUG_SKETCH, exec_timeout)
     return prompt

@@ -96,6 +96,20 @@ class Scaffold:
                 lines[first:last] = [WRAPPING_NOTE]
         return "\n".join(lines)
 
+    def written(self, assembled: str) -> str | None:
+        """The reply's part of a pipeline that `assemble` made (its imports, functions, classes and
+        constants), as a debug or improve prompt shows it: the whole file repeats the scaffold, whose
+        loader a small model copied into features(). None: the code is not this scaffold's."""
+        head, tail = self.code.split(MARKER, 1)
+        lines = head.rstrip("\n").split("\n")
+        last_import = max((i for i, line in enumerate(lines) if line.startswith(("import ", "from "))), default=-1)
+        before, after = "\n".join(lines[:last_import + 1]) + "\n", "\n".join(lines[last_import + 1:])
+        if not assembled.startswith(before) or not assembled.endswith(tail) or after not in assembled:
+            return None
+        rest = assembled[len(before):len(assembled) - len(tail)]
+        imports, body = rest.split(after, 1)
+        return (imports.strip() + "\n\n\n" + body.strip()).strip() + "\n"
+
     def unusable(self, reply_code: str) -> str | None:
         """Why a reply cannot go into the scaffold (it is asked again), or None. A reply that does
         not parse is usable: running it shows the model its SyntaxError."""

@@ -8,7 +8,7 @@ import pytest
 
 from befair_tui.cli import main
 from engine.agent import prompts, scaffold
-from engine.agent.coder import CoderContext
+from engine.agent.coder import CoderContext, NodeView
 from engine.agent.llm_coder import LlmCoder
 from engine.agent.llm_config import LlmConfig, LlmConfigError
 from engine.agent.prompts_be_fair import BeFairContext
@@ -195,6 +195,22 @@ def test_the_shown_scaffold_is_the_real_one_less_the_loaders_bodies_and_the_flat
     assert compile(SC.shown, "shown", "exec") and scaffold.MARKER in shown
     defs = [line for line in shown if line.startswith(("def ", "class "))]
     assert defs == ["def load_image(path):", "def load_training_data():", "def predict(folder):"]
+
+
+def test_debug_and_improve_prompts_show_the_reply_s_part_of_the_parent_not_the_scaffold_again():
+    """The whole file repeated the scaffold, loader and all, and a small model's fix copied the
+    loader's df["image_name"] into features() once more."""
+    code = SC.assemble(OWN_DESIGN)
+    own = OWN_DESIGN.replace("import numpy as np\n", "")     # numpy: the scaffold imports it
+    assert ast.dump(ast.parse(SC.written(code) or "")) == ast.dump(ast.parse(own))
+    assert SC.written("print('a pipeline of its own')\n") is None
+    bug = NodeView(1, "draft", "Trees.", code, "buggy", output="IndexError: only integers", exc_type="IndexError")
+    for text in (prompts.compile_md(prompts.debug_prompt(ctx(scaffold=True), bug)),
+                 prompts.compile_md(prompts.improve_prompt(ctx(scaffold=True), bug))):
+        assert prompts.SCAFFOLDED_CODE in text and "def colour_stats(X):" in text
+        assert text.count("def load_training_data():") == 1 and 'df["image_name"]' not in text
+    plain = prompts.compile_md(prompts.debug_prompt(ctx(), bug))
+    assert 'df["image_name"]' in plain and prompts.SCAFFOLDED_CODE not in plain     # without the scaffold: all
 
 
 def test_a_reply_that_leaves_a_function_unwritten_is_not_taken():
