@@ -5,11 +5,11 @@ model fixed: code that does not parse (a docstring never closed), an import of a
 is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
 have), a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`), and a
 keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
-Then five more: a Pipeline's fit() given sample_weight= without a step's name, a features() that
-reads files (the model file, not saved yet, or the images by name, when it is given the images),
-X indexed by a column name, a features() that makes PIL images of X's floats, and a debug reply
-that hands back the code which just failed. Such a
-reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free of
+Then six more: a module's name that is not there (scipy.misc.imresize), a Pipeline's fit()
+given sample_weight= without a step's name, a features() that reads files (the model file, not
+saved yet, or the images by name, when it is given the images), X indexed by a column name, a
+features() that makes PIL images of X's floats, and a debug reply that hands back the code which
+just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free of
 flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
 Python, so what imports here imports there.
 """
@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import inspect
 import symtable
+import warnings
 
 # from these, a `from M import NAME` is checked name by name (importing them has no side effects)
 CHECKED_FROM = ("numpy", "scipy", "sklearn", "pandas", "joblib")
@@ -45,7 +46,8 @@ def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -
     own = {n.name for n in reply.body if isinstance(n, _DEFS)}
     roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
     live = _reachable(tree, roots)
-    return (unavailable_import(tree, live) or undefined_names(assembled, tree, live) or unknown_keyword(tree, live)
+    return (unavailable_import(tree, live) or undefined_names(assembled, tree, live)
+            or missing_attribute(tree, live) or unknown_keyword(tree, live)
             or pipeline_fit_keyword(tree, live) or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree)
             or features_makes_pil_images(tree, own - fixed))
 
@@ -204,6 +206,67 @@ def undefined_names(code: str, tree: ast.Module, live: set[str]) -> str | None:
         return None
     shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
     return f"the reply uses {shown}, which it neither imports nor defines"
+
+
+def missing_attribute(tree: ast.Module, live: set[str]) -> str | None:
+    """The first `module.name` in code that runs, of a checked module imported as a module, that
+    the module does not have here (scipy.misc.imresize, np.float: removed), as a sentence."""
+    modules = _imported_modules(tree)
+    running = [stmt for stmt in tree.body if not isinstance(stmt, _DEFS) or stmt.name in live]
+    for attr in (n for stmt in running for n in ast.walk(stmt) if isinstance(n, ast.Attribute)):
+        dotted = _dotted(attr)
+        if dotted is None or not isinstance(attr.ctx, ast.Load) or dotted.split(".")[0] not in modules:
+            continue
+        head, *parts = dotted.split(".")
+        where = modules[head]
+        obj: object = importlib.import_module(where)
+        for part in parts:
+            obj = _attribute(obj, where, part)
+            if obj is None:
+                return f"the reply uses {dotted}, but {where} has no {part} here (removed or never there)"
+            if not inspect.ismodule(obj):
+                break
+            where = obj.__name__
+    return None
+
+
+def _imported_modules(tree: ast.Module) -> dict[str, str]:
+    """The names bound to a checked module (`import numpy as np`, `import scipy.ndimage`, `from
+    sklearn import preprocessing`): name -> module."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in CHECKED_FROM and _importable(a.name):
+                    out[_binds(a)] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in CHECKED_FROM:
+            for a in node.names:
+                if a.name != "*" and _importable(f"{node.module}.{a.name}"):
+                    out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def _binds(alias: ast.alias) -> str:
+    return alias.asname or alias.name.split(".")[0]
+
+
+def _attribute(obj: object, module: str, name: str) -> object | None:
+    """obj.name, or the submodule module.name; None when neither is there."""
+    try:
+        found: object = getattr(obj, name)
+        return found
+    except AttributeError:
+        pass
+    except Exception:  # noqa: BLE001 - a module's own __getattr__ failing is no verdict
+        return obj
+    try:
+        with warnings.catch_warnings():   # scipy.misc: "deprecated and will be removed"
+            warnings.simplefilter("ignore")
+            return importlib.import_module(f"{module}.{name}")
+    except ImportError:
+        return None
+    except Exception:  # noqa: BLE001
+        return obj
 
 
 def unknown_keyword(tree: ast.Module, live: set[str]) -> str | None:

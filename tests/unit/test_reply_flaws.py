@@ -207,6 +207,22 @@ def test_when_no_reply_is_free_of_flaws_the_last_complete_one_runs():
     assert r.code is None and "did not write features()" in (r.error or "")
 
 
+@pytest.mark.parametrize("used, expected", [
+    # lm9, unsteered s2's node 4: "AttributeError: Module 'scipy' has no attribute 'misc'"
+    ("scipy.misc.imresize(X, (8, 8))", "the reply uses scipy.misc.imresize, but scipy.misc has no imresize"),
+    ("np.float(2)", "the reply uses np.float, but numpy has no float"),       # removed in numpy 1.24
+    ("ndimage.nope(X)", "the reply uses ndimage.nope, but scipy.ndimage has no nope"),
+    ("np.linalg.norm(X)", None), ("ndimage.zoom(X, 0.5)", None), ("scipy.stats.skew(X)", None),
+    ("np.random.RandomState(0).rand(3)", None), ("X.astype(np.float32)", None),
+    ("sklearn.preprocessing.StandardScaler()", None),
+])
+def test_a_module_s_name_that_is_not_there_is_named(used, expected):
+    imports = "import numpy as np\nimport scipy\nimport sklearn.preprocessing\nfrom scipy import ndimage\n"
+    code = GOOD.replace("import numpy as np\n", imports).replace("    return colour_stats(X)\n",
+                                                                 f"    unused = {used}\n    return colour_stats(X)\n")
+    assert (flaw(code) or "None").startswith(expected or "None")
+
+
 def test_pil_images_made_from_bytes_are_no_flaw():
     as_bytes = GOOD.replace("    return colour_stats(X)\n",
                             "    small = [Image.fromarray((img * 255).astype(np.uint8)).resize((16, 16)) "
