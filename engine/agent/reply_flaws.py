@@ -5,12 +5,13 @@ model fixed: code that does not parse (a docstring never closed), an import of a
 is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
 have), a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`), and a
 keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
-Then six more: a module's name that is not there (scipy.misc.imresize), a Pipeline's fit()
+Then seven more: a module's name that is not there (scipy.misc.imresize), a Pipeline's fit()
 given sample_weight= without a step's name, a features() that reads files (the model file, not
 saved yet, or the images by name, when it is given the images), X indexed by a column name, a
-features() that makes PIL images of X's floats, and a debug reply that hands back the code which
-just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free of
-flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
+features() that makes PIL images of X's floats, one that reads what only training has
+(skin_tone: predict() fails), and a debug reply that hands back the code which just failed. Such
+a reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free
+of flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
 Python, so what imports here imports there.
 """
 from __future__ import annotations
@@ -49,7 +50,8 @@ def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -
     return (unavailable_import(tree, live) or undefined_names(assembled, tree, live)
             or missing_attribute(tree, live) or unknown_keyword(tree, live)
             or pipeline_fit_keyword(tree, live) or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree)
-            or features_makes_pil_images(tree, own - fixed))
+            or features_makes_pil_images(tree, own - fixed)
+            or features_uses_training_names(assembled, tree, own - fixed))
 
 
 def repeats(assembled: str, failed: str) -> str | None:
@@ -115,6 +117,33 @@ def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
                 return ("the reply's features() gives X's images to Image.fromarray(), which cannot take them: "
                         "they are float32 (values 0-1), already SIZE x SIZE. Compute the rows from X with numpy "
                         "(to change the size, set SIZE = <pixels>)")
+    return None
+
+
+def features_uses_training_names(code: str, tree: ast.Module, own: set[str]) -> str | None:
+    """A features() (or a helper of the reply's that it calls) that reads a name only the scaffold's
+    `__main__` block binds (skin_tone, y, X_tr): it is there while training, and predict(folder),
+    which has the images only, fails with a NameError (lm9, unsteered s0's node 4)."""
+    main = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+    stored = {n.id for m in main for n in ast.walk(m) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    elsewhere = {n.id for stmt in tree.body if stmt not in main for n in ast.walk(stmt)
+                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    only_main = stored - elsewhere - {n.name for n in tree.body if isinstance(n, _DEFS)}
+    reach = _reachable(tree, {"features"}, module_level=False) & own
+    if not only_main or "features" not in reach:
+        return None
+    try:
+        table = symtable.symtable(code, "<pipeline>", "exec")
+    except SyntaxError:
+        return None
+    stack = [child for child in table.get_children() if child.get_name() in reach]
+    while stack:
+        child = stack.pop(0)
+        for name in (s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global()):
+            if name in only_main:
+                return (f"the reply's features() uses {name}, which exists only while training: predict(folder) "
+                        "calls features() with the images alone (skin type is not known then)")
+        stack.extend(child.get_children())
     return None
 
 

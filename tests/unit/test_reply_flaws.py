@@ -223,6 +223,17 @@ def test_a_module_s_name_that_is_not_there_is_named(used, expected):
     assert (flaw(code) or "None").startswith(expected or "None")
 
 
+def test_a_features_that_reads_what_only_training_has_is_named():
+    """lm9, unsteered s0's node 4: features() read skin_tone, which the scaffold's __main__ block
+    binds; training ran, and predict() raised NameError in the evaluation."""
+    uses_tone = GOOD.replace("    return colour_stats(X)\n", "    known = np.where(skin_tone > 0, 1.0, 0.5)\n"
+                                                              "    return colour_stats(X) * known[:len(X), None]\n")
+    assert (flaw(uses_tone) or "").startswith("the reply's features() uses skin_tone, which exists only while training")
+    own = uses_tone.replace("def features(X):\n", "def features(X, skin_tone=np.ones(1)):\n")
+    assert flaw(own) is None      # its own parameter
+    assert flaw(GOOD.replace("    return colour_stats(X)\n", "    return colour_stats(X) * SIZE / 32\n")) is None
+
+
 def test_pil_images_made_from_bytes_are_no_flaw():
     as_bytes = GOOD.replace("    return colour_stats(X)\n",
                             "    small = [Image.fromarray((img * 255).astype(np.uint8)).resize((16, 16)) "
