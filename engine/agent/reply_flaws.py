@@ -8,7 +8,7 @@ keyword argument a scikit-learn class does not take (RandomForestClassifier(samp
 Then seven more: a module's name that is not there (scipy.misc.imresize), a Pipeline's fit()
 given sample_weight= without a step's name, a features() that reads files (the model file, not
 saved yet, or the images by name, when it is given the images), X indexed by a column name, a
-features() that makes PIL images of X's floats, one that reads what only training has
+features() that makes PIL images of X's floats (or takes them for PIL images), one that reads what only training has
 (skin_tone: predict() fails), and a debug reply that hands back the code which just failed. Such
 a reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free
 of flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
@@ -117,6 +117,23 @@ def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
                 return ("the reply's features() gives X's images to Image.fromarray(), which cannot take them: "
                         "they are float32 (values 0-1), already SIZE x SIZE. Compute the rows from X with numpy "
                         "(to change the size, set SIZE = <pixels>)")
+    return _pil_method_on_image(defs["features"])
+
+
+def _pil_method_on_image(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str | None:
+    """`img.convert("RGB")` for each img of X (lm9, unsteered s2's node 6): a numpy array has no
+    convert(); the images are arrays, not PIL images."""
+    if not isinstance(fn, ast.FunctionDef) or not fn.args.args:
+        return None
+    x = fn.args.args[0].arg
+    loops = [n for n in ast.walk(fn) if isinstance(n, ast.For | ast.comprehension)]
+    each = {n.target.id for n in loops if isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Name)
+            and n.iter.id == x}
+    for method in (n.func for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+        receiver = method.value
+        if method.attr == "convert" and isinstance(receiver, ast.Name) and receiver.id in each:
+            return (f"the reply's features() calls {receiver.id}.convert() on each of {x}'s images, which are numpy "
+                    "arrays (float32, values 0-1, already SIZE x SIZE), not PIL images: compute from the arrays")
     return None
 
 

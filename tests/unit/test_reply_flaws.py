@@ -73,6 +73,10 @@ def test_a_reply_that_runs_has_no_flaw():
     (("    return colour_stats(X)\n", "    small = np.array([Image.fromarray(img).resize((16, 16)) for img in X])\n"
                                       "    return colour_stats(small)\n"),
      "the reply's features() gives X's images to Image.fromarray(), which cannot take them"),
+    # each image taken for a PIL image (lm9, unsteered s2, node 6: "'numpy.ndarray' object has no attribute 'convert'")
+    (("    return colour_stats(X)\n", "    rows = []\n    for img in X:\n        img = img.convert('RGB')\n"
+                                      "        rows.append(np.asarray(img).ravel())\n    return np.array(rows)\n"),
+     "the reply's features() calls img.convert() on each of X's images, which are numpy arrays"),
 ])
 def test_a_reply_that_would_fail_at_once_is_named(swap, expected):
     old, new = swap
