@@ -8,11 +8,11 @@ keyword argument a scikit-learn class does not take (RandomForestClassifier(samp
 Then seven more: a module's name that is not there (scipy.misc.imresize), a Pipeline's fit()
 given sample_weight= without a step's name, a features() that reads files (the model file, not
 saved yet, or the images by name, when it is given the images), X indexed by a column name, a
-features() that makes PIL images of X's floats (or takes them for PIL images), one that reads what only training has
-(skin_tone: predict() fails), and a debug reply that hands back the code which just failed. Such
-a reply is asked again (engine.agent.llm_coder), with a note of the flaw; when no reply is free
-of flaws, the last complete one runs, so that the model sees the error. Pipelines run with this
-Python, so what imports here imports there.
+features() that makes PIL images of X's floats (or takes them for PIL images), one that reads
+what only training has (skin_tone: predict() fails), and a debug reply that hands back the code
+which just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw;
+when no reply is free of flaws, the last complete one runs, so that the model sees the error.
+Pipelines run with this Python, so what imports here imports there.
 """
 from __future__ import annotations
 
@@ -284,7 +284,7 @@ def _imported_modules(tree: ast.Module) -> dict[str, str]:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.split(".")[0] in CHECKED_FROM and _importable(a.name):
-                    out[_binds(a)] = a.name if a.asname else a.name.split(".")[0]
+                    out[bound_name(a)] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in CHECKED_FROM:
             for a in node.names:
                 if a.name != "*" and _importable(f"{node.module}.{a.name}"):
@@ -292,7 +292,8 @@ def _imported_modules(tree: ast.Module) -> dict[str, str]:
     return out
 
 
-def _binds(alias: ast.alias) -> str:
+def bound_name(alias: ast.alias) -> str:
+    """The name an import's alias binds (`import a.b` binds a)."""
     return alias.asname or alias.name.split(".")[0]
 
 

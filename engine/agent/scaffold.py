@@ -44,8 +44,8 @@ FRAME_TEXT = (
 # what the prompt shows of the scaffold: the loaders as a comment each, what they give (a 1.5B model
 # copied load_training_data's `for name in df["image_name"]` into features(), as X["image_name"], in
 # 5 of a seed's 6 nodes; shown as defs with `...` bodies, it wrote those bodies and not its own
-# functions, in 19 of 62 calls against 6 of 73), and the flattening of features() said in a comment
-# (it copied `_Rows`)
+# functions, in 26 of 80 calls of the lm9 bench against 6 of 73 in lm8), and the flattening of
+# features() said in a comment (it copied `_Rows`)
 HIDDEN = ("load_image", "load_training_data")
 LEFT_OUT = ("_Rows", "_one_row_per_image")
 WRAPPING_NOTE = "# features() is then wrapped: whatever it returns becomes one flat row of float32 per image"
@@ -123,9 +123,9 @@ class Scaffold:
     def flaw(self, reply_code: str, failed: str | None = None) -> str | None:
         """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
         does not parse, an import that fails here, a name nothing binds, a keyword a scikit-learn
-        class does not take, a features() that reads files, X indexed by a column name, X's floats
-        given to Image.fromarray(), or (given the `failed` code a debug step fixes) that code
-        unchanged. Asked again (three replies in all); when none is free of them, the last complete
+        class does not take, a features() that reads files or mistakes X for a table or PIL images,
+        and the other kinds reply_flaws lists, or (given the `failed` code a debug step fixes) that
+        code unchanged. Asked again (three replies in all); when none is free of them, the last complete
         one runs, so that the model sees the error."""
         assembled = self.assemble(reply_code)
         again = reply_flaws.repeats(assembled, failed) if failed else None
@@ -197,18 +197,14 @@ def _split_reply(code: str, given: frozenset[str]) -> tuple[list[str], list[str]
 
 def _bound_names(code: str) -> frozenset[str]:
     """The names the import statements of `code` bind."""
-    return frozenset(_binds(a) for node in ast.parse(code).body if isinstance(node, ast.Import | ast.ImportFrom)
-                     for a in node.names)
-
-
-def _binds(alias: ast.alias) -> str:
-    return alias.asname or alias.name.split(".")[0]
+    return frozenset(reply_flaws.bound_name(a) for node in ast.parse(code).body
+                     if isinstance(node, ast.Import | ast.ImportFrom) for a in node.names)
 
 
 def _new_imports(node: ast.Import | ast.ImportFrom, text: str, given: frozenset[str]) -> list[str]:
     """The statement as written, or without the names the scaffold imports already: a small model
     re-imported them from the wrong module (`from sklearn.ensemble import LogisticRegression`)."""
-    kept = [a for a in node.names if _binds(a) not in given or a.name == "*"]
+    kept = [a for a in node.names if reply_flaws.bound_name(a) not in given or a.name == "*"]
     if len(kept) == len(node.names):
         return [text]
     if not kept:
