@@ -6,10 +6,12 @@ from typing import Any
 
 from engine.agent.task_protocol import TASK_PROTOCOLS, TaskProtocol, task_protocol
 from engine.session.selection import CRITERIA as BEST_CRITERIA
+from engine.session.feedback import DEFAULT_FEEDBACK, FEEDBACK, LEGACY_FEEDBACK
 from engine.session.selection import DEFAULT_CRITERION
 from engine.task import instruction_text
 
-__all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "PROTOCOLS", "SANDBOX_MODES", "SessionConfig"]
+__all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "FEEDBACK", "PROTOCOLS", "SANDBOX_MODES", "SessionConfig",
+           "feedback_allowed"]
 SANDBOX_MODES = ("bwrap", "none")
 # The task a session's agent is given: the product's own (a withheld validation split, its prompt)
 # or the "Be Fair!" study's exact one (engine.data.protocol: mydataset.csv + MyImages/, AIDE's prompt).
@@ -17,6 +19,18 @@ PROTOCOLS = tuple(TASK_PROTOCOLS)  # ("befair", "be-fair"): engine.agent.task_pr
 # How the search picks its next step (engine.agent.policy): befair's (drafts scaled with the budget,
 # a failure debugged at once) or AIDE's exact rule (5 drafts, then debug with probability debug_prob).
 POLICIES = ("befair", "aide")
+# What the agent may be shown of befair's measurements, by protocol: AIDE's prompts (be-fair) have
+# no place for them, so its agent sees its own output only, as the study's did.
+_FEEDBACK_BY_PROTOCOL = {"be-fair": ("none",)}
+
+
+def feedback_allowed(protocol: str) -> tuple[str, ...]:
+    return _FEEDBACK_BY_PROTOCOL.get(protocol, FEEDBACK)
+
+
+def default_feedback(protocol: str) -> str:
+    allowed = feedback_allowed(protocol)
+    return DEFAULT_FEEDBACK if DEFAULT_FEEDBACK in allowed else allowed[0]
 
 
 @dataclass
@@ -29,7 +43,10 @@ class SessionConfig:
     eval_timeout: float | None = None   # seconds per node evaluation (None: the step timeout)
     memory_limit_mb: int = 8192         # address-space limit for a node's process
     output_cap: int = 200_000           # bytes of output kept per node (head and tail)
-    best: str = DEFAULT_CRITERION       # what "best" means at the start (engine.session.selection)
+    best: str = DEFAULT_CRITERION       # what "best" means at the start: what ★ and the search follow
+                                        # (engine.session.selection)
+    feedback: str | None = None         # what the agent is shown of befair's measurements
+                                        # (engine.session.feedback); None: the protocol's default
     blind_test: bool = False            # hide test metrics until the session ends (studies)
     coder: str = "offline"              # offline | openai
     model: str | None = None            # LLM model for the openai coder
@@ -62,6 +79,7 @@ class SessionConfig:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, not {self.protocol!r}")
         self._follow(task_protocol(self.protocol))
+        self._check_feedback()
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, not {self.policy!r}")
         instruction_text(self.level, self.custom_text)  # validates the level
@@ -77,6 +95,15 @@ class SessionConfig:
         if protocol.policy is not None:
             self.policy = protocol.policy   # the study's agent searched by AIDE's rule
 
+    def _check_feedback(self) -> None:
+        if self.feedback is None:
+            self.feedback = default_feedback(self.protocol)
+        if self.feedback not in FEEDBACK:
+            raise ValueError(f"feedback must be one of {FEEDBACK}, not {self.feedback!r}")
+        if self.feedback not in feedback_allowed(self.protocol):
+            raise ValueError(f"the {self.protocol} protocol shows the agent AIDE's prompts: feedback must be "
+                             f"{' or '.join(feedback_allowed(self.protocol))}")
+
     @property
     def instruction(self) -> str:
         return instruction_text(self.level, self.custom_text)
@@ -89,4 +116,6 @@ class SessionConfig:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         known.setdefault("sandbox", "none")  # recorded before the sandbox existed: it ran without one
         known.setdefault("policy", "aide")   # recorded before befair's policy existed: AIDE's rule
+        if known.get("protocol", "befair") == "befair":   # recorded before the setting: shown every figure
+            known.setdefault("feedback", LEGACY_FEEDBACK)
         return cls(**known)

@@ -485,6 +485,7 @@ def all_event_kinds_session(store: _Store, *, session_id: str = "all-kinds", ts0
                                   "origin": "human"}), ts=t + 12)
     writer.emit(parse(ev.CODE, {"node_id": 13, "code": "print('Validation AUROC: 0.7')\n"}), ts=t + 13)
     writer.emit(parse(ev.CRITERION_SET, {"criterion": "minimax", "by": "demo-user", "command_id": None}), ts=t + 13.5)
+    writer.emit(parse(ev.FEEDBACK_SET, {"feedback": "groups", "by": "demo-user", "command_id": None}), ts=t + 13.6)
     writer.emit(parse(ev.COMPARED, {"split": "validation", "method": "paired bootstrap", "by": {
         "minimax": {"leader": None, "statistic": "worst_auc", "ties": [], "differences": []}}}), ts=t + 13.7)
     writer.emit(parse(ev.FINAL_CHOICE, {"by_claimed": None, "by_validation": None, "by_minimax": None,

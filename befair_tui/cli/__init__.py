@@ -21,8 +21,8 @@ from engine.errors import (EXIT_BROKEN_PIPE, EXIT_DATA, EXIT_FAILED, EXIT_INTERR
 
 
 # befair_tui.cli.<name>, in the order `befair --help` lists their commands
-COMMAND_MODULES = ["run", "sessions", "imports", "data", "evaluate", "baselines", "study", "console", "serve",
-                   "people", "datasette", "llm"]
+COMMAND_MODULES = ["run", "sessions", "prompts", "imports", "data", "evaluate", "baselines", "study", "console",
+                   "serve", "people", "datasette", "llm"]
 
 
 def build_parser() -> argparse.ArgumentParser:

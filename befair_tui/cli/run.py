@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, POLICIES, PROTOCOLS, SessionConfig
+from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, POLICIES, PROTOCOLS, SessionConfig
 from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
@@ -87,8 +87,14 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 def _search_options(p: argparse.ArgumentParser) -> None:
     """What "best" means, and the task protocol."""
     p.add_argument("--best", choices=BEST_CRITERIA, default=None,
-                   help="what 'best node' means for the search (default: robust; claimed under --protocol be-fair); "
-                        "switch it live with `befair steer SESSION criterion C` or the console")
+                   help="what 'best node' means for ★ and for the search's improve step (default: validation; "
+                        "claimed under --protocol be-fair); switch it live with `befair steer SESSION criterion C` "
+                        "or the console")
+    p.add_argument("--feedback", choices=FEEDBACK, default=None,
+                   help="what the agent is shown of befair's measurements: none (its own output only, as AIDE), "
+                        "auc (the measured validation AUC; the default at every level) or groups (AUC, each "
+                        "skin-tone group's AUC and the gap); switch it live with `befair steer SESSION feedback F`; "
+                        "--protocol be-fair: none")
     p.add_argument("--protocol", choices=PROTOCOLS, default="befair",
                    help="befair: the product's task (a validation set withheld and measured); be-fair: the study's "
                         "exact task (mydataset.csv + MyImages/, AIDE's prompts, test set only, blinded; needs an "
@@ -154,6 +160,7 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
         extra["device"] = args.device
     kw: dict[str, Any] = dict(
         level=args.level, custom_text=args.custom_text, steps=args.steps, best=_best(args), protocol=args.protocol,
+        feedback=getattr(args, "feedback", None),
         blind_test=args.blind_test, coder=args.coder, model=args.model, seed=args.seed, data=args.data,
         participant_id=args.participant, study_id=args.study, repeat_index=args.repeat, extra=extra,
     )

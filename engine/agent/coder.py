@@ -76,6 +76,7 @@ class CoderContext:
     memory: list[MemoryItem] = field(default_factory=list)
     level: str = "base"
     scaffold: bool = False                 # the reply fills befair's scaffold (engine.agent.scaffold)
+    feedback: str = "auc"                  # what it is shown of befair's measurements (engine.session.feedback)
 
 
 @dataclass

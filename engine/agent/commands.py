@@ -10,9 +10,10 @@ from typing import Any, Protocol
 from collections.abc import Callable
 
 from engine.agent.task_protocol import task_protocol
+from engine.config import feedback_allowed
 from engine.session import event_types as et
 from engine.session import events as ev
-from engine.session import selection
+from engine.session import feedback, selection
 from engine.session.state import SessionState
 
 
@@ -141,9 +142,21 @@ def set_criterion(sink: CommandSink, cmd: dict[str, Any]) -> None:
     sink.emit(et.CriterionSet(criterion=criterion, **_who(cmd)), consumes=cmd)
 
 
+def set_feedback(sink: CommandSink, cmd: dict[str, Any]) -> None:
+    value = str((cmd.get("payload") or {}).get("feedback") or "")
+    if value not in feedback.FEEDBACK:
+        raise Rejected(f"unknown feedback {value!r}; one of {', '.join(feedback.FEEDBACK)}")
+    protocol = str(sink.state.config.get("protocol") or "befair")
+    if value not in feedback_allowed(protocol):
+        raise Rejected(f"the {protocol} protocol shows the agent AIDE's prompts: nothing of befair's measurements")
+    if value == feedback.current_feedback(sink.state):
+        return sink.consume(cmd, f"ignored: already {value}")
+    sink.emit(et.FeedbackSet(feedback=value, **_who(cmd)), consumes=cmd)
+
+
 HANDLERS: dict[str, Callable[[CommandSink, dict[str, Any]], None]] = {
     "pause": pause, "resume": resume, "stop": stop, "guide": guide, "prune": prune, "expand": expand,
-    "set_budget": set_budget, "set_criterion": set_criterion,
+    "set_budget": set_budget, "set_criterion": set_criterion, "set_feedback": set_feedback,
 }
 
 

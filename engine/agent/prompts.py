@@ -92,9 +92,6 @@ def environment_text(versions: dict[str, str] | None = None) -> str:
     sk = versions.get("scikit-learn", "")
     if sk and tuple(int(p) for p in sk.split(".")[:2] if p.isdigit()) >= (1, 2):
         text += " In this scikit-learn, `OneHotEncoder` takes `sparse_output=`, not `sparse=`."
-    if "fairlearn" in versions:
-        text += (" fairlearn's metrics are `MetricFrame` and its helpers; for a per-group AUROC, call "
-                 "`sklearn.metrics.roc_auc_score` on each group's rows.")
     return text + (" Use the GPU when `torch.cuda.is_available()`, otherwise the CPU. The machine has no "
                    "internet access: train without pretrained weights, or fall back to that when they "
                    "cannot be downloaded.")
@@ -155,7 +152,8 @@ def task_section(ctx: CoderContext) -> str:
     return f"{ctx.instruction.strip()}\n\nEvaluation metric: {ctx.metric_line.strip()}"
 
 
-def memory_section(memory: list[MemoryItem]) -> str | None:
+def memory_section(memory: list[MemoryItem], feedback: str = "auc") -> str | None:
+    """Earlier nodes: design, review and, as the session's feedback setting allows, what befair measured."""
     if not memory:
         return None
     parts = []
@@ -167,19 +165,23 @@ def memory_section(memory: list[MemoryItem]) -> str | None:
         lines.append(f"Design: {plan or '(no plan)'}")
         if m.summary:
             lines.append(f"Results: {m.summary.strip()}")
-        if m.measured_auc is not None:
-            measured = f"Measured validation AUROC: {m.measured_auc:.4f}"
-            if m.measured_gap is not None:
-                measured += f"; skin-tone AUROC gap (best - worst group): {m.measured_gap:.4f}"
-            lines.append(measured)
-        elif m.status == "ok":
-            lines.append("Measured validation AUROC: not available (the evaluation failed)")
+        if feedback != "none":
+            lines += _memory_measured(m, feedback)
         parts.append("\n".join(lines))
-    intro = (
-        "Earlier solutions in this search. The measured values come from an independent "
-        "evaluation of each solution's `predict` on held-out images, not from the script's output."
-    )
+    intro = "Earlier solutions in this search."
+    if feedback != "none":
+        intro += (" The measured values come from an independent evaluation of each solution's `predict` on "
+                  "held-out images, not from the script's output.")
     return intro + "\n\n" + ("\n" + "-" * 20 + "\n").join(parts)
+
+
+def _memory_measured(m: MemoryItem, feedback: str) -> list[str]:
+    if m.measured_auc is None:
+        return ["Measured validation AUROC: not available (the evaluation failed)"] if m.status == "ok" else []
+    measured = f"Measured validation AUROC: {m.measured_auc:.4f}"
+    if feedback == "groups" and m.measured_gap is not None:
+        measured += f"; skin-tone AUROC gap (best - worst group): {m.measured_gap:.4f}"
+    return [measured]
 
 
 def implementation_guideline(exec_timeout: float | None) -> list[str]:
@@ -251,7 +253,7 @@ def _opening(ctx: CoderContext, introduction: str, *, include_node: bool, with_p
         prompt["Scaffold"] = (f"{scaffold.FRAME_TEXT}\n\n{fence(sc.shown, 'python')}\n\n{scaffold.EXAMPLE_TEXT}\n\n"
                               f"{fence(sc.example, 'python')}")
     _with_guidance(prompt, ctx, include_node=include_node)
-    mem = memory_section(ctx.memory) if with_memory else None
+    mem = memory_section(ctx.memory, ctx.feedback) if with_memory else None
     if mem:
         prompt["Memory"] = mem
     return prompt
@@ -303,7 +305,7 @@ def product_improve_prompt(ctx: CoderContext, parent: NodeView,
     if parent.plan:
         previous["Plan"] = parent.plan.strip()
     previous["Code"] = _parent_code(ctx, parent)
-    measured = _measured_line(parent)
+    measured = _measured_line(parent, ctx.feedback)
     if measured:
         previous["Measured result"] = measured
     prompt[f"Previous solution (node {parent.node_id})"] = previous
@@ -383,12 +385,14 @@ def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False)
     return PROMPT_SETS[ctx.protocol].review(ctx, node, json_only)
 
 
-def _measured_line(node: NodeView) -> str | None:
+def _measured_line(node: NodeView, feedback: str = "auc") -> str | None:
     m = node.measured or {}
     auc = m.get("auc")
-    if auc is None:
+    if auc is None or feedback == "none":
         return None
     line = f"validation AUROC {float(auc):.4f}"
+    if feedback != "groups":
+        return line + " (measured independently on held-out images)"
     if m.get("auc_gap") is not None:
         line += f", skin-tone AUROC gap {float(m['auc_gap']):.4f}"
     groups = m.get("group_auc") or {}

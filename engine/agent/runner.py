@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, MemoryItem, NodeView, Review
+from engine.agent import context
+from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, NodeView, Review
 from engine.agent.coders import make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
@@ -50,7 +51,6 @@ from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
 from engine.session.timing import lifetimes
-from engine.task import METRIC_LINE
 
 EventHook = Callable[[ev.Event, SessionState], None]
 T = TypeVar("T")
@@ -264,21 +264,7 @@ class Runner:
 
     # -- one step -------------------------------------------------------------------------
     def _context(self, parent_id: int | None) -> tuple[CoderContext, list[int]]:
-        st = self.state
-        glob, node = st.guidance_in_force(parent_id)
-        memory = [
-            MemoryItem(node_id=n.node_id, stage=n.stage, plan=n.plan, status=n.status,
-                       measured_auc=n.val_auc, measured_gap=n.val_gap,
-                       summary=n.review_summary or (n.failure_reason or ""))
-            for n in sorted(st.nodes.values(), key=lambda n: n.node_id) if n.finished
-        ][-20:]
-        ctx = CoderContext(
-            instruction=st.instruction or self.config.instruction, metric_line=METRIC_LINE,
-            data_preview=self.preview(), step=st.agent_steps + 1, seed=self.config.seed,
-            guidance_global=[g.text for g in glob], guidance_node=[g.text for g in node],
-            memory=memory, level=self.config.level,
-        )
-        return self.protocol.context(ctx, st), [g.guidance_id for g in glob] + [g.guidance_id for g in node]
+        return context.coder_context(self.state, self.preview(), parent_id)
 
     def preview(self) -> str:
         if self._preview is None:
@@ -291,16 +277,7 @@ class Runner:
         return self._preview
 
     def node_view(self, node: NodeState, output: str | None = None) -> NodeView:
-        out = output if output is not None else node.stored_output
-        tried = [child.components for child in self.state.children(node.node_id) if child.components]
-        verdict = node.eval_verdicts.get("validation")
-        eval_failure = None
-        if node.status == "ok" and verdict not in (None, "ok"):
-            eval_failure = f"{verdict}: {node.eval_reasons.get('validation') or 'no reason given'}"
-        return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
-                        status=node.status, output=out[-8000:], exc_type=node.exc_type,
-                        components=node.components, measured=node.validation, tried=tried,
-                        eval_failure=eval_failure)
+        return context.node_view(self.state, node, output)
 
     def step(self, decision: Decision) -> None:
         """One node: ask the coder, run its code, review it, evaluate it, audit it."""

@@ -346,6 +346,12 @@ class CriterionSet(_ByCommand):
 
 
 @dataclass(frozen=True, kw_only=True)
+class FeedbackSet(_ByCommand):
+    kind: ClassVar[str] = ev.FEEDBACK_SET
+    feedback: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class LlmCall(TypedEvent):
     """messages, reply and tokens_estimated are absent in sessions recorded before them; the
     streaming figures and server_model likewise."""
@@ -450,7 +456,7 @@ EVENT_TYPES: dict[str, type[TypedEvent]] = {
     for cls in (
         SessionStarted, NodeCreated, Code, ExecStarted, Output, ExecFinished, Review, Evaluated, Audited,
         PolicyDecision, Guidance, Paused, Resumed, Pruned, BudgetSet, ExpandRequested, StopRequested,
-        LlmCall, LlmStream, NodeInterrupted, SessionResumed, CriterionSet, Compared, FinalChoice,
+        LlmCall, LlmStream, NodeInterrupted, SessionResumed, CriterionSet, FeedbackSet, Compared, FinalChoice,
         SessionFinished, Error,
     )
 }

@@ -77,6 +77,8 @@ node_interrupted  node_id, reason: str (e.g. "process ended while running" on re
 session_resumed   by: str, interrupted: [int]
 criterion_set     criterion: claimed|validation|minimax|robust, by: str, command_id: int?: what ★ and
                   the search's improve step follow from now on (engine.session.selection)
+feedback_set      feedback: none|auc|groups, by: str, command_id: int?: what the agent is shown of
+                  befair's measurements from now on (engine.session.feedback)
 compared          split: str, method: str, by: {criterion: {leader: int?, statistic: str,
                   ties: [int] (nodes whose paired difference from the leader contains 0),
                   differences: [{node_id, ci: [lo, hi]}] (leader minus each tied node)}}
@@ -115,6 +117,7 @@ NODE_INTERRUPTED = "node_interrupted"
 SESSION_RESUMED = "session_resumed"
 FINAL_CHOICE = "final_choice"
 CRITERION_SET = "criterion_set"
+FEEDBACK_SET = "feedback_set"
 COMPARED = "compared"
 SESSION_FINISHED = "session_finished"
 ERROR = "error"
@@ -124,12 +127,13 @@ KINDS = frozenset(
         SESSION_STARTED, NODE_CREATED, CODE, EXEC_STARTED, OUTPUT, EXEC_FINISHED, REVIEW,
         EVALUATED, AUDITED, POLICY_DECISION, GUIDANCE, PAUSED, RESUMED, PRUNED, BUDGET_SET,
         EXPAND_REQUESTED, STOP_REQUESTED, LLM_CALL, LLM_STREAM, NODE_INTERRUPTED, SESSION_RESUMED,
-        FINAL_CHOICE, SESSION_FINISHED, ERROR, CRITERION_SET, COMPARED,
+        FINAL_CHOICE, SESSION_FINISHED, ERROR, CRITERION_SET, FEEDBACK_SET, COMPARED,
     }
 )
 
 # Steering commands (the commands table's `kind` column).
-COMMAND_KINDS = frozenset({"pause", "resume", "stop", "guide", "expand", "prune", "set_budget", "set_criterion"})
+COMMAND_KINDS = frozenset({"pause", "resume", "stop", "guide", "expand", "prune", "set_budget", "set_criterion",
+                           "set_feedback"})
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ scored) that are not pruned and not under a pruned node. A failed or pruned node
 
 Criteria (`CRITERIA`):
 - claimed: the metric the agent itself printed (AIDE's rule). An agent's claim has no interval.
-- validation: the measured validation AUC.
+- validation: the measured validation AUC. The default for new sessions, at every level: a level
+  is its instruction alone, so the search does not follow a fairness figure unless a person asks
+  (a recorded setting, or a recorded `criterion_set`).
 - minimax: on the Pareto front of per-group validation AUCs, the node with the best worst group
   (ties: the mean group AUC, then the earlier node). A group that some candidates have an AUC for
   and others not counts as -inf for those (they cannot be shown to be good there); a group no
@@ -17,8 +19,8 @@ Criteria (`CRITERIA`):
   then the earlier node). A node wins only when its worst skin-tone group is good with
   confidence, not by a lucky draw of a few malignant images; with few dark-skin malignant cases
   in validation the point estimates of minimax are mostly noise (issue 20: a chosen node's
-  validation gap of .033 was .104 on test, from 3 such images). It is the default for new
-  sessions. Nodes without intervals (recorded before they existed) are not candidates.
+  validation gap of .033 was .104 on test, from 3 such images). Nodes without intervals
+  (recorded before they existed) are not candidates.
 
 Uncertainty: a leader "cannot be told apart" from another node when the 95 % interval of their
 paired difference (the same bootstrap resamples of the same images, engine.evaluation.uncertainty)
@@ -36,7 +38,7 @@ from engine.session import figures
 from engine.session.state import NodeState, SessionState, derived
 
 CRITERIA = ("claimed", "validation", "minimax", "robust")
-DEFAULT_CRITERION = "robust"
+DEFAULT_CRITERION = "validation"
 # What each criterion means, in words a dermatologist reads (help, setup, reasons, reports).
 CRITERION_WORDS = {
     "claimed": "the score the agent itself reported (its claim, not measured)",

@@ -148,6 +148,7 @@ class SessionState:
     cost: float = 0.0
     final_choice: dict[str, Any] | None = None
     criterion: str | None = None        # the expert's live switch of what ★ follows (criterion_set)
+    feedback: str | None = None         # the expert's live switch of what the agent is shown (feedback_set)
     comparisons: dict[str, dict[str, Any]] = field(default_factory=dict)  # split -> the last `compared`
     finish_reason: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -496,6 +497,11 @@ def _criterion_set(s: SessionState, t: et.CriterionSet, e: ev.Event) -> None:
         s.criterion = str(t.criterion)
 
 
+def _feedback_set(s: SessionState, t: et.FeedbackSet, e: ev.Event) -> None:
+    if t.feedback:
+        s.feedback = str(t.feedback)
+
+
 def _compared(s: SessionState, t: et.Compared, e: ev.Event) -> None:
     s.comparisons[str(t.split)] = dict(e.payload)
 
@@ -521,7 +527,8 @@ _HANDLERS: dict[str, Callable[[SessionState, Any, ev.Event], None]] = {
         (et.ExpandRequested, _expand_requested), (et.StopRequested, _stop_requested), (et.LlmCall, _llm_call),
         (et.LlmStream, _llm_stream), (et.NodeInterrupted, _node_interrupted),
         (et.SessionResumed, _session_resumed), (et.FinalChoice, _final_choice),
-        (et.CriterionSet, _criterion_set), (et.Compared, _compared), (et.SessionFinished, _session_finished),
+        (et.CriterionSet, _criterion_set), (et.FeedbackSet, _feedback_set), (et.Compared, _compared),
+        (et.SessionFinished, _session_finished),
         (et.Error, _error),
     )
 }

@@ -1,0 +1,138 @@
+"""A level is its instruction alone: what the agent is shown of befair's measurements and what the
+search follows are settings, the same and fairness-neutral at every level by default, and the
+prompt audit (engine.agent.prompt_audit, `befair prompts`) finds no word about skin tone, groups or
+fairness that no setting and no person put there."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from engine.agent.commands import apply_command
+from engine.agent.context import coder_context, node_view
+from engine.agent.prompt_audit import FAIRNESS_WORDS, audit, example_state, stage_prompts
+from engine.config import SessionConfig
+from engine.session import events as ev
+from engine.session import feedback, selection
+from engine.session.store import SessionStore
+from engine.task import LEVELS
+
+PREVIEW = "Data folder: ./input\n  columns: image_name, skin_tone, alternative_skin_tone, label"
+PROTOCOLS = (("befair", None), ("be-fair", "claimed"))
+
+
+def _config(level: str, protocol: str, best: str | None, **kw: object) -> SessionConfig:
+    return SessionConfig(level=level, protocol=protocol, **({"best": best} if best else {}), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("protocol,best", PROTOCOLS)
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_no_level_hears_of_skin_tone_beyond_its_instruction(level, protocol, best):
+    prompts = stage_prompts(_config(level, protocol, best), PREVIEW)
+    assert [p.stage for p in prompts] == ["draft", "improve", "debug", "review"]
+    assert audit(prompts) == []
+
+
+def test_the_defaults_are_the_same_and_neutral_at_every_level():
+    for level in LEVELS:
+        config = SessionConfig(level=level)
+        assert (config.feedback, config.best) == ("auc", "validation")
+    be_fair = SessionConfig(level="base", protocol="be-fair", best="claimed")
+    assert be_fair.feedback == "none"
+
+
+@pytest.mark.parametrize("protocol,best", PROTOCOLS)
+def test_two_levels_differ_in_their_instruction_alone(protocol, best):
+    base = stage_prompts(_config("base", protocol, best), PREVIEW)
+    methods = stage_prompts(_config("fairness-methods", protocol, best), PREVIEW)
+    for b, m in zip(base, methods, strict=True):
+        changed = [(x, y) for x, y in zip(b.text.splitlines(), m.text.splitlines(), strict=True) if x != y]
+        assert changed, b.stage
+        for x, y in changed:
+            assert x == LEVELS["base"] and y == LEVELS["fairness-methods"], (b.stage, x, y)
+
+
+def test_turning_group_feedback_on_is_seen_by_the_audit():
+    prompts = stage_prompts(_config("base", "befair", None, feedback="groups"), PREVIEW)
+    findings = audit(prompts)
+    assert {f.stage for f in findings} == {"draft", "improve"}   # the memory, and the parent's measured line
+    assert {f.section for f in findings} == {"Memory", "Previous solution (node 1)"}
+
+
+def test_the_expert_guidance_is_a_person_s_and_not_flagged():
+    prompts = stage_prompts(_config("base", "befair", None), PREVIEW,
+                            guidance=("It has to work as well on dark skin as on light skin.",))
+    assert FAIRNESS_WORDS.search(prompts[0].text)   # it reached the agent
+    assert audit(prompts) == []
+
+
+def test_what_the_agent_is_handed_follows_the_feedback_setting():
+    for shown, keys in (("none", None), ("auc", {"auc"}), ("groups", {"auc", "auc_gap", "group_auc", "worst_auc",
+                                                                       "best_auc"})):
+        state = example_state(SessionConfig(feedback=shown))
+        view = node_view(state, state.nodes[1])
+        assert (set(view.measured) if view.measured else None) == keys
+        ctx, _ = coder_context(state, PREVIEW, 1)
+        assert ctx.feedback == shown
+        item = ctx.memory[0]
+        assert (item.measured_auc is not None, item.measured_gap is not None) == (shown != "none", shown == "groups")
+
+
+def test_sessions_recorded_before_the_setting_read_as_shown_every_figure():
+    old = SessionConfig.from_dict({"level": "base", "best": "robust", "sandbox": "bwrap"})
+    assert (old.feedback, old.best) == ("groups", "robust")
+
+
+def test_be_fair_refuses_befair_s_measurements():
+    with pytest.raises(ValueError, match="be-fair protocol"):
+        SessionConfig(protocol="be-fair", best="claimed", feedback="auc")
+
+
+class _Sink:
+    stop = False
+    interrupt = False
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    @property
+    def state(self):
+        return self.writer.state
+
+    def emit(self, event, *, consumes=None, result="applied"):
+        return self.writer.emit(event, consumes=consumes, result=result)
+
+    def consume(self, cmd, result):
+        self.writer.consume_command(cmd, result)
+
+
+def test_turning_feedback_on_live_is_a_recorded_steering_act(tmp_path):
+    store = SessionStore(tmp_path / "befair.db")
+    writer = store.create_session(SessionConfig().to_dict(), instruction="x", coder={"name": "offline"}, data={},
+                                  session_id="s")
+    sink = _Sink(writer)
+    for value, expected in (("groups", "groups"), ("loud", "groups"), ("groups", "groups"), ("none", "none")):
+        cid = store.issue_command("s", "set_feedback", {"feedback": value}, by="dermatologist")
+        apply_command(sink, store.command(cid))
+        assert feedback.current_feedback(writer.state) == expected
+    kinds = [e.kind for e in store.events("s") if e.kind in (ev.FEEDBACK_SET, ev.ERROR)]
+    assert kinds == [ev.FEEDBACK_SET, ev.ERROR, ev.FEEDBACK_SET]
+    first = next(e for e in store.events("s") if e.kind == ev.FEEDBACK_SET)
+    assert first.payload["by"] == "dermatologist" and first.payload["command_id"] is not None
+    assert selection.current_criterion(writer.state) == "validation"
+    store.close()
+
+
+def test_befair_prompts_audits_from_the_command_line():
+    """`befair prompts --audit` on real (small, generated) data, for base under both protocols."""
+    for protocol in ("befair", "be-fair"):
+        done = subprocess.run([sys.executable, "-m", "befair_tui.cli", "prompts", "--level", "base", "--protocol",
+                               protocol, "--audit", "--synth-n-train", "120", "--synth-n-test", "60",
+                               "--synth-size", "24"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "no word about skin tone" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "befair_tui.cli", "prompts", "--level", "base", "--feedback",
+                           "groups", "--audit", "--synth-n-train", "120", "--synth-n-test", "60", "--synth-size", "24"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "improve · Memory: 'skin-tone'" in done.stdout, done.stdout
