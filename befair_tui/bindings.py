@@ -18,6 +18,7 @@ ADD_STEPS = Binding("plus,equals_sign", "add_steps", "Steps", id="add-steps", ke
 # what the console shows
 TOGGLE_SPLIT = Binding("v", "toggle_split", "Test / validation figures", id="toggle-split", show=False)
 CHOOSE_CRITERION = Binding("c", "choose_criterion", "Best means", id="choose-criterion")
+CHOOSE_FEEDBACK = Binding("a", "choose_feedback", "Agent sees", id="choose-feedback")
 DETAIL_TABS = ("plan", "code", "output", "groups", "audit", "diff", "conversation")
 
 

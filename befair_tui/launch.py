@@ -25,7 +25,7 @@ def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
         sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet",
         "--session-id", session_id, "--db", str(db),
         "--level", choices.level, "--steps", str(int(choices.steps)),
-        "--coder", choices.coder, "--best", choices.best,
+        "--coder", choices.coder, "--best", choices.best, "--feedback", choices.feedback,
         "--step-timeout", str(float(choices.step_timeout)), "--seed", str(int(choices.seed)),
     ]
     if choices.level == "custom":

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA, SessionConfig
+from engine.config import BEST_CRITERIA, FEEDBACK, SessionConfig
 from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
 from engine.data.synth import FULL as SYNTH_FULL
 from engine.paths import cache_dir
@@ -55,6 +55,7 @@ class SetupChoices:
     steps: int = _CONFIG.steps
     step_timeout: float = _CONFIG.step_timeout
     best: str = _CONFIG.best
+    feedback: str = _CONFIG.feedback or "auc"   # what the agent is shown of befair's measurements
     blind_test: bool = _CONFIG.blind_test
     participant: str = ""
     seed: int = _CONFIG.seed
@@ -88,6 +89,8 @@ class SetupChoices:
             out.level = cls.level
         if out.best not in BEST_CRITERIA:
             out.best = cls.best
+        if out.feedback not in FEEDBACK:
+            out.feedback = cls.feedback
         if out.data not in ("synth", "workspace"):
             out.data = cls.data
         if out.coder not in ("offline", "openai"):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import BefairError, UsageError
 from engine.paths import add_db_arg, db_from_args, runs_dir
-from engine.session import selection, views
+from engine.session import feedback, selection, views
 from engine.session.export import export_session
 from engine.session.lifecycle import open_store, remove_run_dir, stop_runner
 from engine.session.liveness import runner_status
@@ -29,6 +29,7 @@ STEER_ACTIONS = {
     "guide": ("guide", "TEXT"), "expand": ("expand", "N"), "prune": ("prune", "N"),
     "budget": ("set_budget", "N"),
     "criterion": ("set_criterion", "CRITERION"),
+    "feedback": ("set_feedback", "FEEDBACK"),
 }
 
 
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Write a steering command to the session's queue; the running session "
         "consumes it between steps. Actions: pause | resume | stop | guide TEXT [--node N] | "
         "expand N | prune N | budget N | criterion " + "|".join(selection.CRITERIA) + " (what ★ and the "
-        "search's improve step follow from now on).",
+        "search's improve step follow from now on) | feedback " + "|".join(feedback.FEEDBACK) + " (what the agent is "
+        "shown of befair's measurements from now on).",
     )
     p.add_argument("action", choices=sorted(STEER_ACTIONS))
     p.add_argument("argument", nargs="*", help="TEXT for guide, N for expand/prune/budget, a criterion for criterion")
@@ -200,6 +202,7 @@ def cmd_show(args: argparse.Namespace) -> int:
           f"{state.status.upper()}" + (f" · {views.UNSANDBOXED}" if state.unsandboxed else ""))
     if state.unsandboxed:
         print(f"{views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}")
+    print(views.settings_line(state))
     if state.tokens_in or state.tokens_out:
         print(f"tokens {state.tokens_in + state.tokens_out:,} · cost ${state.cost:.2f}")
     lines = views.tree_lines(state, unblind=args.unblind)
@@ -280,6 +283,10 @@ def cmd_steer(args: argparse.Namespace) -> int:
         payload = {"text": arg, "scope": "node" if args.node is not None else "global", "node_id": args.node}
     elif kind == "stop":
         payload = {"interrupt": not args.no_interrupt}
+    elif kind == "set_feedback":
+        if arg not in feedback.FEEDBACK:
+            raise UsageError(f"steer feedback: {arg!r} is not one of {', '.join(feedback.FEEDBACK)}")
+        payload = {"feedback": arg}
     elif kind == "set_criterion":
         if arg not in selection.CRITERIA:
             raise UsageError(f"steer criterion: {arg!r} is not one of {', '.join(selection.CRITERIA)}")

@@ -20,7 +20,7 @@ from textual.widgets import Tree
 from textual.worker import get_current_worker
 
 from engine.session import events as ev
-from engine.session import selection, views
+from engine.session import feedback, selection, views
 from engine.session.changes import Changes, apply_changes
 from engine.session.state import SessionState, memoised, new_state
 from engine.session.store import SessionStore
@@ -508,6 +508,20 @@ class ConsoleScreen(ExpertBaselines):
                         timeout=5)
 
         self.app.push_screen(CriterionModal(current, live=live), done)
+
+    def action_choose_feedback(self) -> None:
+        """What the agent is shown of befair's measurements: a recorded steering command."""
+        from befair_tui.screens.feedback import FeedbackModal
+
+        current = feedback.current_feedback(self.state)
+
+        def done(value: str | None) -> None:
+            if value is None or value == current:
+                return
+            self._command("set_feedback", {"feedback": value},
+                          note=f"From the next step the agent is shown {feedback.FEEDBACK_WORDS[value]}.")
+
+        self.app.push_screen(FeedbackModal(current, live=True), done)
 
     def action_summary(self) -> None:
         from befair_tui.screens.summary import SummaryModal

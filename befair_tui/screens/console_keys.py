@@ -8,11 +8,11 @@ from textual.binding import Binding
 
 from engine.session.state import SessionState
 
-from befair_tui.bindings import (ADD_STEPS, CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, QUIT, RESUME, STOP,
-                                 TOGGLE_SPLIT, detail_tab_bindings)
+from befair_tui.bindings import (ADD_STEPS, CHOOSE_CRITERION, CHOOSE_FEEDBACK, EXPAND, GUIDE, PAUSE, PRUNE, QUIT,
+                                 RESUME, STOP, TOGGLE_SPLIT, detail_tab_bindings)
 
 CONSOLE_BINDINGS: list[Binding] = [
-    PAUSE, RESUME, STOP, GUIDE, EXPAND, PRUNE, ADD_STEPS, TOGGLE_SPLIT, CHOOSE_CRITERION,
+    PAUSE, RESUME, STOP, GUIDE, EXPAND, PRUNE, ADD_STEPS, TOGGLE_SPLIT, CHOOSE_CRITERION, CHOOSE_FEEDBACK,
     Binding("r", "summary", "Summary", id="session-summary"),
     Binding("u", "resume_runner", "Resume run", id="resume-runner"),
     Binding("b", "train_baselines", "Train baselines", id="train-baselines"),
@@ -21,11 +21,13 @@ CONSOLE_BINDINGS: list[Binding] = [
     *detail_tab_bindings(),
 ]
 # widgets/keys_footer.py: the keys a narrow footer leaves out first (they stay in the help and palette)
-FOOTER_DROP = ("app.quit", "sessions", "choose_criterion", "train_baselines", "add_steps", "prune", "expand")
+FOOTER_DROP = ("app.quit", "sessions", "choose_feedback", "choose_criterion", "train_baselines", "add_steps", "prune",
+               "expand")
 
-STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps"}
+STEERING = {"pause", "resume", "stop", "guide", "expand", "prune", "add_steps", "choose_feedback"}
 STEERING_VERB = {"pause": "pause it", "resume": "resume it", "stop": "stop it", "guide": "guide the agent",
-                 "expand": "expand a node", "prune": "prune a node", "add_steps": "add steps"}
+                 "expand": "expand a node", "prune": "prune a node", "add_steps": "add steps",
+                 "choose_feedback": "change what the agent is shown"}
 NEEDS_RUNNER = {"pause", "resume", "stop"}  # steering that only a live runner can carry out
 OFFERED_WHEN_ABLE = STEERING | {"resume_runner", "train_baselines"}  # offered only while they can act
 

@@ -16,36 +16,54 @@ from textual.widgets.option_list import Option
 from engine.session import selection
 
 
-class CriterionModal(ModalScreen[str | None]):
+class ChoiceModal(ModalScreen[str | None]):
+    """One setting's values, each with its meaning in words; Enter chooses, Escape keeps the current one."""
+
     DEFAULT_CSS = """
-    CriterionModal { align: center middle; }
-    CriterionModal > Vertical { width: 76; max-width: 95%; height: auto; border: round $accent; padding: 1 2;
-                                background: $surface; }
-    CriterionModal #criterion-why { color: $text-muted; margin-top: 1; }
-    CriterionModal OptionList { height: auto; max-height: 12; }
+    ChoiceModal { align: center middle; }
+    ChoiceModal > Vertical { width: 76; max-width: 95%; height: auto; border: round $accent; padding: 1 2;
+                             background: $surface; }
+    ChoiceModal .choice-why { color: $text-muted; margin-top: 1; }
+    ChoiceModal OptionList { height: auto; max-height: 12; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="criterion-cancel")]
+    TITLE = ""
+    VALUES: tuple[str, ...] = ()
+    LABELS: dict[str, str] = {}
+    WORDS: dict[str, str] = {}
 
     def __init__(self, current: str, *, live: bool) -> None:
         super().__init__()
         self.current, self.live = current, live
 
+    def what(self) -> str:
+        return ""
+
     def compose(self) -> ComposeResult:
-        options = [Option(f"{'● ' if c == self.current else '  '}{selection.CRITERION_LABEL[c]}: "
-                          f"{selection.CRITERION_WORDS[c]}", id=c) for c in selection.CRITERIA]
-        what = ("From the next step the search improves the best node by this, and the switch is recorded."
-                if self.live else "This changes only what you see here: the session's recorded choice stays.")
+        options = [Option(f"{'● ' if v == self.current else '  '}{self.LABELS[v]}: {self.WORDS[v]}", id=v)
+                   for v in self.VALUES]
         with Vertical():
-            yield Static("[b]What should ★ best mean?[/b]")
-            yield OptionList(*options, id="criterion-options")
-            yield Static(f"{what} Enter chooses, Escape keeps {selection.CRITERION_LABEL[self.current]}.",
-                         id="criterion-why")
+            yield Static(f"[b]{self.TITLE}[/b]")
+            yield OptionList(*options, id="choice-options")
+            yield Static(f"{self.what()} Enter chooses, Escape keeps {self.LABELS[self.current]}.",
+                         classes="choice-why")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        options.highlighted = selection.CRITERIA.index(self.current)
+        options.highlighted = self.VALUES.index(self.current)
         options.focus()
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
+
+
+class CriterionModal(ChoiceModal):
+    TITLE = "What should ★ best mean?"
+    VALUES = selection.CRITERIA
+    LABELS = selection.CRITERION_LABEL
+    WORDS = selection.CRITERION_WORDS
+
+    def what(self) -> str:
+        return ("From the next step the search improves the best node by this, and the switch is recorded."
+                if self.live else "This changes only what you see here: the session's recorded choice stays.")

@@ -35,6 +35,9 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ("c", "choose what “★ best” means (below). Live, the search improves the best node by it from "
               "the next step and the switch is recorded; in a replay or a finished session it changes only "
               "what you see here"),
+        ("a", "choose what the agent is shown of befair's measurements of its earlier pipelines: nothing, "
+              "the AUC (the default), or the AUC with each skin-tone group's AUC and the gap. Live only; the "
+              "switch is recorded as your steering"),
         ("u", "resume a session whose runner process stopped (shown only then)"),
         ("b", "train the expert baselines on this session's data, in the background (shown only when none "
               "were trained for it; progress in the scoreboard, results in the database)"),
@@ -106,16 +109,22 @@ TERMS: list[tuple[str, str]] = [
                                                       "AIDE agent chooses. It is the agent's report, not a "
                                                       "measurement (see badges ! and ≠); it has no interval."),
     ("best: " + selection.CRITERION_LABEL["validation"], "The node with the highest AUC measured here on the "
-                                                         "validation images."),
+                                                         "validation images. The default for new sessions, at "
+                                                         "every instruction level: the search builds on the "
+                                                         "most accurate node unless you ask it to follow a "
+                                                         "skin-tone criterion."),
     ("best: " + selection.CRITERION_LABEL["minimax"], "Among the nodes no other node beats on every skin-tone "
                                                       "group, the one whose worst group has the highest "
                                                       "validation AUC: the best worst case."),
     ("best: " + selection.CRITERION_LABEL["robust"], "The node whose worst skin-tone group is good with "
                                                      "confidence: the highest low end of the worst group's "
                                                      "95 % interval. A node cannot win by a lucky draw of a few "
-                                                     "dark-skin images. The default for new sessions."),
-    ("★", "The best node by the criterion the header names (“★ …”); key c changes it. The "
-          "scoreboard lists the best node by each of the four criteria."),
+                                                     "dark-skin images."),
+    ("★", "The best node by the criterion the header names (“★ & search …”): the search improves that "
+          "node next; key c changes it. The scoreboard lists the best node by each of the four criteria."),
+    ("agent sees", "What the agent is told of befair's own measurements of its earlier pipelines (header: "
+                   "“agent sees …”). By default the AUC only, at every instruction level, so that levels differ "
+                   "in their instruction alone; key a changes it, and the change is recorded."),
 ]
 
 SOURCES: list[tuple[str, str]] = [

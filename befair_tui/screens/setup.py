@@ -20,7 +20,8 @@ from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
                              Static, TextArea)
 
 from engine.agent.coders import CODERS
-from engine.config import BEST_CRITERIA
+from engine.config import BEST_CRITERIA, FEEDBACK
+from engine.session.feedback import FEEDBACK_LABEL
 from engine.session.selection import CRITERION_LABEL
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
 
@@ -45,8 +46,11 @@ WORKSPACE_HINT = ("A folder made once from your own images (Fitzpatrick17k and D
 STEPS_HINT = ("Each step writes and runs one pipeline; a step that runs past the time limit is stopped. "
               "The seed fixes the random choices (data split, the simulated agent's picks): the same seed "
               "repeats a session, another seed varies it.")
-BEST_HINT = ("Which node is marked ★ and exported at the end (the help, ?, explains each). Blinding hides "
-             "the test figures until the session ends, so choices rest on validation figures only.")
+BEST_HINT = ("Which node is marked ★, which one the search builds on next, and which is exported at the end (the "
+             "help, ?, explains each). Blinding hides the test figures until the session ends.")
+FEEDBACK_HINT = ("What the agent is told of befair's own measurements of its earlier pipelines. The same at every "
+                 "instruction level, so that two levels differ in their instruction alone: turning skin-tone "
+                 "groups on is itself a way of steering, and is recorded.")
 PARTICIPANT_HINT = "For user studies: recorded with the session (never remembered for the next one)."
 OFFLINE_NOTE = ("A simulated agent, no language model: it writes real, runnable pipelines from a set of "
                 "building blocks (models, image preparation, fairness methods), led by the instruction level "
@@ -204,11 +208,17 @@ class SetupScreen(Screen[None]):
             yield Static(f"[dim]{STEPS_HINT}[/dim]", classes="hint")
         with Vertical(classes="row"):
             with Horizontal(classes="inline stack"):
-                yield Label('"Best" means')
+                yield Label('★ and the search follow')
                 yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
                              allow_blank=False, id="best")
                 yield PlainCheckbox("Blind test metrics until the end", c.blind_test, id="blind")
             yield Static(f"[dim]{BEST_HINT}[/dim]", classes="hint")
+        with Vertical(classes="row"):
+            with Horizontal(classes="inline stack"):
+                yield Label("The agent is shown")
+                yield Select([(FEEDBACK_LABEL[f], f) for f in FEEDBACK], value=c.feedback, allow_blank=False,
+                             id="feedback")
+            yield Static(f"[dim]{FEEDBACK_HINT}[/dim]", classes="hint")
 
     def _compose_start(self) -> ComposeResult:
         with Vertical(classes="row"):
@@ -354,6 +364,7 @@ class SetupScreen(Screen[None]):
                 problems.append(problem)
         c.scaffold = self.query_one("#scaffold", Checkbox).value
         c.best = str(self.query_one("#best", Select).value)
+        c.feedback = str(self.query_one("#feedback", Select).value)
         c.blind_test = self.query_one("#blind", Checkbox).value
         c.participant = self.query_one("#participant", Input).value.strip()
         return c, problems

@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.session import selection
+from engine.session import feedback, selection
 from engine.session.state import SessionState
 from engine.session.views import RUNNER_STOPPED, clock, coder_label, elapsed, tokens
 
@@ -108,14 +108,18 @@ class StatusBar(Static):
             return
         total = state.tokens_in + state.tokens_out
         words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
-        best = (f" · ★ {words[criterion or selection.current_criterion(state)]}" + (" (view)" if criterion else ""),
-                "bold yellow")
+        follows = "★" if criterion or compact else "★ & search"   # a reader's own view is not the search's
+        best = (f" · {follows} {words[criterion or selection.current_criterion(state)]}"
+                + (" (view)" if criterion else ""), "bold yellow")
+        shown = feedback.current_feedback(state)
+        sees = (f" · agent sees {(feedback.FEEDBACK_SHORT if compact else feedback.FEEDBACK_LABEL)[shown]}",
+                "bold cyan" if shown == "groups" else "")
         parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else ""),
                  (f" · step {_step(state, dead)}/{state.budget}", "")]
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
         # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
         call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, compact)) else []
-        parts, extras = (parts, [*call, best]) if compact else ([*parts, best], call)
+        parts, extras = (parts, [*call, best, sees]) if compact else ([*parts, best, sees], call)
         # a dead runner: the clock stops at its last event instead of ticking on
         extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
                    (f" · {tokens(total)} tok ${state.cost:.2f}", "")]

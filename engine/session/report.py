@@ -73,9 +73,10 @@ class SessionReport:
     choices: tuple[ChoiceSummary, ...]
     guidance: tuple[GuidanceSummary, ...]
     notes: tuple[str, ...] = field(default=())
+    settings: str = ""          # what the agent was told and what its search followed (views.settings_line)
 
     def lines(self) -> list[str]:
-        out = [f"Session summary · {self.heading}"]
+        out = [f"Session summary · {self.heading}"] + ([f"  Agent settings: {self.settings}"] if self.settings else [])
         out += [f"  ⚠ {label}" for label in self.labels]
         out.append("  Final choice by each criterion (validation · test, 95 % intervals):")
         for c in self.choices:
@@ -99,6 +100,7 @@ class SessionReport:
 
     def markdown(self, figure: str | None = None) -> str:
         out = [f"# befair session {self.session_id}", "", f"{self.heading}", ""]
+        out += [f"Agent settings: {self.settings}", ""] if self.settings else []
         out += [f"> ⚠ {label}" for label in self.labels] + ([""] if self.labels else [])
         out += ["## Final choice by each criterion", "",
                 "| node | best by | validation AUC · gap (95 % interval) | test AUC · gap (95 % interval) "
@@ -131,7 +133,8 @@ class SessionReport:
         notes = "".join(f"<p class='note'>{e(note)}</p>" for note in self.notes)
         return (f"<!doctype html><html><head><meta charset='utf-8'><title>befair session {e(self.session_id)}"
                 f"</title><style>{_CSS}</style></head><body><h1>befair session {e(self.session_id)}</h1>"
-                f"<p>{e(self.heading)}</p>{labels}<h2>Final choice by each criterion</h2><table><tr>"
+                f"<p>{e(self.heading)}</p><p>Agent settings: {e(self.settings)}</p>{labels}"
+                "<h2>Final choice by each criterion</h2><table><tr>"
                 "<th>node</th><th>best by</th><th>validation AUC · gap (95 % interval)</th>"
                 "<th>test AUC · gap (95 % interval)</th><th>can it be told apart?</th></tr>"
                 f"{rows}</table>{figure_svg or ''}"
@@ -244,7 +247,7 @@ def summarise(state: SessionState, *, unblind: bool = False) -> SessionReport:
     notes = [figures.INTERVAL_HELP]
     return SessionReport(session_id=state.session_id, heading=heading, labels=tuple(labels(state, unblind)),
                          choices=tuple(_choices(state, unblind)), guidance=tuple(_guidance(state)),
-                         notes=tuple(notes))
+                         notes=tuple(notes), settings=views.settings_line(state))
 
 
 def figure_points(state: SessionState, *, unblind: bool = False) -> list[Any]:

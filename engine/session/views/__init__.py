@@ -52,8 +52,10 @@ from engine.session.views.like_with_like import (
     PUBLISHED_TAGS, reference_tags,
 )
 from engine.session.views.as_json import node_json, session_json
+from engine.session.views.agent_settings import AgentSetting, agent_settings, settings_json, settings_line
 
 __all__ = [
+    "AgentSetting", "agent_settings", "settings_json", "settings_line",
     "AUDIT_BADGES", "audit_badges", "AXIS", "Badge", "BADGE_HELP", "baseline_points", "BASELINE_TAGS",
     "best_by_criterion", "best_choice", "best_id", "best_nodes", "BestChoice", "BLINDED_NOTE", "blinded_note",
     "blinds_test", "clock", "coder_label", "Comparison", "comparison", "comparison_rows",

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.session import figures
 from engine.session.state import NodeState, SessionState
+from engine.session.views.agent_settings import settings_json
 from engine.session.views.badges import BADGE_HELP, node_badges, simulated_failure
 from engine.session.views.best import best_by_criterion, session_criterion
 from engine.session.views.blinding import test_visible, test_withheld, visibility
@@ -78,6 +79,7 @@ def session_json(state: SessionState, *, unblind: bool = False,
         "budget": state.budget,
         "best_criterion": criterion,
         "best_node": star,
+        "agent_settings": settings_json(state),
         "final_choice": {c: b.node_id for c, b in choices.items()},
         "best": {c: {**asdict(b), "uncertainty": b.uncertainty} for c, b in choices.items()},
         "visibility": visibility(state, unblind),
