@@ -5,6 +5,9 @@
     repeats = 2
     steps = 3
     seed = 1                                  # repeat r runs with seed + r (or seeds = [..])
+    feedback = "auc"                          # what the agent is shown: none | auc | groups, or a list
+                                              # of them to vary it (each value an arm: base.feedback-groups)
+    best = "validation"                       # what ★ and the search follow (or a list, as feedback)
 
     [coder]                                   # or [[coders]] for several agents
     name = "offline"
@@ -22,11 +25,11 @@ import hashlib
 import json
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, SANDBOX_MODES, SessionConfig
+from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, SANDBOX_MODES, SessionConfig
 from engine.errors import DataError
 from engine.study.people_spec import PeopleSpec, parse_people
 from engine.task import CUSTOM, LEVELS
@@ -34,7 +37,7 @@ from engine.task import CUSTOM, LEVELS
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
-TOP_KEYS = {"name", "description", "levels", "repeats", "seed", "seeds", "steps", "best", "blind_test",
+TOP_KEYS = {"name", "description", "levels", "repeats", "seed", "seeds", "steps", "best", "feedback", "blind_test",
             "step_timeout", "eval_timeout", "memory_limit_mb", "sandbox", "participants", "coder", "coders",
             "data", "resources", "search", "time_limit", "people"}
 SEARCH_KEYS = {"num_drafts", "debug_prob", "max_debug_depth", "failure_rate"}
@@ -52,6 +55,8 @@ class Level:
     label: str                    # the "prompt" column of the report
     level: str                    # an instruction level name, or "custom"
     text: str | None = None       # the instruction of a custom level
+    settings: tuple[tuple[str, str], ...] = ()   # an arm's own agent settings (feedback, best) when a
+                                                 # spec varies them: the label then names them too
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class StudySpec:
     coders: list[CoderSpec]
     steps: int = 20
     best: str = DEFAULT_CRITERION
+    feedback: str | None = None               # what the agent is shown (None: the protocol's default)
     blind_test: bool = False
     participants: list[str | None] = field(default_factory=lambda: [None])
     data: dict[str, Any] = field(default_factory=lambda: {"synth": {}})
@@ -139,6 +145,8 @@ class StudySpec:
         )
         kw.update(self.limits)
         kw.update(cell.coder.search)
+        kw.update({"feedback": self.feedback} if self.feedback else {})
+        kw.update(dict(cell.level.settings))
         if kw.get("sandbox", "auto") == "auto":
             kw["sandbox"] = "bwrap"  # as `befair run --sandbox auto`: bwrap, or a refusal where it cannot run
         return SessionConfig(**kw)
@@ -185,10 +193,11 @@ def parse_spec(raw: dict[str, Any], *, where: str = "study spec") -> StudySpec:
     if time_limit is not None and _number(time_limit, "time_limit", fail) <= 0:
         raise fail("time_limit must be a number of seconds above 0")
     spec = StudySpec(
-        name=name, levels=_levels(raw.get("levels"), fail), repeats=repeats,
+        name=name, levels=_arms(_levels(raw.get("levels"), fail), raw, fail), repeats=repeats,
         seeds=_seeds(raw, repeats, fail), coders=_coders(raw, fail),
         steps=_int(raw.get("steps", 20), "steps", fail, minimum=1),
-        best=_choice(raw.get("best", DEFAULT_CRITERION), "best", BEST_CRITERIA, fail),
+        best=_choices(raw.get("best", DEFAULT_CRITERION), "best", BEST_CRITERIA, fail)[0],
+        feedback=None if "feedback" not in raw else _choices(raw["feedback"], "feedback", FEEDBACK, fail)[0],
         blind_test=_bool(raw.get("blind_test", False), "blind_test", fail),
         participants=participants, time_limit=None if time_limit is None else float(time_limit),
         people=parse_people(raw.get("people"), participants, fail),
@@ -228,6 +237,30 @@ def _choice(value: Any, key: str, choices: tuple[str, ...], fail: Any) -> str:
     if value not in choices:
         raise fail(f"{key} must be one of {', '.join(choices)}, not {value!r}")
     return str(value)
+
+
+def _choices(value: Any, key: str, choices: tuple[str, ...], fail: Any) -> list[str]:
+    """A setting's value, or the values a study varies it over (a list)."""
+    values = value if isinstance(value, list) else [value]
+    if not values or len(set(map(str, values))) != len(values):
+        raise fail(f"{key} must be one of {', '.join(choices)} or a list of different ones, not {value!r}")
+    return [_choice(v, key, choices, fail) for v in values]
+
+
+VARIED = ("feedback", "best")   # the agent settings a spec may vary (a list): each value is an arm
+
+
+def _arms(levels: list[Level], raw: dict[str, Any], fail: Any) -> list[Level]:
+    """Each level once per combination of the varied settings, its label naming the arm
+    (`base.feedback-groups`), so that the report compares the arms as it compares levels."""
+    varied = [(key, _choices(raw[key], key, FEEDBACK if key == "feedback" else BEST_CRITERIA, fail))
+              for key in VARIED if isinstance(raw.get(key), list) and len(raw[key]) > 1]
+    for key, values in varied:
+        levels = [replace(lv, label=f"{lv.label}.{key}-{v}", settings=(*lv.settings, (key, v)))
+                  for lv in levels for v in values]
+    if any(len(lv.label) > 64 for lv in levels):
+        raise fail("an arm's label (level.setting-value) is over 64 characters: shorten the level labels")
+    return levels
 
 
 def _levels(value: Any, fail: Any) -> list[Level]:

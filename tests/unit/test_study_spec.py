@@ -43,7 +43,7 @@ def test_the_minimal_spec_is_valid_and_makes_its_grid(tmp_path):
     assert (config.level, config.steps, config.seed, config.coder) == ("fairness-methods", 3, 2, "offline")
     assert (config.study_id, config.repeat_index, config.participant_id) == ("levels-demo", 1, None)
     assert config.extra["synth"] == {"n_train": 300, "n_test": 120, "size": 32}
-    assert config.data == "synth" and config.best == "robust" and config.sandbox == "bwrap"
+    assert config.data == "synth" and config.best == "validation" and config.sandbox == "bwrap"
     assert len(spec.digest) == 64 and spec.digest == _spec(tmp_path, MINIMAL).digest
 
 
@@ -144,3 +144,22 @@ def test_all_four_levels_and_the_default_coder():
     spec = parse_spec({"name": "four", "levels": list(LEVELS), "repeats": 3})
     assert [c.coder.label for c in spec.cells()] == ["offline"] * 12
     assert spec.seeds == [0, 1, 2]
+
+
+def test_the_agent_settings_are_keys_and_a_study_can_vary_them():
+    spec = parse_spec({"name": "arms", "levels": ["base", "fairness-methods"], "feedback": ["auc", "groups"],
+                       "best": "robust", "steps": 2})
+    labels = [lv.label for lv in spec.levels]
+    assert labels == ["base.feedback-auc", "base.feedback-groups", "fairness-methods.feedback-auc",
+                      "fairness-methods.feedback-groups"]
+    configs = {c.session_id: spec.session_config(c) for c in spec.cells()}
+    assert {(k, c.level, c.feedback, c.best) for k, c in configs.items()} == {
+        ("arms-base.feedback-auc-r0", "base", "auc", "robust"),
+        ("arms-base.feedback-groups-r0", "base", "groups", "robust"),
+        ("arms-fairness-methods.feedback-auc-r0", "fairness-methods", "auc", "robust"),
+        ("arms-fairness-methods.feedback-groups-r0", "fairness-methods", "groups", "robust")}
+    plain = parse_spec({"name": "plain", "levels": ["base"]})
+    assert [(plain.session_config(c).feedback, plain.session_config(c).best) for c in plain.cells()] == [
+        ("auc", "validation")]
+    with pytest.raises(SpecError, match="feedback must be one of none, auc, groups"):
+        parse_spec({"name": "bad", "levels": ["base"], "feedback": "loud"})
