@@ -1,47 +1,42 @@
-"""Search quality, the product's purpose: does steering find fairer pipelines than an expert baseline?
+"""Search quality, the product's purpose: what does a person's steering change, measured against a
+clean control, and does any arm beat an expert baseline?
 
 On one SynthDerm workspace (default 1,000 training images, 656 test images, 96 px; env
 BEFAIR_BENCH_SEARCH_TRAIN / _TEST / _SIZE), for each seed (BEFAIR_BENCH_SEARCH_SEEDS, default
-0,1,2):
+0,1,2), three arms on the same seed, each a base-level session with the offline coder fitted to
+the CPU:
 
-- a **steered** session: the base instruction level, the offline coder fitted to the CPU, and
-  global guidance asking for group reweighting and minimax (worst-group) selection, given as a
-  user gives it: a `guide` command queued before the first step, consumed by the runner's
-  command handler (engine.agent.commands.guide), in force from the first draft;
-- an **unsteered base-level** session: the same settings without guidance;
-- the **MEDFAIR-dedup** baseline (baselines.pipeline.train_variant) on the same workspace with
-  the same seed, in a CPU-sized configuration (ResNet-18, BEFAIR_BENCH_SEARCH_EPOCHS epochs,
-  default 6, at 64 px; ImageNet weights only if cached, never downloaded). Its test figures carry
-  95 % intervals (baselines.pipeline computes its kept epoch's figures with intervals); its test
-  predictions are replayed here from its checkpoint (and checked against its recorded figures) so
-  that it can be compared with a node on the same images.
+- **clean**: unsteered, with the defaults every level gets (the agent is shown the measured AUC;
+  ★ and the search follow validation AUC);
+- **feedback**: unsteered, with the tool's fairness feedback on (the agent is shown each skin-tone
+  group's AUC and the gap; ★ and the search follow the worst group's AUC at the low end of its
+  interval, `robust`): the settings befair used by default before a level became its instruction
+  alone;
+- **steered**: the clean settings, and guidance a dermatologist would write, in words about the
+  clinical goal, not code (GUIDANCE), given as a user gives it: a `guide` command queued before
+  the first step.
+
+The offline coder is deterministic for a seed, so the arms share every step until their settings
+or the guidance make them differ (what the record-and-replay proxy does for an LLM coder). Its
+response to guidance is programmed (engine.agent.offline.clinical): this bench measures the
+protocol and the tool's control, not whether people's words make pipelines fairer.
+
+Each arm's final choice (by its own session's criterion, on validation only) is scored on the
+held-out test split. Reported per arm: test AUC and test gap, mean with a 95 % t-interval over
+seeds; for steered against each unsteered arm: the per-seed paired bootstrap interval of the gap
+difference on the same test images, the mean difference over seeds with its t-interval (told
+apart when it excludes 0), and how many seeds a .05 difference in the gap would need at 80 % power
+from the spread of the per-seed differences measured here.
+
+Beside it, as before, the **MEDFAIR-dedup** baseline (baselines.pipeline.train_variant) on the
+same workspace with the same seed, in a CPU-sized configuration (ResNet-18,
+BEFAIR_BENCH_SEARCH_EPOCHS epochs, default 6, at 64 px; ImageNet weights only if cached), and the
+verdict whether the steered arm beats it on at least 2 of 3 seeds and the clean arm does not
+(point estimates, and told apart by a paired bootstrap on the same test images). The best test gap
+any node reached is reported as an oracle, for information only: it is chosen on test figures.
 
 Every session runs BEFAIR_BENCH_SEARCH_STEPS steps (default 20) in-process through the real
-runner, sandbox and harness, with a BEFAIR_BENCH_STEP_TIMEOUT step limit (default 60 s), with the
-session's default criterion (since issue 20: robust, which the policy's "improve" follows too).
-
-What a session *reaches* is its final choice, recorded by the runner on validation only, by each
-criterion (`JUDGED`: validation AUC, minimax worst-group AUC, robust = the best lower 95 % bound
-of the worst-group AUC; the session's own is robust), scored on the held-out test split by the
-product's evaluator, with its 95 % intervals.
-
-- **Point verdict** (as before): a session beats the baseline on a seed when its chosen node's
-  test gap is lower than the baseline's and its test AUC is no lower. The finding reproduces
-  when the steered sessions beat it on at least 2 of 3 seeds and the base sessions do not.
-- **Told apart** (`beats_told_apart`): both predictions are on the same test images, so they are
-  compared by a paired bootstrap: the same stratified resamples (skin-tone group x label,
-  engine.evaluation.uncertainty) applied to both, and the 95 % percentile interval of
-  node − baseline, for the gap and for the AUC. A node beats the baseline *told apart* when the
-  gap difference's interval lies below 0 and the AUC difference's interval does not lie below 0
-  (its AUC is not shown to be lower). Paired, because the images' shared difficulty cancels; the
-  unpaired check (do the two gap intervals overlap?) is recorded beside it, more conservative.
-  Both gaps are biased upward (a max minus a min of noisy AUCs); the difference is left as it is.
-- **Runners-up**: whether the chosen node could be told apart on validation from the other nodes
-  (the final choice's `ties`, a paired bootstrap of the criterion's figure), and the test gaps of
-  the nodes it could not be told apart from.
-
-The best test gap any node reached (among nodes at least as accurate as the baseline) is reported
-as an oracle, for information only: it is chosen on test figures.
+runner, sandbox and harness, with a BEFAIR_BENCH_STEP_TIMEOUT step limit (default 60 s).
 """
 from __future__ import annotations
 
@@ -62,11 +57,16 @@ IMAGE_PX = int(os.environ.get("BEFAIR_BENCH_SEARCH_SIZE", "96"))
 BASELINE_EPOCHS = int(os.environ.get("BEFAIR_BENCH_SEARCH_EPOCHS", "6"))
 BASELINE_PX = 64
 LEVEL = "base"
-GUIDANCE = ("Reweight the training loss by skin-tone group (inverse group frequency), and select the model by "
-            "minimax: the best worst-group validation AUC.")
-ARMS = ("steered", "base")
+GUIDANCE = ("It has to work as well on dark skin as on light skin: check each skin tone separately and don't "
+            "accept a model that misses more melanomas on dark skin.")
+ARMS = ("clean", "feedback", "steered")
+ARM_SETTINGS: dict[str, dict[str, str]] = {"clean": {}, "feedback": {"feedback": "groups", "best": "robust"},
+                                           "steered": {}}
+UNSTEERED = ("clean", "feedback")
 BASELINE = "MEDFAIR-dedup"
-JUDGED = ("robust", "validation", "minimax")  # the session default first; claimed (an agent's claim) is not judged
+JUDGED = ("validation", "robust", "minimax")  # the session default first; claimed (an agent's claim) is not judged
+EFFECT = 0.05          # the gap difference a study would want to detect
+POWER = 0.8
 REPLAY_TOLERANCE = 1e-6  # the baseline's replayed test AUC/gap vs its recorded ones
 
 # --------------------------------------------------------------------------- judging (pure)
@@ -115,8 +115,9 @@ def majority(n: int) -> int:
 
 def judge(per_seed: list[dict[str, Any]], criterion: str) -> dict[str, Any]:
     """per_seed: [{"seed", "baseline": {auc, gap}, "steered_<criterion>": {auc, gap, auc_diff_ci,
-    gap_diff_ci} | None, "base_<criterion>": ...}]. Each arm's wins against the same seed's
-    baseline when chosen by `criterion`: by point estimates and told apart; the verdicts."""
+    gap_diff_ci} | None, "clean_<criterion>": ..., "feedback_<criterion>": ...}]. Each arm's wins
+    against the same seed's baseline when chosen by `criterion`: by point estimates and told apart;
+    the verdicts (steered against the clean control)."""
     n = len(per_seed)
     chosen = {arm: [s.get(f"{arm}_{criterion}") for s in per_seed] for arm in ARMS}
     wins = {arm: sum(beats(c, s["baseline"]) for c, s in zip(chosen[arm], per_seed, strict=True)) for arm in ARMS}
@@ -124,11 +125,12 @@ def judge(per_seed: list[dict[str, Any]], criterion: str) -> dict[str, Any]:
     gap_vs = {arm: {d: sum(direction((c or {}).get("gap_diff_ci")) == d for c in chosen[arm])
                     for d in ("lower", "tied", "higher")} for arm in ARMS}
     need = majority(n)
-    return {"criterion": criterion, "seeds": n, "steered_wins": wins["steered"], "base_wins": wins["base"],
-            "needed": need, "reproduced": n > 0 and wins["steered"] >= need and wins["base"] < need,
-            "strict": n > 0 and wins["steered"] == n and wins["base"] == 0,
-            "steered_wins_told_apart": sure["steered"], "base_wins_told_apart": sure["base"],
-            "reproduced_told_apart": n > 0 and sure["steered"] >= need and sure["base"] < need,
+    return {"criterion": criterion, "seeds": n, "steered_wins": wins["steered"], "clean_wins": wins["clean"],
+            "feedback_wins": wins["feedback"],
+            "needed": need, "reproduced": n > 0 and wins["steered"] >= need and wins["clean"] < need,
+            "strict": n > 0 and wins["steered"] == n and wins["clean"] == 0,
+            "steered_wins_told_apart": sure["steered"], "clean_wins_told_apart": sure["clean"],
+            "reproduced_told_apart": n > 0 and sure["steered"] >= need and sure["clean"] < need,
             "gap_vs_baseline": gap_vs}
 
 
@@ -178,6 +180,48 @@ def paired_difference(node_scores, baseline_scores, labels, groups) -> dict[str,
     return {"auc_diff_ci": rounded(difference(a, b, "auc")), "gap_diff_ci": rounded(difference(a, b, "auc_gap"))}
 
 
+def t_interval(values: list[float | None]) -> dict[str, Any]:
+    """Mean over seeds with its 95 % t-interval (n - 1 degrees of freedom); no interval under 2 seeds."""
+    from scipy import stats
+
+    vals = [float(v) for v in values if v is not None]
+    mean, std = mean_std(vals)
+    if len(vals) < 2 or mean is None or std is None:
+        return {"mean": mean, "std": std, "n": len(vals), "ci95": None}
+    half = float(stats.t.ppf(0.975, len(vals) - 1)) * std / math.sqrt(len(vals))
+    return {"mean": mean, "std": std, "n": len(vals), "ci95": [mean - half, mean + half]}
+
+
+def seeds_needed(std: float | None, effect: float = EFFECT, power: float = POWER) -> int | None:
+    """Seeds (pairs) for a paired t-test at 5 % to detect a mean difference of `effect` with `power`,
+    given the standard deviation of the per-seed differences: the smallest n whose noncentral t
+    power reaches it (None without a spread)."""
+    from scipy import stats
+
+    if std is None or not math.isfinite(std):
+        return None
+    if std == 0:
+        return 2
+    for n in range(2, 100_000):
+        df, shift = n - 1, effect / (std / math.sqrt(n))
+        crit = float(stats.t.ppf(0.975, df))
+        reached = float(stats.nct.sf(crit, df, shift) + stats.nct.cdf(-crit, df, shift))
+        if reached >= power:
+            return n
+    return None
+
+
+def arm_versus(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
+    """Arm a minus arm b over the seeds both measured: the per-seed differences, their mean with a
+    95 % t-interval, whether the interval excludes 0 (told apart), and the seeds a difference of
+    EFFECT would need at POWER from this spread."""
+    diffs = [x - y for x, y in zip(a, b, strict=True) if x is not None and y is not None]
+    summary = t_interval(list(diffs))
+    ci = summary["ci95"]
+    return {"diffs": diffs, **summary, "told_apart": None if ci is None else bool(ci[0] > 0 or ci[1] < 0),
+            "seeds_for_effect": seeds_needed(summary["std"])}
+
+
 # --------------------------------------------------------------------------- measuring
 
 
@@ -208,7 +252,7 @@ def _figures(node) -> dict[str, Any]:
             "model": (node.components or {}).get("model")}
 
 
-def _session(ws, seed: int, guidance: str | None) -> dict[str, Any]:
+def _session(ws, seed: int, arm: str) -> dict[str, Any]:
     from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
@@ -216,8 +260,9 @@ def _session(ws, seed: int, guidance: str | None) -> dict[str, Any]:
     from engine.session.store import SessionStore
     from engine.session.views import best_choice, session_criterion
 
+    guidance = GUIDANCE if arm == "steered" else None
     config = SessionConfig(level=LEVEL, steps=STEPS, seed=seed, data=str(ws.root), step_timeout=STEP_TIMEOUT,
-                           extra={"device": "cpu"})
+                           extra={"device": "cpu"}, **ARM_SETTINGS[arm])  # type: ignore[arg-type]
     coder = OfflineCoder(failure_rate=config.failure_rate, seed=seed, device="cpu", step_timeout=STEP_TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="befair-bench-search-") as tmp:
         store = SessionStore(Path(tmp) / "session.db")
@@ -238,7 +283,8 @@ def _session(ws, seed: int, guidance: str | None) -> dict[str, Any]:
         chosen = _figures(state.nodes[pick.node_id]) if pick.node_id is not None else None
         choices[c] = {"chosen": chosen, "reason": pick.reason, "recorded": pick.recorded,
                       "uncertainty": pick.uncertainty, **runners_up(pick.node_id, pick.ties, gaps)}
-    return {"seed": seed, "elapsed": elapsed, "criterion": session_criterion(state), "choices": choices,
+    return {"seed": seed, "arm": arm, "elapsed": elapsed, "criterion": session_criterion(state), "choices": choices,
+            "own": choices[session_criterion(state)]["chosen"], "feedback": state.config.get("feedback"),
             "test_predictions": predictions, "nodes": nodes, "n_nodes": len(state.nodes),
             "timeouts": sum(n.status == "timeout" for n in state.nodes.values()),
             "guided_nodes": sum(bool(n.guidance_ids) for n in state.nodes.values()),
@@ -301,7 +347,10 @@ def _fmt_ci(v: float | None, ci: list[float] | None) -> str:
 
 
 def _arm_label(arm: str) -> str:
-    return {"steered": "steered (base level + reweighting/minimax guidance)", "base": "unsteered base level",
+    return {"steered": "steered (base level, clean settings + a dermatologist's guidance)",
+            "clean": "unsteered base level, clean settings (agent shown AUC, search follows validation AUC)",
+            "feedback": "unsteered base level, fairness feedback on (agent shown group AUCs and gap, search "
+                        "follows robust worst group)",
             "baseline": f"{BASELINE} baseline"}[arm]
 
 
@@ -383,7 +432,7 @@ def run() -> list[dict[str, Any]]:
     sessions: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     for seed in SEEDS:
         for arm in ARMS:
-            s = _session(ws, seed, GUIDANCE if arm == "steered" else None)
+            s = _session(ws, seed, arm)
             picks = {c: (s["choices"][c]["chosen"] or {}).get("node_id") for c in JUDGED}
             print(f"  {arm} seed {seed}: {s['n_nodes']} nodes in {s['elapsed']:.0f} s, chose {picks} "
                   f"(session criterion {s['criterion']})", flush=True)
@@ -391,7 +440,56 @@ def run() -> list[dict[str, Any]]:
     per_seed = _per_seed(sessions, base_rows, replays, test_set)
     verdicts = {c: judge(per_seed, c) for c in JUDGED}
     load = {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]}
-    return _rows(per_seed, verdicts, sessions, base_rows, base_wall, time.perf_counter() - started, load)
+    return (three_arm_rows(sessions, test_set)
+            + _rows(per_seed, verdicts, sessions, base_rows, base_wall, time.perf_counter() - started, load))
+
+
+def _own_paired(sessions: dict[str, list[dict[str, Any]]], arm: str, other: str, i: int,
+                test_set) -> list[float] | None:
+    """Seed i: the paired bootstrap interval of the test gap, arm's own choice minus other's, on the same images."""
+    files, labels, groups = test_set
+    a, b = sessions[arm][i], sessions[other][i]
+    if not a["own"] or not b["own"]:
+        return None
+    pa, pb = (s["test_predictions"].get(s["own"]["node_id"]) or {} for s in (a, b))
+    if not all(f in pa and f in pb for f in files):
+        return None
+    return paired_difference([pa[f] for f in files], [pb[f] for f in files], labels, groups)["gap_diff_ci"]
+
+
+def three_arm_rows(sessions: dict[str, list[dict[str, Any]]], test_set) -> list[dict[str, Any]]:
+    """Each arm's own final choice on test (mean and 95 % t-interval over seeds), and steered against
+    each unsteered arm: told apart or not, and the seeds a .05 gap difference would need."""
+    rows: list[dict[str, Any]] = []
+    for arm in ARMS:
+        own = [s["own"] for s in sessions[arm]]
+        for key, unit in (("auc", "test AUC"), ("gap", "test AUC gap")):
+            summary = t_interval([o.get(key) if o else None for o in own])
+            ci = summary["ci95"]
+            rows.append({"name": f"steering, three arms: {_arm_label(arm)}, {unit} of its own final choice",
+                         "value": summary["mean"], "unit": unit, **summary, "arm": arm,
+                         "per_seed": [o.get(key) if o else None for o in own],
+                         "criterion": sessions[arm][0]["criterion"] if sessions[arm] else None,
+                         "note": f"mean over {summary['n']} seeds {_fmt(summary['mean'])}"
+                                 + (f", 95 % t-interval [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ", no interval")})
+    for other in UNSTEERED:
+        gaps = {arm: [(s["own"] or {}).get("gap") for s in sessions[arm]] for arm in ("steered", other)}
+        aucs = {arm: [(s["own"] or {}).get("auc") for s in sessions[arm]] for arm in ("steered", other)}
+        gap_vs, auc_vs = arm_versus(gaps["steered"], gaps[other]), arm_versus(aucs["steered"], aucs[other])
+        paired = [_own_paired(sessions, "steered", other, i, test_set) for i in range(len(SEEDS))]
+        said = {None: "cannot say (under 2 seeds)", True: "told apart", False: "cannot be told apart"}
+        ci = gap_vs["ci95"]
+        rows.append({"name": f"steering, three arms: steered minus {other}, test AUC gap (mean over seeds)",
+                     "value": gap_vs["mean"], "unit": "test AUC gap difference", "gap": gap_vs, "auc": auc_vs,
+                     "per_seed_paired_gap_ci95": paired,
+                     "note": f"steered - {other}: gap {_fmt(gap_vs['mean'])}"
+                             + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f" over {gap_vs['n']} seeds, "
+                             f"{said[gap_vs['told_apart']]}; AUC {_fmt(auc_vs['mean'])}, "
+                             f"{said[auc_vs['told_apart']]}; per seed, paired bootstrap on the same test images: "
+                             + ", ".join(str(p) for p in paired)
+                             + f"; seeds a {EFFECT} gap difference would need at {POWER:.0%} power (paired t, from "
+                               f"this spread, sd {_fmt(gap_vs['std'])}): {gap_vs['seeds_for_effect']}"})
+    return rows
 
 
 def _rows(per_seed, verdicts, sessions, base_rows, base_wall: float, total: float,
@@ -406,7 +504,8 @@ def _rows(per_seed, verdicts, sessions, base_rows, base_wall: float, total: floa
     for c in JUDGED:
         rows += _arm_rows("steered", c, [s[f"steered_{c}"] for s in per_seed], (b_auc, b_gap),
                           f"guidance \"{GUIDANCE}\" queued as a guide command before step 1; {session_note}")
-        rows += _arm_rows("base", c, [s[f"base_{c}"] for s in per_seed], (b_auc, b_gap), session_note)
+        for arm in UNSTEERED:
+            rows += _arm_rows(arm, c, [s[f"{arm}_{c}"] for s in per_seed], (b_auc, b_gap), session_note)
     weights = "random init" if str(base_rows[0]["weights"]).startswith("random") else "ImageNet weights"
     rows += _arm_rows("baseline", None, [s["baseline"] for s in per_seed], None,
                       f"ResNet-18 ({weights}), at most {BASELINE_EPOCHS} epochs at "
@@ -428,14 +527,15 @@ def _verdict_row(per_seed, verdict, sessions, total: float, load, *, default: bo
            "value": verdict["steered_wins"], "unit": f"seeds of {n}", **{k: v for k, v in verdict.items()
                                                                         if k not in ("steered_wins",)},
            "per_seed": [{"seed": e["seed"], "baseline": e["baseline"], "steered": e[f"steered_{c}"],
-                         "base": e[f"base_{c}"]} for e in per_seed],
+                         "clean": e[f"clean_{c}"], "feedback": e[f"feedback_{c}"]} for e in per_seed],
            "told_apart_rule": "paired bootstrap on the same test images (stratified by skin-tone group x label, "
                               "2000 resamples): a win told apart when the 95 % interval of the gap difference "
                               "(node - baseline) lies below 0 and the AUC difference's does not",
-           "note": f"point estimates: finding {said}: steered {verdict['steered_wins']}/{n}, unsteered base "
-                   f"{verdict['base_wins']}/{n} (needs steered >= {verdict['needed']} and base < {verdict['needed']}); "
+           "note": f"point estimates: finding {said}: steered {verdict['steered_wins']}/{n}, unsteered clean "
+                   f"{verdict['clean_wins']}/{n}, unsteered with fairness feedback {verdict['feedback_wins']}/{n} "
+                   f"(needs steered >= {verdict['needed']} and clean < {verdict['needed']}); "
                    f"told apart (paired 95 %): finding {said_sure}: steered {verdict['steered_wins_told_apart']}/{n}, "
-                   f"base {verdict['base_wins_told_apart']}/{n}; gap vs baseline (lower/tied/higher, paired): "
+                   f"clean {verdict['clean_wins_told_apart']}/{n}; gap vs baseline (lower/tied/higher, paired): "
                    + ", ".join(f"{arm} {g['lower']}/{g['tied']}/{g['higher']}"
                                for arm, g in verdict["gap_vs_baseline"].items())
                    + " | " + " | ".join(_summary_line(e, c) for e in per_seed)}
@@ -456,9 +556,9 @@ def _oracle_row(per_seed) -> dict[str, Any]:
                     f"at AUC >= {BASELINE}",
             "value": mean, "unit": "test AUC gap", "per_seed": gaps, "oracle_wins": wins,
             "oracle_nodes": {arm: [(e[f"{arm}_oracle"] or {}).get("node_id") for e in per_seed] for arm in ARMS},
-            "note": f"not what a session reaches; any node at test AUC >= the seed's baseline beating its gap: "
-                    f"steered {wins['steered']}/{len(per_seed)}, base {wins['base']}/{len(per_seed)}; base oracle "
-                    f"gaps {[_fmt(g) for g in gaps['base']]}"}
+            "note": "not what a session reaches; any node at test AUC >= the seed's baseline beating its gap: "
+                    + ", ".join(f"{arm} {wins[arm]}/{len(per_seed)}" for arm in ARMS)
+                    + f"; clean oracle gaps {[_fmt(g) for g in gaps['clean']]}"}
 
 
 if __name__ == "__main__":

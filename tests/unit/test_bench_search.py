@@ -23,27 +23,28 @@ def win_sure(auc=0.75, gap=0.05):  # figures whose paired gap difference lies be
     return {"auc": auc, "gap": gap, "gap_diff_ci": [-0.09, -0.01], "auc_diff_ci": [-0.02, 0.10]}
 
 
-def seed_by(steered, base, criterion="robust", baseline=BASELINE, n=0):
-    return {"seed": n, "baseline": baseline, f"steered_{criterion}": steered, f"base_{criterion}": base}
+def seed_by(steered, clean, criterion="robust", baseline=BASELINE, n=0, feedback=None):
+    return {"seed": n, "baseline": baseline, f"steered_{criterion}": steered, f"clean_{criterion}": clean,
+            f"feedback_{criterion}": feedback}
 
 
 def test_verdict_counts_wins_per_seed_against_that_seeds_baseline():
     win, lose = {"auc": 0.75, "gap": 0.05}, {"auc": 0.75, "gap": 0.20}
     other = {"auc": 0.80, "gap": 0.04}  # a seed whose baseline is stronger: the same figures lose
     v = bs.judge([seed_by(win, lose, n=0), seed_by(win, lose, n=1), seed_by(win, win, baseline=other, n=2)], "robust")
-    assert (v["steered_wins"], v["base_wins"], v["needed"]) == (2, 0, 2)
+    assert (v["steered_wins"], v["clean_wins"], v["needed"]) == (2, 0, 2)
     assert v["reproduced"] and not v["strict"] and v["criterion"] == "robust"
 
 
-@pytest.mark.parametrize("steered_wins, base_wins, reproduced, strict", [
+@pytest.mark.parametrize("steered_wins, clean_wins, reproduced, strict", [
     (3, 0, True, True), (2, 0, True, False), (2, 1, True, False), (3, 2, False, False), (1, 0, False, False),
     (0, 0, False, False), (2, 2, False, False),
 ])
-def test_verdict_needs_steered_two_thirds_and_base_not(steered_wins, base_wins, reproduced, strict):
+def test_verdict_needs_steered_two_thirds_and_clean_not(steered_wins, clean_wins, reproduced, strict):
     win, lose = {"auc": 0.75, "gap": 0.05}, {"auc": 0.65, "gap": 0.05}
-    seeds = [seed_by(win if i < steered_wins else lose, win if i < base_wins else lose, n=i) for i in range(3)]
+    seeds = [seed_by(win if i < steered_wins else lose, win if i < clean_wins else lose, n=i) for i in range(3)]
     v = bs.judge(seeds, "robust")
-    assert (v["steered_wins"], v["base_wins"]) == (steered_wins, base_wins)
+    assert (v["steered_wins"], v["clean_wins"]) == (steered_wins, clean_wins)
     assert (v["reproduced"], v["strict"]) == (reproduced, strict)
 
 
@@ -52,7 +53,7 @@ def test_verdict_by_each_criterion_reads_that_criterions_choice():
     s = {**seed_by(lose, lose, "robust"), **seed_by(win, lose, "minimax"), **seed_by(lose, None, "validation")}
     assert {c: bs.judge([s], c)["steered_wins"] for c in bs.JUDGED} == {"robust": 0, "minimax": 1, "validation": 0}
     assert bs.judge([], "robust")["reproduced"] is False
-    assert bs.JUDGED[0] == "robust" and set(bs.JUDGED) == {"robust", "validation", "minimax"}
+    assert bs.JUDGED[0] == "validation" and set(bs.JUDGED) == {"robust", "validation", "minimax"}
 
 
 def test_the_first_judged_criterion_is_the_sessions_default():
@@ -82,11 +83,12 @@ def test_verdict_told_apart_counts_only_wins_the_intervals_support():
     tied = {"auc": 0.75, "gap": 0.05, "gap_diff_ci": [-0.09, 0.03], "auc_diff_ci": [-0.02, 0.10]}
     worse = {"auc": 0.75, "gap": 0.20, "gap_diff_ci": [0.02, 0.2], "auc_diff_ci": [-0.02, 0.10]}
     v = bs.judge([seed_by(win_sure(), tied, n=0), seed_by(tied, worse, n=1), seed_by(win_sure(), tied, n=2)], "robust")
-    assert (v["steered_wins"], v["base_wins"]) == (3, 2)        # every `tied` beats on the point estimates
-    assert (v["steered_wins_told_apart"], v["base_wins_told_apart"]) == (2, 0)
+    assert (v["steered_wins"], v["clean_wins"]) == (3, 2)        # every `tied` beats on the point estimates
+    assert (v["steered_wins_told_apart"], v["clean_wins_told_apart"]) == (2, 0)
     assert not v["reproduced"] and v["reproduced_told_apart"]
     assert v["gap_vs_baseline"] == {"steered": {"lower": 2, "tied": 1, "higher": 0},
-                                    "base": {"lower": 0, "tied": 2, "higher": 1}}
+                                    "clean": {"lower": 0, "tied": 2, "higher": 1},
+                                    "feedback": {"lower": 0, "tied": 0, "higher": 0}}
 
 
 def test_overlap_is_the_unpaired_check():
@@ -139,11 +141,46 @@ def test_mean_std_skips_missing_seeds():
     assert bs.mean_std([0.5]) == (0.5, 0.0) and bs.mean_std([None]) == (None, None)
 
 
-def test_the_guidance_asks_for_reweighting_and_minimax_selection():
+def test_the_guidance_is_a_dermatologist_s_words_not_a_recipe():
+    """The steered arm's guidance names the clinical goal, not components; the simulated agent's
+    documented mapping (engine.agent.offline.clinical) still reads a direction from it."""
     from engine.agent.offline.guidance import parse_guidance
 
-    asked = {d.key: d.value for d in parse_guidance([bs.GUIDANCE])}
-    assert asked == {"fairness": "reweight", "selection": "minimax"}
+    for component in ("reweight", "minimax", "pareto", "logistic", "upsampl", "numpy", "sklearn"):
+        assert component not in bs.GUIDANCE.lower()
+    asked = {d.key for d in parse_guidance([bs.GUIDANCE])}
+    assert asked & {"fairness", "selection", "monitor_groups"}, asked
+
+
+def test_the_arms_differ_in_their_settings_and_the_guidance_only():
+    from engine.config import SessionConfig
+
+    clean, feedback = SessionConfig(**bs.ARM_SETTINGS["clean"]), SessionConfig(**bs.ARM_SETTINGS["feedback"])
+    assert (clean.feedback, clean.best) == ("auc", "validation") == (SessionConfig().feedback, SessionConfig().best)
+    assert (feedback.feedback, feedback.best) == ("groups", "robust")
+    assert bs.ARM_SETTINGS["steered"] == bs.ARM_SETTINGS["clean"]
+
+
+def test_t_interval_over_seeds():
+    got = bs.t_interval([0.10, 0.12, None, 0.14])
+    assert got["n"] == 3 and got["mean"] == pytest.approx(0.12)
+    assert got["ci95"] == pytest.approx([0.12 - 4.302653 * 0.02 / 3 ** 0.5, 0.12 + 4.302653 * 0.02 / 3 ** 0.5])
+    assert bs.t_interval([0.1])["ci95"] is None
+
+
+def test_seeds_needed_grows_with_the_spread():
+    # paired t at 5 %, 80 % power: d = 1 needs 10 pairs, d = 0.5 needs 34 (standard tables)
+    assert bs.seeds_needed(0.05, effect=0.05) == 10
+    assert bs.seeds_needed(0.10, effect=0.05) == 34
+    assert bs.seeds_needed(None) is None
+
+
+def test_arm_versus_tells_apart_only_a_consistent_difference():
+    apart = bs.arm_versus([0.05, 0.06, 0.04], [0.15, 0.17, 0.14])
+    assert apart["told_apart"] and apart["mean"] == pytest.approx(-0.1033333)
+    mixed = bs.arm_versus([0.05, 0.20, 0.10], [0.15, 0.05, 0.12])
+    assert mixed["told_apart"] is False and mixed["seeds_for_effect"] > 3
+    assert bs.arm_versus([0.1, None], [0.2, 0.3])["told_apart"] is None
 
 
 @pytest.mark.slow  # one real sandboxed step and its evaluation (~15-60 s on a busy 2-core machine)
