@@ -2,7 +2,8 @@
 
     coder.py      OfflineCoder: draft, improve, debug and review, as the study's agents did
     grammar.py    what a pipeline is made of (its components and their choices), in words too
-    guidance.py   the human's guidance read as component choices
+    guidance.py   the human's guidance read as component choices, answered in plain words
+    clinical.py   a dermatologist's plain words (goals, checks, data concerns) as component directions
     sampling.py   how a draft is sampled, an improvement made, a failing run lightened
     composer.py   a component choice composed into a runnable solution.py from templates/
     templates/    the pieces of every pipeline, as real Python files

@@ -5,8 +5,9 @@ draft samples a pipeline, improve changes one component of its parent, debug rep
 parent. Its choices follow what the study observed agents do at each instruction level (base
 never touches skin tone; fairness-hint rarely; fairness-metric monitors per-group AUC about half
 the time; fairness-methods always applies an intervention, most often reweighting) and the
-human's guidance: keywords in the guidance text map to components, and the plan says which
-guidance it followed. Realistic failures are injected at `failure_rate` (a KeyError on a wrong
+human's guidance: component keywords and a dermatologist's plain words (clinical.py) map to
+components, and the plan answers each guidance text in plain words: what it took from it, or that
+it could not turn it into a change. Realistic failures are injected at `failure_rate` (a KeyError on a wrong
 column name, a shape bug, a missing import, a loop too slow to finish) so the debug path runs.
 
 Deterministic: the same seed, step and parent give the same reply.
@@ -17,13 +18,20 @@ import json
 import os
 import random
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from engine.agent.coder import CoderContext, CoderReply, NodeView, Review
 from engine.agent.offline.composer import render
 from engine.agent.offline.grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
-from engine.agent.offline.guidance import Directive, apply_directive, parse_guidance, satisfied
+from engine.agent.offline.guidance import (
+    Directive,
+    Outcome,
+    answer,
+    applicable,
+    apply_directive,
+    parse_guidance,
+    satisfied,
+)
 from engine.agent.offline.sampling import level_profile, lighten, mutate_one, sample_draft
 
 LABEL = "offline coder (simulated agent)"
@@ -73,19 +81,18 @@ class OfflineCoder:
         return parse_guidance(list(ctx.guidance_global) + list(ctx.guidance_node))
 
     @staticmethod
-    def _guidance_note(applied: list[Directive], ctx: CoderContext, already: Sequence[Directive] = ()) -> str:
+    def _guidance_note(ctx: CoderContext, directives: list[Directive], outcome: Outcome, model: str) -> str:
         texts = list(ctx.guidance_global) + list(ctx.guidance_node)
-        if not texts:
-            return ""
-        if not applied and not already:
-            quoted = "; ".join(f'"{t}"' for t in texts)
-            return f"Guidance in force ({quoted}) names no component I know how to change; kept my choice."
-        parts = []
-        for d in applied:
-            parts.append(f'"{d.text}" -> {d.label()}')
-        for d in already:
-            parts.append(f'"{d.text}" -> {d.label()} (already in place)')
-        return "Following guidance: " + "; ".join(parts) + "."
+        return answer(texts, directives, outcome, model) if texts else ""
+
+    def _own_change(self, rng: random.Random, c: dict[str, Any], profile: str,
+                    kept: list[Directive]) -> tuple[dict[str, Any], str]:
+        """A change of the agent's own choosing that does not undo guidance already in place."""
+        for _ in range(12):
+            child, change = mutate_one(rng, c, profile, self.compute)
+            if all(satisfied(child, d) for d in kept):
+                break
+        return child, change
 
     def _reply(self, plan: str, c: dict[str, Any]) -> CoderReply:
         return CoderReply(plan=plan, code=render(c, plan), components=c)
@@ -101,14 +108,19 @@ class OfflineCoder:
         rng = self._rng(ctx, "draft", None)
         profile = level_profile(ctx.level, ctx.instruction)
         c = sample_draft(rng, profile, self.compute)
-        applied = []
-        for d in self._directives(ctx):
-            if apply_directive(c, d, rng):
-                applied.append(d)
+        directives = self._directives(ctx)
+        outcome = Outcome([], [], [], [])
+        for d in directives:
+            if not applicable(c, d):
+                outcome.inapplicable.append(d)
+            elif apply_directive(c, d, rng):
+                outcome.applied.append(d)
+            else:
+                outcome.already.append(d)
         c = normalise(c)
         self._maybe_bug(rng, c, self.failure_rate)
         lines = [f"Draft a pipeline: {MODEL_NAMES[c['model']]}."]
-        note = self._guidance_note(applied, ctx)
+        note = self._guidance_note(ctx, directives, outcome, c["model"])
         if note:
             lines.append(note)
         lines += [f"- {line}" for line in describe(c)]
@@ -125,25 +137,29 @@ class OfflineCoder:
         c = json.loads(json.dumps(base))
         c["bug"] = None
         directives = self._directives(ctx)
-        change, applied, already = None, [], []
+        change, outcome = None, Outcome([], [], [], [])
         for d in directives:  # guidance first: one component per improvement
-            if satisfied(c, d):
-                already.append(d)
-                continue
-            if change is None and apply_directive(c, d, rng):
-                change = f"{d.label()} (asked for in guidance: \"{d.text}\")"
-                applied.append(d)
+            if not applicable(c, d):
+                outcome.inapplicable.append(d)
+            elif satisfied(c, d):
+                outcome.already.append(d)
+            elif change is None and apply_directive(c, d, rng):
+                change = f"{d.plain()} (asked for in guidance: \"{d.text.strip()}\")"
+                outcome.applied.append(d)
+            else:
+                outcome.pending.append(d)
         if change is None:
-            c, change = mutate_one(rng, c, profile, self.compute)
+            c, change = self._own_change(rng, c, profile, outcome.already)
         c = normalise(c)
         tried = [_without_bug(t) for t in parent.tried or []]
         for _ in range(12):  # an improvement a sibling already made teaches nothing new
             if _without_bug(c) not in tried:
                 break
             repeated = change
-            c, change = mutate_one(rng, json.loads(json.dumps(base)), profile, self.compute)
+            c, change = self._own_change(rng, json.loads(json.dumps(base)), profile, outcome.already)
             c = normalise(c)
-            applied = []
+            outcome.pending = [d for d in directives if d in outcome.applied + outcome.pending]
+            outcome.applied = []
             change += f" (\"{repeated}\" was already tried on node {parent.node_id})"
         self._maybe_bug(rng, c, self.failure_rate)
         measured = ""
@@ -152,12 +168,9 @@ class OfflineCoder:
             measured = f" (validation AUROC {parent.measured['auc']:.3f}" + (
                 f", gap {gap:.3f})" if gap is not None else ")")
         lines = [f"Improve node {parent.node_id}{measured}: change one thing: {change}."]
-        note = self._guidance_note(applied, ctx, already)
+        note = self._guidance_note(ctx, directives, outcome, c["model"])
         if note:
             lines.append(note)
-        pending = [d for d in directives if d not in applied and d not in already]
-        if pending:
-            lines.append("Left for a later step: " + "; ".join(d.label() for d in pending) + ".")
         lines += [f"- {line}" for line in describe(c)]
         return self._reply("\n".join(lines), c)
 
@@ -179,14 +192,16 @@ class OfflineCoder:
         else:
             c, what = lighten(c)
             fix = f"The run failed with {parent.exc_type or 'an error'}; simplify it: {what}."
-        # guidance still applies to a repair (e.g. "use logistic regression")
-        applied = [d for d in self._directives(ctx) if apply_directive(c, d, rng)]
+        # guidance still applies to a repair ("use logistic regression"), but not a step such as
+        # "train longer", which would undo the lightening of a run that timed out
+        directives = [d for d in self._directives(ctx) if not d.relative]
+        applied = [d for d in directives if apply_directive(c, d, rng)]
         c = normalise(c)
         self._maybe_bug(rng, c, self.failure_rate / 2, exclude=bug)
         lines = [f"Debug node {parent.node_id} ({parent.exc_type or parent.status}). {fix}"]
-        note = self._guidance_note(applied, ctx)
-        if note and applied:
-            lines.append(note)
+        if applied:
+            texts = list(dict.fromkeys(d.text for d in applied))
+            lines.append(answer(texts, applied, Outcome(applied, [], [], []), c["model"]))
         lines += [f"- {line}" for line in describe(c)]
         return self._reply("\n".join(lines), c)
 

@@ -11,6 +11,7 @@ from typing import Any
 from engine.agent.offline.grammar import (
     FAIRNESS_NAMES,
     HP_CHOICES,
+    HP_WORDS,
     IMAGE_SIZES,
     LEVELS,
     MODEL_NAMES,
@@ -140,7 +141,7 @@ def _choose(rng: random.Random, c: dict[str, Any], axis: str, profile: str, comp
             choices = compute.options(c, f"hp.{name}", choices)
         options = [v for v in choices if v != c["hp"].get(name)] or choices
         c["hp"][name] = rng.choice(options)
-        return f"tune {name} to {c['hp'][name]}"
+        return "change a training setting: " + HP_WORDS.get(name, name + " {}").format(c["hp"][name])
     if axis == "image_size":
         sizes = IMAGE_SIZES[c["model"]]
         if compute is not None:
