@@ -136,3 +136,67 @@ def test_befair_prompts_audits_from_the_command_line():
                            "groups", "--audit", "--synth-n-train", "120", "--synth-n-test", "60", "--synth-size", "24"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "improve · Memory: 'skin-tone'" in done.stdout, done.stdout
+
+
+class _Recording:
+    """The offline coder, recording every context the runner hands it."""
+
+    def __init__(self, coder):
+        self.coder, self.contexts = coder, []
+        self.name, self.label, self.simulated = coder.name, coder.label, coder.simulated
+
+    def info(self):
+        return self.coder.info()
+
+    def __getattr__(self, name):
+        return getattr(self.coder, name)
+
+    def _recorded(self, stage, ctx, *args):
+        self.contexts.append((stage, ctx))
+        return getattr(self.coder, stage)(ctx, *args)
+
+    def draft(self, ctx):
+        return self._recorded("draft", ctx)
+
+    def improve(self, ctx, parent):
+        return self._recorded("improve", ctx, parent)
+
+    def debug(self, ctx, parent):
+        return self._recorded("debug", ctx, parent)
+
+    def review(self, ctx, node):
+        return self.coder.review(ctx, node)
+
+
+def test_a_base_and_a_methods_session_differ_where_the_instruction_makes_them(tmp_path, workspace):
+    """Two real sessions (same seed, offline coder, defaults): their settings differ in the level
+    alone, and every context the agent got differs from the other's in the instruction and the level
+    only until the simulated agent's own choices (which read the instruction) make the trees differ."""
+    import dataclasses
+
+    from engine.agent.offline import OfflineCoder
+    from engine.agent.runner import run
+    from engine.agent.session_setup import start_session
+
+    got = {}
+    for level in ("base", "fairness-methods"):
+        store = SessionStore(tmp_path / f"{level}.db")
+        config = SessionConfig(level=level, steps=2, seed=4, failure_rate=0.0, data=str(workspace.root),
+                               step_timeout=120, extra={"device": "cpu"})
+        coder = _Recording(OfflineCoder(failure_rate=0.0, seed=4, device="cpu", step_timeout=120))
+        writer = start_session(store, config, workspace=workspace, coder=coder)
+        state = run(store, writer.session_id, coder=coder, workspace=workspace, writer=writer)
+        got[level] = (state, coder.contexts)
+        store.close()
+    (base, base_ctx), (methods, methods_ctx) = got["base"], got["fairness-methods"]
+    differing = {k for k in base.config if base.config[k] != methods.config[k]}
+    assert differing == {"level"}
+    assert base.config["feedback"] == methods.config["feedback"] == "auc"
+    assert base.config["best"] == methods.config["best"] == "validation"
+    (stage_a, first_a), (stage_b, first_b) = base_ctx[0], methods_ctx[0]
+    assert stage_a == stage_b == "draft"
+    fields = {f.name for f in dataclasses.fields(first_a) if getattr(first_a, f.name) != getattr(first_b, f.name)}
+    assert fields == {"instruction", "level"}
+    for _, ctx in base_ctx + methods_ctx:
+        for item in ctx.memory:
+            assert item.measured_gap is None   # the default feedback shows no skin-tone figure
