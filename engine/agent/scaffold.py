@@ -7,6 +7,15 @@ train(X, y, skin_tone) (and the imports and helpers they need), which `assemble`
 scaffold's marker line is. The node's code is the whole assembled file: it runs, is reviewed and
 is measured as any other pipeline.
 
+What the reply may do is left open: features() returns rows (flattened) or, with `FLATTEN = False`,
+any shape (the images themselves for a CNN); train() gets those features, the labels and each
+image's skin_tone value and returns any model with predict_proba(features) -> (n, 2) that joblib
+can save, or a torch nn.Module (one or two logits per image), which the scaffold wraps
+(`_TorchModel` in the template) and saves with joblib. What it rules out is RULES_OUT: nothing can
+use an image's skin tone when predicting, the validation split is the scaffold's, the images come
+resized to squares. The prompt's text names no intervention and nothing of the study's concern
+(the instruction level alone does); WORDING_VERSION records which wording an agent saw.
+
 Off by default (`--scaffold on`, or `scaffold = true` in the LLM settings file; `befair llm check`
 recommends it for models under 7B parameters), and under befair's own protocol only: the be-fair
 protocol's prompts stay AIDE's, byte for byte.
@@ -32,23 +41,33 @@ MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
 OWN_PARTS = ("features", "train")
 # names the scaffold defines: a reply that redefines them is not allowed to replace them
 FIXED = frozenset({"INPUT", "WORKING", "load_image", "load_training_data", "predict", "_Rows",
-                   "_one_row_per_image", "_written_features"})
+                   "_one_row_per_image", "_written_features", "_TorchModel", "_as_predictor"})
 SMALL_MODEL_PARAMS = 7e9      # below this, `befair llm check` recommends the scaffold
+# the day the text the prompt shows of the scaffold last changed (FRAME_TEXT, the shown scaffold, the
+# example, RESPONSE_FORMAT, GUIDELINE, packages_text, ask_again): a session records which its agent saw
+WORDING_VERSION = "2026-11-25"
+# what a pipeline cannot do inside the scaffold (shown on the setup screen and in the README)
+RULES_OUT = (
+    "Inside the scaffold nothing can depend on an image's skin tone when predicting (no per-group "
+    "thresholds, calibration or models: predict(folder) has the images only), the validation split is "
+    "befair's (80/20, stratified on the label), and the images reach features() as SIZE x SIZE squares."
+)
 
 FRAME_TEXT = (
-    "befair runs your code inside this scaffold. The scaffold reads the data, splits it, prints the "
+    "Your code runs inside this scaffold. The scaffold reads the data, splits it, prints the "
     "metric, saves the model and defines predict(folder); you write the two functions it calls, "
     "features(X) and train(X, y, skin_tone), which go where the marked line is. Shown abridged: "
-    "befair's loaders are named in comments."
+    "the scaffold's helpers are named in comments."
 )
-# what the prompt shows of the scaffold: the loaders as a comment each, what they give (a 1.5B model
-# copied load_training_data's `for name in df["image_name"]` into features(), as X["image_name"], in
-# 5 of a seed's 6 nodes; shown as defs with `...` bodies, it wrote those bodies and not its own
-# functions, in 26 of 80 calls of the lm9 bench against 6 of 73 in lm8), and the flattening of
-# features() said in a comment (it copied `_Rows`)
-HIDDEN = ("load_image", "load_training_data")
-LEFT_OUT = ("_Rows", "_one_row_per_image")
-WRAPPING_NOTE = "# features() is then wrapped: whatever it returns becomes one flat row of float32 per image"
+# what the prompt shows of the scaffold: the loaders and the saving helper as a comment each, what
+# they give (a 1.5B model copied load_training_data's `for name in df["image_name"]` into features(),
+# as X["image_name"], in 5 of a seed's 6 nodes; shown as defs with `...` bodies, it wrote those bodies
+# and not its own functions, in 26 of 80 calls of a bench run against 6 of 73 in the one before), and
+# the wrapping of features() said in a comment (it copied `_Rows`)
+HIDDEN = ("load_image", "load_training_data", "_as_predictor")
+LEFT_OUT = ("_Rows", "_one_row_per_image", "_TorchModel")
+WRAPPING_NOTE = ("# features() is then wrapped: what it returns becomes float32, one flat row per image "
+                 "(FLATTEN = False keeps its shape)")
 EXAMPLE_TEXT = (
     "The shape of your reply's code (the design, the imports and the bodies are yours to write):"
 )
@@ -56,20 +75,23 @@ RESPONSE_FORMAT = (
     "Your response should be a brief outline of your proposed design in natural language (3-5 "
     "sentences), followed by a single markdown code block (wrapped in ```python ... ```) that holds "
     "only the imports your code needs, `def features(X):` and `def train(X, y, skin_tone):`, and any "
-    "helper functions or classes they call. Do not repeat the rest of the scaffold: it is added "
-    "around your code."
+    "helper functions, classes or settings (SIZE, FLATTEN) they use. Do not repeat the rest of the "
+    "scaffold: it is added around your code."
 )
 GUIDELINE = [
     "features(X) takes the images as the scaffold's load_image() made them: one float32 numpy array of "
     "shape (n, SIZE, SIZE, 3), values 0-1, already loaded and resized (not PIL images, not file names, "
-    "not the CSV's columns). It returns the model's input for them, a 2-D numpy "
-    "array with one row of numbers per image (the scaffold flattens each row).",
-    "train(X, y, skin_tone) gets features() of the training images (already computed: fit on X as it "
-    "is), y (1: malignant, 0: not) and each image's Fitzpatrick skin type (1-6; 0: unknown, never "
-    "negative), and returns a fitted scikit-learn estimator or Pipeline: the scaffold calls its "
-    "`predict_proba(features(X))[:, 1]` and saves it with joblib.",
-    "Skin type is not known when predicting (predict(folder) has the images only): use skin_tone in "
-    "train() (e.g. for sample weights), never as a column of the model's input.",
+    "not the CSV's columns). It returns the model's input for them: the scaffold makes it float32 and "
+    "one flat row per image, or keeps its shape (the images themselves, for instance) when your code "
+    "sets `FLATTEN = False`.",
+    "train(X, y, skin_tone) gets features() of the training images (already computed: use X as it is), "
+    "y (1: malignant, 0: not) and the CSV's skin_tone value of each image (1-6; 0: unknown). It returns "
+    "the fitted model: an object with `predict_proba(features(X))` giving an (n, 2) array that joblib "
+    "can save (a scikit-learn estimator or Pipeline, or a class of yours), or a torch nn.Module that "
+    "takes features() as a float32 tensor and gives one logit per image, (n,) or (n, 1), or two, "
+    "(n, 2). Define your classes at module level, so that the model can be saved.",
+    "predict(folder) has the images only: features() cannot use skin_tone, y or anything else that "
+    "exists only while training.",
     "To change the image size, set `SIZE = <pixels>` in your code.",
 ]
 
@@ -81,8 +103,8 @@ class Scaffold:
 
     @functools.cached_property
     def shown(self) -> str:
-        """The scaffold as the prompt shows it: the loaders and the flattening of features() said in
-        a comment each (HIDDEN, LEFT_OUT)."""
+        """The scaffold as the prompt shows it: the loaders, the saving helper and the wrapping of
+        features() said in a comment each, its private classes left out (HIDDEN, LEFT_OUT)."""
         lines = self.code.split("\n")
         for node in reversed(ast.parse(self.code).body):
             first, last = node.lineno - 1, node.end_lineno or node.lineno
@@ -147,13 +169,27 @@ class Scaffold:
         return "\n".join(lines) + "\n\n\n" + "\n\n\n".join(body) + "\n" + tail
 
 
+# the name to import, where it is not the distribution's
+IMPORT_NAMES = {"scikit-learn": "sklearn", "pillow": "PIL", "opencv-python": "cv2", "scikit-image": "skimage"}
+# packages a model may reach for: said to be missing when they are
+OFTEN_TRIED = ("tensorflow", "keras", "timm", "xgboost", "lightgbm", "opencv-python", "scikit-image")
+
+
 def packages_text(versions: dict[str, str]) -> str:
-    """What a scaffolded reply may import: the scaffold saves a scikit-learn model with joblib, so
-    torch and the GPU are not offered (a small model told of them wrote torch code that cannot fit)."""
-    sk = versions.get("scikit-learn")
-    return ("Use numpy, scipy and scikit-learn" + (f" {sk}" if sk else "") + " (import sklearn) only: "
-            "tensorflow, keras, torch, torchvision, skimage, cv2 and fairlearn are not available. Training "
-            "runs on the CPU, without internet access (nothing can be downloaded).")
+    """What a scaffolded reply may import: every package of `versions` (what is installed,
+    engine.agent.prompts.installed_versions), the often-tried ones that are not, and where
+    training runs."""
+    listed = [f"{dist} {version}" + (f" (import {IMPORT_NAMES[dist]})" if dist in IMPORT_NAMES else "")
+              for dist, version in versions.items()]
+    missing = [dist + (f" ({IMPORT_NAMES[dist]})" if dist in IMPORT_NAMES else "")
+               for dist in OFTEN_TRIED if dist not in versions]
+    text = "Installed packages, and only these: " + ", ".join(listed) + "."
+    if missing:
+        text += " Not installed: " + ", ".join(missing) + "."
+    if "torch" in versions:
+        text += (" Use the GPU when torch.cuda.is_available(), otherwise the CPU (the scaffold moves a torch "
+                 "module to the CPU to save it).")
+    return text + " There is no internet access: nothing can be downloaded (no pretrained weights)."
 
 
 def ask_again(why: str | None) -> str:
@@ -171,11 +207,12 @@ def with_note(messages: list[dict[str, Any]], why: str | None) -> list[dict[str,
 
 
 def _said(fn: ast.FunctionDef) -> str:
-    """A scaffold function as one comment line: its call and its docstring."""
+    """A scaffold function as one comment line: its call and its docstring (the tool's name, befair,
+    is not said: it reads as a hint)."""
     doc = (ast.get_docstring(fn) or "").split("\n")[0].rstrip(".")
     if doc[1:2].islower():     # "One image as", not "X: images"
         doc = doc[:1].lower() + doc[1:]
-    return f"# {fn.name}({', '.join(a.arg for a in fn.args.args)}) (befair's, not shown) gives {doc}"
+    return f"# {fn.name}({', '.join(a.arg for a in fn.args.args)}) (the scaffold's, not shown) gives {doc}"
 
 
 def _split_reply(code: str, given: frozenset[str]) -> tuple[list[str], list[str]]:

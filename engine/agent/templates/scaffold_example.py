@@ -2,8 +2,8 @@
 
 
 def features(X):
-    ...  # X: numpy float32 array (n, SIZE, SIZE, 3), already loaded and resized; return a 2-D array, one row per image
+    ...  # X: numpy float32 array (n, SIZE, SIZE, 3), already loaded and resized; return the model's input for them
 
 
 def train(X, y, skin_tone):
-    ...  # X: features() of the training images (2-D); fit your scikit-learn estimator or Pipeline on X and y; return it
+    ...  # X: features() of the training images; return the fitted model (with predict_proba, or a torch nn.Module)
