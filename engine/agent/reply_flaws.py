@@ -159,7 +159,7 @@ def features_uses_training_names(code: str, tree: ast.Module, own: set[str]) -> 
         for name in (s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global()):
             if name in only_main:
                 return (f"the reply's features() uses {name}, which exists only while training: predict(folder) "
-                        "calls features() with the images alone (skin type is not known then)")
+                        "calls features() with the images alone")
         stack.extend(child.get_children())
     return None
 
@@ -373,7 +373,7 @@ def _dead_imports(tree: ast.Module, live: set[str]) -> set[int]:
             for n in ast.walk(d) if isinstance(n, ast.Import | ast.ImportFrom)}
 
 
-_OFFERED = "numpy, scipy and scikit-learn only"
+_OFFERED = "the Packages section lists what is installed"
 
 
 def _guarded_imports(tree: ast.Module) -> set[int]:
