@@ -283,3 +283,23 @@ def test_a_spurious_ast_system_error_is_checked_again_not_a_lost_step(monkeypatc
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())
     assert raised and r.error is None and r.code == SC.assemble(GOOD)
+
+
+def test_the_notes_of_flaws_hint_nothing_and_point_to_the_packages_listed():
+    """The note of a flaw goes into the prompt again: it passes the prompt audit's pattern, and a
+    missing package is answered with where the installed ones are listed (torch is one of them)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from engine.agent import reply_flaws
+
+    audit = re.compile(r"fair|skin[ -]tone|skin type|\bgroups?\b|\bgap\b|fitzpatrick|dark skin|light skin|darker|"
+                       r"lighter|subgroup|\bbias|equit|reweigh|sample weight|minimax|worst", re.IGNORECASE)
+    tree = ast.parse(Path(reply_flaws.__file__).read_text(encoding="utf-8"))
+    said = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert said and not [text for text in said if audit.search(text)]
+    with_tf = GOOD.replace("import numpy as np\n", "import numpy as np\nimport tensorflow as tf\n")
+    assert (flaw(with_tf) or "").endswith("(the Packages section lists what is installed)")
+    with_torch = GOOD.replace("import numpy as np\n", "import numpy as np\nimport torch\nfrom torch import nn\n")
+    assert flaw(with_torch) is None

@@ -3,6 +3,13 @@ rest. Assembly, the example-copy check, the prompts, and a scaffolded session me
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,8 +66,8 @@ if __name__ == "__main__":
     code = SC.assemble(noisy)
     tree = ast.parse(code)
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
-    assert defs == ["load_image", "load_training_data", "_one_row_per_image", "colour_stats", "features", "train",
-                    "predict"]
+    assert defs == ["load_image", "load_training_data", "_one_row_per_image", "_as_predictor", "colour_stats",
+                    "features", "train", "predict"]
     assert code.count("def predict(folder):") == 1 and "return {}" not in code     # the scaffold's predict
     assert "X_all" not in code and "0.99" not in code           # calls and its own __main__ left out
     assert "SIZE = 16" in code and code.index("SIZE = 16") > code.index("SIZE = 32")
@@ -139,9 +146,6 @@ def test_train_gets_unknown_skin_type_as_0_never_negative(tmp_path):
 
 def _run_assembled(tmp_path, reply_code: str, tones: list[int]):
     """The assembled file run on a small generated input folder of 20 images."""
-    import subprocess
-    import sys
-
     from PIL import Image
 
     images = tmp_path / "input" / "images"
@@ -153,6 +157,84 @@ def _run_assembled(tmp_path, reply_code: str, tones: list[int]):
     (tmp_path / "input" / "skin_lesions.csv").write_text("image_name,label,skin_tone\n" + "\n".join(rows) + "\n")
     (tmp_path / "solution.py").write_text(SC.assemble(reply_code))
     return subprocess.run([sys.executable, "solution.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+CNN = '''import torch
+from torch import nn
+
+SIZE = 16
+FLATTEN = False
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                 nn.Linear(4, 1))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def features(X):
+    return X.transpose(0, 3, 1, 2)
+
+
+def train(X, y, skin_tone):
+    torch.manual_seed(0)
+    images = torch.from_numpy(np.ascontiguousarray(X))
+    images = torch.cat([images, images.flip(3)])
+    target = torch.from_numpy(np.concatenate([y, y])).float()
+    tones = np.concatenate([skin_tone, skin_tone])
+    weight = torch.from_numpy(1.0 / np.bincount(tones)[tones]).float()
+    model = SmallCNN()
+    optimiser = torch.optim.Adam(model.parameters(), lr=0.01)
+    for batch in torch.randperm(len(images)).split(8):
+        optimiser.zero_grad()
+        loss = nn.functional.binary_cross_entropy_with_logits(model(images[batch])[:, 0], target[batch],
+                                                               weight=weight[batch])
+        loss.backward()
+        optimiser.step()
+    return model
+'''
+
+
+def test_a_torch_module_trained_on_the_images_is_saved_and_predicts(tmp_path):
+    """train() returns a small CNN (images kept as they are with FLATTEN = False, mirrored copies, a
+    loss weighted by skin_tone, one epoch): the scaffold saves it, prints its validation AUROC, and
+    the evaluation's worker gets probabilities from predict(folder)."""
+    from PIL import Image
+
+    assert SC.unusable(CNN) is None and SC.flaw(CNN) is None
+    out = _run_assembled(tmp_path, CNN, tones=[1 + i % 6 for i in range(20)])
+    assert out.returncode == 0, out.stderr[-800:]
+    assert out.stdout.startswith("Validation AUROC: ")
+    held_out = tmp_path / "held_out"
+    held_out.mkdir()
+    for i in range(3):
+        Image.new("RGB", (30, 30), (200, 40 * i, 90)).save(held_out / f"{i:06d}.png")
+    result = _predicted(tmp_path, held_out)
+    assert result["verdict"] == "ok", result
+    assert sorted(result["predictions"]) == ["000000.png", "000001.png", "000002.png"]
+    assert all(0.0 <= p <= 1.0 for p in result["predictions"].values())
+
+
+def test_a_train_that_returns_no_model_is_named_when_it_runs(tmp_path):
+    reply_code = "def features(X):\n    return X.mean(axis=(1, 2))\n\ndef train(X, y, skin_tone):\n    return [X, y]\n"
+    out = _run_assembled(tmp_path, reply_code, tones=[1] * 20)
+    assert out.returncode != 0 and "train() returned list, which has no predict_proba()" in out.stderr
+
+
+def _predicted(node: Path, images: Path) -> dict:
+    """What befair's evaluation worker reads from the node's predict(images)."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "engine.evaluation.harness_worker", "--solution", "solution.py",
+                           "--images", str(images), "--out", "result.json"], cwd=node, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-800:]
+    result: dict = json.loads((node / "result.json").read_text())
+    return result
 
 
 def test_a_reply_that_copies_the_whole_assembled_file_back_does_not_call_itself(tmp_path):
@@ -188,14 +270,15 @@ def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():
     assert "return X.reshape(len(X), -1" in code and "def predict(folder):" in code
 
 
-def test_the_shown_scaffold_is_the_real_one_less_the_loaders_bodies_and_the_flattening():
+def test_the_shown_scaffold_is_the_real_one_less_the_helpers_bodies_and_the_wrapping():
     shown, real = SC.shown.split("\n"), SC.code.split("\n")
-    said = {line for line in shown if line.startswith("# load_")}
-    assert set(shown) - set(real) == said | {scaffold.WRAPPING_NOTE} and len(said) == 2
-    assert "# load_image(path) (befair's, not shown) gives one image as a float32 array" in SC.shown
+    said = {line for line in shown if line.startswith(("# load_", "# _as_predictor("))}
+    assert set(shown) - set(real) == said | {scaffold.WRAPPING_NOTE} and len(said) == 3
+    assert "# load_image(path) (the scaffold's, not shown) gives one image as a float32 array" in SC.shown
     assert compile(SC.shown, "shown", "exec") and scaffold.MARKER in shown
     defs = [line for line in shown if line.startswith(("def ", "class "))]
-    assert defs == ["def predict(folder):"]      # no loader's def for a small model to fill in
+    assert defs == ["def predict(folder):"]      # no helper's def for a small model to fill in
+    assert "_TorchModel" not in SC.shown and "_Rows" not in SC.shown
 
 
 def test_debug_and_improve_prompts_show_the_reply_s_part_of_the_parent_not_the_scaffold_again():
@@ -237,11 +320,58 @@ def test_prompts_show_the_scaffold_and_ask_for_the_two_functions_only_when_on():
     assert prompts.PIPELINE_CONTRACT[1] not in framed        # the scaffold holds the contract
     # abridged: a small model copied df["image_name"] from the loader into features(), and the helper
     assert SC.shown in framed and 'df["image_name"]' not in framed and "_Rows" not in framed
-    assert "# load_training_data() (befair's, not shown) gives X: images" in framed and "def predict(folder):" in framed
-    assert "15 minutes" in framed and "Use numpy, scipy and scikit-learn" in framed
+    assert "# load_training_data() (the scaffold's, not shown) gives X: images" in framed
+    assert "def predict(folder):" in framed
+    assert "15 minutes" in framed
     instructions = framed.split("# Instructions")[1]
-    assert "torch " not in instructions and "GPU" not in instructions      # no torch version, no GPU advice
-    assert "keras, torch, torchvision, skimage, cv2 and fairlearn are not available" in instructions
+    assert scaffold.packages_text(prompts.installed_versions()) in instructions
+    assert all(line in instructions for line in scaffold.GUIDELINE)
+
+
+# the prompt audit's pattern: words that would tell the agent of the study's concern
+AUDIT = re.compile(r"fair|skin[ -]tone|skin type|\bgroups?\b|\bgap\b|fitzpatrick|dark skin|light skin|darker|"
+                   r"lighter|subgroup|\bbias|equit|reweigh|sample weight|minimax|worst", re.IGNORECASE)
+
+
+def _shown_texts(versions: dict[str, str]) -> dict[str, str]:
+    """Every text of the scaffold's that a prompt shows."""
+    return {"frame": scaffold.FRAME_TEXT, "shown scaffold": SC.shown, "example text": scaffold.EXAMPLE_TEXT,
+            "example": SC.example, "response format": scaffold.RESPONSE_FORMAT,
+            "guideline": "\n".join(scaffold.GUIDELINE), "packages": scaffold.packages_text(versions),
+            "ask again": scaffold.ask_again("the reply did not write train()") + scaffold.ask_again(None)}
+
+
+def test_the_scaffold_s_prompt_texts_say_the_same_at_every_level_and_hint_nothing():
+    for name, text in _shown_texts(prompts.installed_versions()).items():
+        unnamed = re.sub(r"\bfairlearn\b", "", text) if name == "packages" else text   # a package's name is no hint
+        assert not AUDIT.search(unnamed), (name, AUDIT.search(unnamed))
+
+
+def test_the_packages_text_names_what_is_installed():
+    versions = prompts.installed_versions()
+    text = scaffold.packages_text(versions)
+    assert {"torch", "torchvision", "fairlearn", "scikit-learn"} <= set(versions)      # this environment's
+    assert all(f"{dist} {versions[dist]}" in text for dist in ("torch", "torchvision", "fairlearn"))
+    assert "scikit-learn " + versions["scikit-learn"] + " (import sklearn)" in text and "not available" not in text
+    bare = scaffold.packages_text({"numpy": "2.0", "scikit-learn": "1.5"})
+    assert "Not installed: tensorflow, keras, timm" in bare and "torch" not in bare and "GPU" not in bare
+
+
+# (WORDING_VERSION, digest of every shown text): a change of the wording must change its version
+WORDING = ("2026-11-25", "d0b18c8d169cee1e")
+
+
+def test_a_change_of_the_shown_wording_changes_its_version():
+    texts = _shown_texts({"numpy": "2.0", "torch": "2.5"})
+    digest = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()[:16]
+    assert (scaffold.WORDING_VERSION, digest) == WORDING, (
+        "the scaffold's shown wording changed: set scaffold.WORDING_VERSION to today's date and WORDING to "
+        f"({scaffold.WORDING_VERSION!r}, {digest!r})")
+
+
+def test_what_the_scaffold_rules_out_is_one_sentence():
+    assert scaffold.RULES_OUT.count(". ") == 0 and scaffold.RULES_OUT.endswith(".")
+    assert "predict(folder) has the images only" in scaffold.RULES_OUT
 
 
 def test_the_coder_asks_again_when_the_reply_is_the_example_and_assembles_the_next(tmp_path):
@@ -267,7 +397,8 @@ def test_the_be_fair_protocol_never_gets_the_scaffold():
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(BeFairContext(instruction="Classify.", metric_line="AUROC", data_preview="p", step=1, seed=0))
         text = srv.chat_requests[0].text
-    assert r.code == SC.code and "# Scaffold" not in text
+    # the whole file, as the protocol reads it (AIDE formats extracted code with black)
+    assert ast.dump(ast.parse(r.code or "")) == ast.dump(ast.parse(SC.code)) and "# Scaffold" not in text
 
 
 @pytest.mark.parametrize("given, expected", [("on", True), ("off", False), ("true", True), (False, False)])
