@@ -63,12 +63,15 @@ EXPECTED_HYPERPARAMETERS = {
     "resnet18": "b84a9725ff92d31e8dd9880eb2c1b065709864cf3c0417163332256f8120675a",
 }
 EXPECTED_PLANS = "d46c12fd627550d74a52993b62701733efc8390502630a08db81439600f69967"
+# The coder's replies were recomputed when plans began answering guidance in a dermatologist's words
+# and an improvement stopped undoing guidance already in place; how a choice composes to code is
+# unchanged (the digests above).
 EXPECTED_CODER = {
-    "base": "a38f781cbfbc3236037eb529794199ddc4302d49096b0058dd0b46532d9a50f4",
-    "custom": "1cf446b07e948520bfc064f4fd42fab93935cc3c4ad9fba89952b6ca64604614",
-    "fairness-hint": "5108c8c1ff7dfd3ffcf72312119efe470a94b1968b1b629295bbca3fe51574ac",
-    "fairness-methods": "1cf446b07e948520bfc064f4fd42fab93935cc3c4ad9fba89952b6ca64604614",
-    "fairness-metric": "b75515c96461f25b412a75874b9c8f31bf7c253ba185ee0feaf3b5f71190f2ec",
+    "base": "a55eaf69fcf56634ebc3c921c05631ffc675ee504cd1baa61d49e9703bf49929",
+    "custom": "d95b16f4d66ebc27c88dce80580da8fdb8171c857fa37fda8ad28d2101b82c72",
+    "fairness-hint": "3948f0a7542ad73c6dcbde5ea306a228ec40b43e5a187c1c47c3b12ce30e1a0a",
+    "fairness-methods": "d95b16f4d66ebc27c88dce80580da8fdb8171c857fa37fda8ad28d2101b82c72",
+    "fairness-metric": "53d9f16ab526c7ad4259ed7c57f6799e2cbf27aede9ab4df43dbe72e924095aa",
 }
 
 

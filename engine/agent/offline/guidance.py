@@ -284,11 +284,16 @@ def _clauses(mine: list[Directive], outcome: Outcome, model: str) -> list[str]:
 
     clauses = []
     if applied := among(outcome.applied):
-        clauses.append("I " + ", and ".join(d.plain() for d in applied))
+        clauses.append("I " + _join([d.plain() for d in applied]))
     if already := among(outcome.already):
-        clauses.append("I already " + ", and ".join(d.at_limit() for d in already))
+        clauses.append("I already " + _join([d.at_limit() for d in already]))
     if pending := among(outcome.pending):
-        clauses.append("next I will " + ", and ".join(d.plain() for d in pending))
+        clauses.append("next I will " + _join([d.plain() for d in pending]))
     for d in among(outcome.inapplicable):
         clauses.append(f"I cannot {d.plain()} with the model I use now ({MODEL_NAMES[model]}); I kept my choice")
     return clauses
+
+
+def _join(phrases: list[str]) -> str:
+    """"a", "a, and b", "a, b, and c"."""
+    return phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + ", and " + phrases[-1]
