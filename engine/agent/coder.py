@@ -94,6 +94,7 @@ class Review:
     summary: str
     claimed_metric: float | None = None
     llm_calls: list[LlmCall] = field(default_factory=list)
+    lower_is_better: bool | None = None    # the metric's direction, as the review says (AIDE's)
 
 
 class Coder(Protocol):

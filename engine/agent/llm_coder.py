@@ -16,6 +16,7 @@ stores them as llm_call events.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, TypeVar
 from collections.abc import Callable
 
@@ -24,8 +25,10 @@ from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Revi
 from engine.agent.llm_attempts import shorten
 from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
 from engine.agent.llm_config import LlmConfig, LlmConfigError
+from engine.agent.prompts_be_fair import BeFairContext
 from engine.agent.response_parsing import (
-    extract_all_code, extract_code, extract_plan, parse_json_object, review_from_dict,
+    aide_code_formatter, aide_extract_code, aide_extract_plan, aide_review, extract_all_code, extract_code,
+    extract_plan, parse_json_object, review_from_dict,
 )
 from engine.evaluation.audit import parse_claimed_metric
 
@@ -33,7 +36,8 @@ T = TypeVar("T")
 
 __all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session"]
 
-ParsedReview = tuple[bool, str, float | None]     # is_bug, summary, claimed metric
+ParsedReview = tuple[bool, str, float | None, bool | None]   # is_bug, summary, claimed metric, lower_is_better
+ReviewReader = Callable[[dict[str, Any]], "ParsedReview | None"]
 NO_USABLE_REVIEW = "the reply held no usable review"
 CODE_ATTEMPTS = 3  # AIDE's plan_and_code_query(retries=3)
 
@@ -74,9 +78,14 @@ class LlmCoder:
             from engine.agent.llm_check import server_identity
 
             self._server = server_identity(self.config)
+        cfg = self.config
         return {"name": self.name, "label": self.label, "simulated": self.simulated,
                 "model": self.model, "review_model": self.review_model,
-                "base_url": self.config.base_url, "server": self._server}
+                "base_url": cfg.base_url, "server": self._server,
+                "sampling": {"temperature": cfg.temperature, "review_temperature": cfg.review_temperature,
+                             "max_tokens": cfg.max_tokens, "review_max_tokens": cfg.review_max_tokens,
+                             "seed": cfg.seed, "source": cfg.source},
+                "aide_code_format": aide_code_formatter() or "unformatted (black is not installed)"}
 
     def cancel(self) -> None:
         """End the LLM call in progress now (a stop command); later calls run normally."""
@@ -106,45 +115,48 @@ class LlmCoder:
 
     def review(self, ctx: CoderContext, node: NodeView) -> Review:
         calls: list[LlmCall] = []     # every call made, kept when a later step fails
+        aide = isinstance(ctx, BeFairContext)
+        read = _aide_reader(node) if aide else _product_review
         try:
-            parsed, why = self._review_by_model(ctx, node, calls)
+            parsed, why = self._review_by_model(ctx, node, calls, read)
         except Exception as exc:  # noqa: BLE001 - a review must never crash the session
             parsed, why = None, f"internal error: {type(exc).__name__}: {exc}"
         if parsed is not None:
-            is_bug, summary, metric = parsed
-            return Review(is_bug=is_bug, summary=summary or "(no summary)",
-                          claimed_metric=metric, llm_calls=calls)
+            is_bug, summary, metric, lower_is_better = parsed
+            return Review(is_bug=is_bug, summary=summary if aide else summary or "(no summary)",
+                          claimed_metric=metric, lower_is_better=lower_is_better, llm_calls=calls)
         return _review_from_output(node, why, calls)
 
-    def _review_by_model(self, ctx: CoderContext, node: NodeView,
-                         calls: list[LlmCall]) -> tuple[ParsedReview | None, str]:
+    def _review_by_model(self, ctx: CoderContext, node: NodeView, calls: list[LlmCall],
+                         read: ReviewReader) -> tuple[ParsedReview | None, str]:
         """The model's review through the submit_review tool, else as JSON; and why none came."""
         parsed: ParsedReview | None = None
         why, want_json = "no reply", not self._tools_ok
         if self._tools_ok:
-            parsed, why, want_json = self._review_with_tools(ctx, node, calls)
+            parsed, why, want_json = self._review_with_tools(ctx, node, calls, read)
         if want_json:
-            parsed, why = self._review_as_json(ctx, node, calls, why)
+            parsed, why = self._review_as_json(ctx, node, calls, why, read)
         return parsed, why
 
-    def _review_with_tools(self, ctx: CoderContext, node: NodeView,
-                           calls: list[LlmCall]) -> tuple[ParsedReview | None, str, bool]:
+    def _review_with_tools(self, ctx: CoderContext, node: NodeView, calls: list[LlmCall],
+                           read: ReviewReader) -> tuple[ParsedReview | None, str, bool]:
         """(review, why none, whether to ask again for JSON). A server that ignores the tool twice,
         or rejects it, is asked for JSON from then on (unless review_tools is set)."""
         res = self._complete(
             prompts.to_messages(prompts.review_prompt(ctx, node)), role="review",
-            model=self.review_model, temperature=self.config.review_temperature,
-            tools=[prompts.REVIEW_TOOL],
+            model=self.review_model,
+            temperature=self._temperature(isinstance(ctx, BeFairContext), self.review_model, review=True),
+            tools=[prompts.PROMPT_SETS[ctx.protocol].review_tool],
             tool_choice={"type": "function", "function": {"name": "submit_review"}},
         )
         calls += res.calls
         if res.ok:
-            parsed = _review_from_tools(res.tool_calls)
+            parsed = _review_from_tools(res.tool_calls, read)
             if parsed is None:
                 self._tools_misses += 1
                 if self._tools_misses >= 2 and self.config.review_tools is None:
                     self._tools_ok = False      # the server ignores tools: go JSON
-                parsed = review_from_dict(parse_json_object(res.content or "") or {})
+                parsed = read(parse_json_object(res.content or "") or {})
             else:
                 self._tools_misses = 0
             return parsed, NO_USABLE_REVIEW, parsed is None
@@ -154,17 +166,25 @@ class LlmCoder:
         return None, res.error or "no reply", False
 
     def _review_as_json(self, ctx: CoderContext, node: NodeView, calls: list[LlmCall],
-                        why: str) -> tuple[ParsedReview | None, str]:
+                        why: str, read: ReviewReader) -> tuple[ParsedReview | None, str]:
         res = self._complete(
             prompts.to_messages(prompts.review_prompt(ctx, node, json_only=True)),
             role="review", model=self.review_model,
-            temperature=self.config.review_temperature,
+            temperature=self._temperature(isinstance(ctx, BeFairContext), self.review_model, review=True),
         )
         calls += res.calls
         if not res.ok:
             return None, res.error or why
-        parsed = review_from_dict(parse_json_object(res.content or "") or {})
+        parsed = read(parse_json_object(res.content or "") or {})
         return parsed, NO_USABLE_REVIEW if parsed is None else why
+
+    def _temperature(self, aide: bool, model: str, *, review: bool = False) -> float | None:
+        """The temperature sent; under the be-fair protocol none for a reasoning model (o1, o3,
+        o4-mini, codex-mini-latest), which AIDE's OpenAI backend leaves out."""
+        temperature = self.config.review_temperature if review else self.config.temperature
+        if aide and _AIDE_NO_TEMPERATURE.match(model):
+            return None
+        return temperature
 
     # -- internals ------------------------------------------------------------------------
 
@@ -185,6 +205,8 @@ class LlmCoder:
         functions runs as it is (not the failed code handed back, if another wrote both), so that the
         model sees its error. A usable reply goes into the
         scaffold (assemble): the node's code is the whole file."""
+        if isinstance(ctx, BeFairContext):
+            return self._aide_code(role, build)
         calls: list[LlmCall] = []
         unusable: list[str] = []     # why each reply with code was not taken
         flawed: list[tuple[str, str]] = []   # (plan, code) of each complete reply with a flaw
@@ -222,6 +244,50 @@ class LlmCoder:
         except Exception as exc:  # noqa: BLE001 - a coder never raises
             return CoderReply(plan="", code=None, llm_calls=calls,
                               error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+    def _aide_code(self, role: str, build: Callable[[], dict[str, Any]]) -> CoderReply:
+        """AIDE's plan_and_code_query: the same prompt up to CODE_ATTEMPTS times until a reply has
+        both a plan and code (AIDE's extract_code and extract_text_up_to_code); after the last, no
+        plan and the whole reply as the code, as AIDE runs it."""
+        calls: list[LlmCall] = []
+        content = ""
+        try:
+            messages = prompts.to_messages(build())
+            for _ in range(CODE_ATTEMPTS):
+                res = self._complete(messages, role=role, model=self.model,
+                                     temperature=self._temperature(True, self.model))
+                calls += res.calls
+                if not res.ok:  # AIDE's backend retries failed requests without end; befair's client gave up
+                    return CoderReply(plan="", code=None, error=res.error, llm_calls=calls)
+                content = res.content or ""
+                code, plan = aide_extract_code(content), aide_extract_plan(content)
+                if code and plan:
+                    return CoderReply(plan=plan, code=code, llm_calls=calls)
+            return CoderReply(plan="", code=content, llm_calls=calls,
+                              error=None if content else f"{CODE_ATTEMPTS} empty replies")
+        except Exception as exc:  # noqa: BLE001 - a coder never raises
+            return CoderReply(plan="", code=None, llm_calls=calls,
+                              error=f"internal error in the LLM coder: {type(exc).__name__}: {exc}")
+
+
+_AIDE_NO_TEMPERATURE = re.compile(r"^o\d|^codex-mini-latest$")
+
+
+def _product_review(data: dict[str, Any]) -> ParsedReview | None:
+    parsed = review_from_dict(data)
+    return None if parsed is None else (*parsed, None)
+
+
+def _aide_reader(node: NodeView) -> ReviewReader:
+    """AIDE's reading of a review of `node`: its verdict (the model says so, the run raised, or
+    no float metric is buggy) and the metric's direction."""
+    def read(data: dict[str, Any]) -> ParsedReview | None:
+        review = aide_review(data)
+        if review is None:
+            return None
+        return review.verdict(node.exc_type), review.summary, review.metric, review.lower_is_better
+    return read
 
 
 def _to_run(flawed: list[tuple[str, str]], failed: str | None) -> tuple[str, str]:
@@ -263,13 +329,13 @@ def _review_from_output(node: NodeView, why: str, calls: list[LlmCall]) -> Revie
     )
 
 
-def _review_from_tools(tool_calls: list[dict[str, Any]]) -> ParsedReview | None:
+def _review_from_tools(tool_calls: list[dict[str, Any]], read: ReviewReader) -> ParsedReview | None:
     ordered = sorted(tool_calls, key=lambda t: t.get("name") != "submit_review")
     for tc in ordered:
         args = tc.get("arguments")
         data = args if isinstance(args, dict) else parse_json_object(str(args or ""))
         if data:
-            parsed = review_from_dict(data)
+            parsed = read(data)
             if parsed is not None:
                 return parsed
     return None
@@ -277,7 +343,13 @@ def _review_from_tools(tool_calls: list[dict[str, Any]]) -> ParsedReview | None:
 
 def llm_config_for_session(session_config: Any, overrides: dict[str, Any] | None = None,
                            **load_kw: Any) -> LlmConfig:
-    """LlmConfig for a SessionConfig: its `model`, then extra["llm"] settings, then overrides."""
+    """LlmConfig for a SessionConfig: its task protocol's defaults, its `model`, then extra["llm"]
+    settings, then overrides."""
+    from engine.agent.task_protocol import task_protocol
+
+    protocol = getattr(session_config, "protocol", None)
+    if protocol and "defaults" not in load_kw:
+        load_kw["defaults"] = task_protocol(str(protocol)).llm_defaults
     values: dict[str, Any] = {}
     extra = getattr(session_config, "extra", None) or {}
     if isinstance(extra.get("llm"), dict):

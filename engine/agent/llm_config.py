@@ -1,7 +1,8 @@
 """Configuration of the LLM coder: model, server, key, sampling, limits, retries, prices, budget.
 
 Sources, lowest precedence first:
-1. built-in defaults (below);
+1. built-in defaults (below), then the session's task protocol's (`defaults`: the be-fair
+   protocol's are AIDE's, engine.agent.task_protocol.AIDE_LLM_DEFAULTS);
 2. a config file: $BEFAIR_LLM_CONFIG, else ~/.config/befair/llm.toml (TOML, or JSON when the
    name ends in .json); keys are the field names below, plus an optional [prices] table
    (`"model" = [usd_per_1M_input, usd_per_1M_output]`);
@@ -145,11 +146,13 @@ class LlmConfig:
         *,
         env: Mapping[str, str] | None = None,
         path: str | os.PathLike[str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
     ) -> "LlmConfig":
-        """Defaults < config file < environment < overrides (None values are ignored)."""
+        """Defaults < the protocol's `defaults` < config file < environment < overrides (None
+        values are ignored)."""
         env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        sources: list[str] = []
+        values: dict[str, Any] = dict(defaults or {})
+        sources: list[str] = ["protocol defaults"] if defaults else []
 
         file_path = _config_path(path, env)
         if file_path is not None:

@@ -11,7 +11,9 @@ and the session's settings. Two rules (`config.policy`); both begin and end alik
 
 AIDE's rule (`--policy aide`, and always under the be-fair protocol), exactly as AIDE searches:
 3. fewer than num_drafts drafts (default 5) -> draft;
-4. with probability debug_prob, a buggy leaf whose debug depth < max_debug_depth -> debug it.
+4. with probability debug_prob, a buggy leaf whose debug depth <= max_debug_depth (AIDE's `<=`:
+   its debug_depth counts the consecutive debug steps leading to the node, as state.debug_depth
+   does) -> debug one, drawn with random.choice in journal order.
 
 befair's rule (the default): AIDE's 5 drafts were set for 20 steps, and its coin flip leaves a
 failure undebugged half the time, so a short session with a small model measured nothing:
@@ -58,14 +60,16 @@ def _cfg(config: Any, name: str, default: Any) -> Any:
     return getattr(config, name, default)
 
 
-def debuggable(state: SessionState, max_debug_depth: int) -> list[NodeState]:
+def debuggable(state: SessionState, max_debug_depth: int, *, aide: bool = False) -> list[NodeState]:
+    """The buggy leaves a debug step may take: below max_debug_depth, or up to it under AIDE's rule."""
     out = []
     for node in state.nodes.values():
         if not node.finished or not selection.is_failed(node) or state.is_pruned(node.node_id):
             continue
         if node.children:  # AIDE debugs leaves only
             continue
-        if state.debug_depth(node.node_id) >= max_debug_depth:
+        depth = state.debug_depth(node.node_id)
+        if depth > max_debug_depth or (depth == max_debug_depth and not aide):
             continue
         out.append(node)
     return out
@@ -169,13 +173,13 @@ def decide(state: SessionState, rng: random.Random, config: Any) -> Decision:
     max_depth = int(_cfg(config, "max_debug_depth", 3))
     roll = rng.random()
     if roll < debug_prob:
-        candidates = debuggable(state, max_depth)
+        candidates = debuggable(state, max_depth, aide=aide)
         if candidates:
             node = rng.choice(sorted(candidates, key=lambda n: n.node_id))
             return Decision("debug", node.node_id,
                             f"debug branch (drew {roll:.2f} < debug_prob {debug_prob:g}): node {node.node_id} is a "
                             f"buggy leaf ({_describe_failure(node)}; debug depth "
-                            f"{state.debug_depth(node.node_id)} < {max_depth})")
+                            f"{state.debug_depth(node.node_id)} {'<=' if aide else '<'} {max_depth})")
 
     criterion = selection.current_criterion(state)
     words = selection.CRITERION_WORDS[criterion]

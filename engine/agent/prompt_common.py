@@ -5,21 +5,11 @@ format (a tool call, or JSON said in words for a server without function calling
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.agent.coder import CoderContext, NodeView
 
-
-@dataclass(frozen=True)
-class PromptSet:
-    """One task protocol's four prompts, each a nested dict of sections (engine.agent.prompts
-    compiles it): draft(ctx, exec_timeout), improve and debug(ctx, parent, exec_timeout),
-    review(ctx, node, json_only)."""
-    draft: Callable[[CoderContext, float | None], dict[str, Any]]
-    improve: Callable[[CoderContext, NodeView, float | None], dict[str, Any]]
-    debug: Callable[[CoderContext, NodeView, float | None], dict[str, Any]]
-    review: Callable[[CoderContext, NodeView, bool], dict[str, Any]]
 
 GUIDANCE_PREAMBLE = (
     "The following guidance comes from the human domain expert who is steering this search. It "
@@ -80,3 +70,16 @@ REVIEW_JSON_FORMAT = (
     "there is a bug and otherwise describes the empirical findings in 2-3 sentences; metric is "
     "the validation AUROC the code printed, or null if it printed none."
 )
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """One task protocol's four prompts, each a nested dict of sections (engine.agent.prompts
+    compiles it): draft(ctx, exec_timeout), improve and debug(ctx, parent, exec_timeout),
+    review(ctx, node, json_only); and the tool its review is asked to call (a server without
+    function calling is told the JSON in words by review(..., json_only=True))."""
+    draft: Callable[[CoderContext, float | None], dict[str, Any]]
+    improve: Callable[[CoderContext, NodeView, float | None], dict[str, Any]]
+    debug: Callable[[CoderContext, NodeView, float | None], dict[str, Any]]
+    review: Callable[[CoderContext, NodeView, bool], dict[str, Any]]
+    review_tool: dict[str, Any] = field(default_factory=lambda: REVIEW_TOOL)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine.agent.coder import CoderContext, NodeView
-from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
+from engine.agent.prompt_common import PromptSet, guidance_section
 
 
 @dataclass
@@ -26,6 +26,8 @@ class BeFairContext(CoderContext):
     journal_summary: str = ""        # AIDE's Memory (aide_memory)
     k_fold_validation: int = 5       # the study's AIDE config
     expose_prediction: bool = True
+    packages: tuple[str, ...] | None = None   # the Installed Packages in a given order (replaying a
+                                              # recorded prompt); None: shuffled, as AIDE does
 
     @classmethod
     def of(cls, ctx: CoderContext) -> BeFairContext:
@@ -68,16 +70,44 @@ def aide_memory(nodes: Sequence[tuple[str, str, float | None]]) -> str:
 
 
 def natural_delta(seconds: float) -> str:
-    """A duration as AIDE words its time limit (humanize.naturaldelta: "an hour", "10 minutes")."""
-    s = int(seconds)
-    for size, one, many in ((86_400, "a day", "days"), (3600, "an hour", "hours"), (60, "a minute", "minutes")):
+    """A duration as AIDE words its time limit: humanize.naturaldelta (4.8, months=True) for a
+    whole number of seconds ("an hour", "10 minutes", "1 year, 2 months")."""
+    days, secs = divmod(abs(int(seconds)), 86_400)
+    years, days = divmod(days, 365)
+    months = int(days // 30.5)
+    if not years and not days:
+        return _seconds_words(secs)
+    if not years:
+        return "a day" if days == 1 else _plural(days, "day") if not months else \
+            "a month" if months == 1 else _plural(months, "month")
+    if years == 1:
+        if not months:
+            return "a year" if not days else f"1 year, {_plural(days, 'day')}"
+        return f"1 year, {_plural(months, 'month')}"
+    return f"{years:,} years"
+
+
+def _seconds_words(s: int) -> str:
+    for size, one, unit in ((3600, "an hour", "hour"), (60, "a minute", "minute"), (1, "a second", "second")):
         if s >= size:
-            return one if s < 2 * size else f"{s // size} {many}"
-    return "a second" if s == 1 else f"{s} seconds" if s > 1 else "a moment"
+            return one if s < 2 * size else _plural(s // size, unit)
+    return "a moment"
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
 def _wrap(code: str, lang: str = "python") -> str:
     return f"```{lang}\n{code}\n```"
+
+
+def trim_output(text: str, threshold: int = 5100, keep: int = 2500) -> str:
+    """An execution output as AIDE shows it (its trim_long_string): over `threshold` characters,
+    the first and last `keep` with the number cut between them."""
+    if len(text) <= threshold:
+        return text
+    return f"{text[:keep]}\n ... [{len(text) - 2 * keep} characters truncated] ... \n{text[-keep:]}"
 
 
 def _aide_task(ctx: CoderContext) -> dict[str, str]:
@@ -113,8 +143,10 @@ def _aide_guideline(ctx: CoderContext, exec_timeout: float | None) -> list[str]:
 def _aide_packages(ctx: CoderContext) -> str:
     import random
 
-    packages = list(AIDE_PACKAGES)
-    random.Random(f"{ctx.seed}:{ctx.step}").shuffle(packages)  # AIDE shuffles them for every prompt
+    given = BeFairContext.of(ctx).packages
+    packages = list(given) if given is not None else list(AIDE_PACKAGES)
+    if given is None:  # AIDE shuffles them for every prompt (with its global generator)
+        random.Random(f"{ctx.seed}:{ctx.step}").shuffle(packages)
     listed = ", ".join(f"`{p}`" for p in packages)
     return (f"Your solution can use any relevant machine learning packages such as: {listed}. Feel free to use any "
             "other packages too (all packages are already installed!). For neural networks we suggest using PyTorch "
@@ -202,10 +234,41 @@ def be_fair_debug_prompt(ctx: CoderContext, parent: NodeView, exec_timeout: floa
         "Introduction": f"{AIDE_ROLE} {AIDE_DEBUG_INTRODUCTION}",
         "Task description": _aide_task(ctx),
         "Previous (buggy) implementation": _wrap(parent.code),
-        "Execution output": _wrap(parent.output, lang=""),
+        "Execution output": _wrap(trim_output(parent.output), lang=""),
         "Instructions": _aide_instructions(ctx, exec_timeout, "Bugfix improvement sketch guideline", AIDE_DEBUG_SKETCH),
         "Data Overview": ctx.data_preview,
     }), ctx, include_node=True)
+
+
+# AIDE's review function (agent.py's review_func_spec, as the OpenAI backend sends it), verbatim
+AIDE_REVIEW_FIELDS: dict[str, tuple[str, str]] = {
+    "is_bug": ("boolean", "true if the output log shows that the execution failed or has some bug, otherwise false."),
+    "summary": ("string", "if there is a bug, propose a fix. Otherwise, write a short summary (2-3 sentences) "
+                          "describing the empirical findings."),
+    "metric": ("number", "If the code ran successfully, report the value of the validation metric. Otherwise, "
+                         "leave it null."),
+    "lower_is_better": ("boolean", "true if the metric should be minimized (i.e. a lower metric value is better, "
+                                   "such as with MSE), false if the metric should be maximized (i.e. a higher metric "
+                                   "value is better, such as with accuracy)."),
+}
+AIDE_REVIEW_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "submit_review",
+        "description": "Submit a review evaluating the output of the training script.",
+        "parameters": {
+            "type": "object",
+            "properties": {name: {"type": kind, "description": words}
+                           for name, (kind, words) in AIDE_REVIEW_FIELDS.items()},
+            "required": list(AIDE_REVIEW_FIELDS),
+        },
+    },
+}
+# Not AIDE's: a server without function calling is told the same fields in words
+AIDE_REVIEW_JSON_FORMAT = (
+    "Reply with only a JSON object, no other text, with these keys: "
+    + " ".join(f"{name} ({kind}): {words}" for name, (kind, words) in AIDE_REVIEW_FIELDS.items())
+)
 
 
 def be_fair_review_prompt(ctx: CoderContext, node: NodeView, json_only: bool = False) -> AidePrompt:
@@ -215,12 +278,12 @@ def be_fair_review_prompt(ctx: CoderContext, node: NodeView, json_only: bool = F
                          "empirical findings."),
         "Task description": _aide_task(ctx),
         "Implementation": _wrap(node.code),
-        "Execution output": _wrap(node.output, lang=""),
+        "Execution output": _wrap(trim_output(node.output), lang=""),
     })
     if json_only:  # AIDE asks through function calling; a server without it needs the format said
-        prompt["Response format"] = REVIEW_JSON_FORMAT
+        prompt["Response format"] = AIDE_REVIEW_JSON_FORMAT
     return prompt
 
 
 AIDE_PROMPTS = PromptSet(draft=be_fair_draft_prompt, improve=be_fair_improve_prompt, debug=be_fair_debug_prompt,
-                         review=be_fair_review_prompt)
+                         review=be_fair_review_prompt, review_tool=AIDE_REVIEW_TOOL)

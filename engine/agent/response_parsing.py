@@ -218,3 +218,80 @@ def review_from_dict(data: dict[str, Any]) -> tuple[bool, str, float | None] | N
     metric = to_metric(data.get("metric", data.get("claimed_metric")))
     return is_bug, summary, metric
 
+
+
+# -- AIDE's reading of a reply (the be-fair protocol: aide/utils/response.py, aide/agent.py) ----
+
+_AIDE_FENCED = re.compile(r"```(python)?\n*(.*?)\n*```", re.DOTALL)
+_AIDE_BARE = re.compile(r"^(```(python)?)?\n?(.*?)\n?(```)?$", re.DOTALL)
+
+
+def aide_extract_code(text: str) -> str:
+    """AIDE's extract_code: every ``` or ```python block (else the whole reply) that compiles,
+    each formatted by black, joined by a blank line and formatted again; "" when none compiles."""
+    blocks = [m[1] for m in _AIDE_FENCED.findall(text)]
+    if not blocks:
+        bare = _AIDE_BARE.findall(text)
+        blocks = [bare[0][2]] if bare else []
+    valid = [aide_format_code(code) for code in blocks if _compiles(code)]
+    return aide_format_code("\n\n".join(valid))
+
+
+def aide_extract_plan(text: str) -> str:
+    """AIDE's extract_text_up_to_code: the text before the first ``` ("" when there is none)."""
+    return text[: text.find("```")].strip() if "```" in text else ""
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(code, "<string>", "exec")
+    except (SyntaxError, ValueError):  # AIDE catches SyntaxError only (a NUL byte would stop its run)
+        return False
+    return True
+
+
+def aide_format_code(code: str) -> str:
+    """AIDE's format_code: black's default style; the code unchanged when black cannot parse it,
+    or when black is not installed (then the join is AIDE's, unformatted: aide_code_formatter says)."""
+    try:
+        import black
+    except ImportError:
+        return code
+    try:
+        return str(black.format_str(code, mode=black.FileMode()))
+    except Exception:  # noqa: BLE001 - AIDE catches black's InvalidInput; nothing else may stop a step
+        return code
+
+
+def aide_code_formatter() -> str | None:
+    """What formats extracted code as AIDE does ("black 24.3.0"), or None when black is missing."""
+    try:
+        import black
+    except ImportError:
+        return None
+    return f"black {black.__version__}"
+
+
+@dataclass(frozen=True)
+class AideReview:
+    """A submit_review answer read as AIDE reads it (agent.py's parse_exec_result)."""
+    is_bug: bool
+    summary: str
+    metric: float | None            # only a JSON float counts: an int, a string or null is no metric
+    lower_is_better: bool
+
+    def verdict(self, exc_type: str | None) -> bool:
+        """AIDE's is_buggy: the model says so, the run raised, or there is no metric."""
+        return self.is_bug or exc_type is not None or self.metric is None
+
+
+def aide_review(data: dict[str, Any]) -> AideReview | None:
+    """The review in a submit_review payload, by AIDE's rules; None without is_bug (AIDE would stop
+    with a KeyError; befair then judges the run from its output)."""
+    if not isinstance(data, dict) or "is_bug" not in data:
+        return None
+    metric = data.get("metric")
+    summary = data.get("summary")
+    return AideReview(is_bug=bool(data["is_bug"]), summary="" if summary is None else str(summary),
+                      metric=metric if isinstance(metric, float) and math.isfinite(metric) else None,
+                      lower_is_better=bool(data.get("lower_is_better")))

@@ -342,7 +342,7 @@ class Runner:
         node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, code)
         self.emit(et.ExecStarted(node_id=node_id, workdir=str(node_dir), sandbox=self.sandbox.mode))
         result = self._execute(node_id, node_dir)
-        problem = contract_problem(code, result)
+        problem = contract_problem(code, result) if self.protocol.checks_contract else None
         if problem:
             result = dataclasses.replace(result, status="buggy", exc_type=problem)
         self.emit(et.ExecFinished.from_payload(result.to_payload(node_id)))
@@ -360,7 +360,8 @@ class Runner:
             review = self._background(lambda: self._review(ctx, self.node_view(node, result.output)))
         self._record_calls(review.llm_calls, node_id)
         self.emit(et.Review(node_id=node_id, is_bug=bool(review.is_bug), summary=review.summary,
-                            claimed_metric=review.claimed_metric))
+                            claimed_metric=review.claimed_metric,
+                            lower_is_better=et.ABSENT if review.lower_is_better is None else review.lower_is_better))
         return review
 
     def _ask_coder(self, action: str, ctx: CoderContext, parent: NodeState | None) -> CoderReply:

@@ -14,10 +14,10 @@ runs), only the agent's own score can choose the best node, and the search follo
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.agent.coder import CoderContext
 from engine.agent.prompt_common import PromptSet
@@ -41,6 +41,10 @@ class TaskProtocol:
     workspace: Callable[[str, dict[str, int], ProgressFn | None], AgentWorkspace]  # (data, synth settings, progress)
     refused_coders: frozenset[str] = frozenset()  # coders that cannot work on this task (their name)
     reviews_crashes: bool = False               # a crashed run is reviewed too (AIDE's way), not summarised
+    checks_contract: bool = True                # a run that exits 0 without predict() or a printed metric
+                                                # fails before any review (engine.agent.contract)
+    llm_defaults: Mapping[str, Any] = field(default_factory=dict)   # the LLM coder's settings before any
+                                                # file, environment or flag sets them (engine.agent.llm_config)
     test_only: bool = False                     # nothing withheld for validation: measured on the test set,
                                                 # blinded while the session runs
     criteria: tuple[str, ...] | None = None     # the criteria that may choose the best node (None: all)
@@ -63,10 +67,17 @@ def _product_context(ctx: CoderContext, state: SessionState) -> CoderContext:
 
 
 def _aide_context(ctx: CoderContext, state: SessionState) -> CoderContext:
-    """AIDE's context: its memory of the working nodes (plan, review, reported metric)."""
+    """AIDE's context: its memory of the good nodes (journal.good_nodes: not buggy, which by AIDE's
+    rule means the run raised nothing and the review gave a metric), in the journal's order."""
     good = [(n.plan, n.review_summary or "", n.claimed_metric) for n in sorted(state.nodes.values(),
             key=lambda n: n.node_id) if n.status == "ok" and not n.is_bug and n.claimed_metric is not None]
     return BeFairContext(**vars(ctx), journal_summary=aide_memory(good))
+
+
+# The study's AIDE config (anna-richter/aideml 989e8e2, the runs' config.yaml): code and feedback
+# at temperature 0.5, and no token cap on any reply (AIDE sends no max_tokens)
+AIDE_LLM_DEFAULTS: dict[str, Any] = {"temperature": 0.5, "review_temperature": 0.5, "max_tokens": 0,
+                                     "review_max_tokens": 0}
 
 
 def _product_preview(agent_input: Path) -> str:
@@ -104,8 +115,8 @@ BEFAIR = TaskProtocol(name="befair", prompts=PROMPT_SETS["befair"], context=_pro
                       data_preview=_product_preview, workspace=_product_workspace)
 BE_FAIR = TaskProtocol(name="be-fair", prompts=PROMPT_SETS["be-fair"], context=_aide_context,
                        data_preview=_aide_preview, workspace=_study_workspace, refused_coders=frozenset({"offline"}),
-                       reviews_crashes=True, test_only=True, criteria=("claimed",), policy="aide",
-                       check_environment=_aide_packages)
+                       reviews_crashes=True, checks_contract=False, test_only=True, criteria=("claimed",),
+                       policy="aide", check_environment=_aide_packages, llm_defaults=AIDE_LLM_DEFAULTS)
 TASK_PROTOCOLS: dict[str, TaskProtocol] = {p.name: p for p in (BEFAIR, BE_FAIR)}
 
 

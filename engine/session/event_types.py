@@ -239,6 +239,7 @@ class Review(TypedEvent):
     is_bug: bool
     summary: str
     claimed_metric: float | None = None
+    lower_is_better: bool | Absent = ABSENT  # the metric's direction, when the review said (AIDE's)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -185,6 +185,8 @@ def _argmax(nodes: list[NodeState], criterion: str) -> int | None:
     chosen, top = None, -math.inf
     for node in nodes:
         value = figure(node, criterion)
+        if value is not None and criterion == "claimed" and node.lower_is_better:
+            value = -value   # AIDE's MetricValue(maximize=not lower_is_better)
         if value is not None and value > top:
             chosen, top = node.node_id, value
     return chosen

@@ -51,6 +51,7 @@ class NodeState:
     is_bug: bool | None = None
     review_summary: str | None = None
     claimed_metric: float | None = None
+    lower_is_better: bool | None = None  # the review's direction of claimed_metric (None: higher is better)
     validation: dict[str, Any] | None = None
     test: dict[str, Any] | None = None
     eval_verdicts: dict[str, str] = field(default_factory=dict)
@@ -368,6 +369,7 @@ def _review(s: SessionState, t: et.Review, e: ev.Event) -> None:
         node.is_bug = t.is_bug
         node.review_summary = t.summary
         node.claimed_metric = t.claimed_metric
+        node.lower_is_better = None if t.lower_is_better is ABSENT else t.lower_is_better
 
 
 def _evaluated(s: SessionState, t: et.Evaluated, e: ev.Event) -> None:

@@ -81,7 +81,12 @@ def test_debug_buggy_leaf_until_max_depth():
     assert (_decide(log).action, _decide(log).node_id) == ("debug", 2)  # node 1 is no longer a leaf
     log.node(3, "debug", 2, status="buggy")
     st = log.state
-    assert st.debug_depth(3) == 2 and debuggable(st, 2) == []
+    assert st.debug_depth(3) == 2 and debuggable(st, 2) == []     # befair's rule: depth < max
+    assert [n.node_id for n in debuggable(st, 2, aide=True)] == [3]  # AIDE's: depth <= max
+    d = _decide(log)
+    assert (d.action, d.node_id) == ("debug", 3) and "2 <= 2" in d.reason
+    log.node(4, "debug", 3, status="buggy")
+    assert log.state.debug_depth(4) == 3 and debuggable(log.state, 2, aide=True) == []
     d = _decide(log)
     assert d.action == "draft" and "no working node" in d.reason
 
