@@ -63,6 +63,9 @@ def _coder(state: SessionState, compact: bool) -> str:
     return model if len(model) <= 12 else model[:11] + "…"
 
 
+COMPACT_BELOW = 130   # columns: below, the short words (the full line with the agent's settings needs about 125)
+
+
 class StatusBar(Static):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; padding: 0 1; }
@@ -83,7 +86,7 @@ class StatusBar(Static):
         dead = runner == "stopped" and state.status in ("running", "paused") and not read_only
         if dead:
             word = RUNNER_STOPPED
-        compact = bool(self.size.width) and self.size.width < 110
+        compact = bool(self.size.width) and self.size.width < COMPACT_BELOW
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
             text.append("befair · ", style="bold")
@@ -112,7 +115,7 @@ class StatusBar(Static):
         best = (f" · {follows} {words[criterion or selection.current_criterion(state)]}"
                 + (" (view)" if criterion else ""), "bold yellow")
         shown = feedback.current_feedback(state)
-        sees = (f" · agent sees {(feedback.FEEDBACK_SHORT if compact else feedback.FEEDBACK_LABEL)[shown]}",
+        sees = (f" · {'sees' if compact else 'agent sees'} {feedback.FEEDBACK_SHORT[shown]}",
                 "bold cyan" if shown == "groups" else "")
         parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else ""),
                  (f" · step {_step(state, dead)}/{state.budget}", "")]

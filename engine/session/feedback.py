@@ -25,7 +25,7 @@ FEEDBACK_WORDS = {
     "groups": "the measured validation AUC, each skin-tone group's AUC and the gap between them",
 }
 FEEDBACK_LABEL = {"none": "nothing measured", "auc": "measured AUC", "groups": "AUC + skin-tone groups"}
-FEEDBACK_SHORT = {"none": "none", "auc": "AUC", "groups": "AUC+groups"}
+FEEDBACK_SHORT = {"none": "nothing", "auc": "AUC", "groups": "AUC+groups"}
 _SHOWN_KEYS = {"none": frozenset(), "auc": frozenset({"auc"}),
                "groups": frozenset({"auc", "auc_gap", "group_auc", "worst_auc", "best_auc"})}
 

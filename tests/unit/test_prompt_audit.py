@@ -34,6 +34,13 @@ def test_no_level_hears_of_skin_tone_beyond_its_instruction(level, protocol, bes
     assert audit(prompts) == []
 
 
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_the_scaffold_adds_no_word_of_skin_tone(level):
+    prompts = stage_prompts(_config(level, "befair", None), PREVIEW, scaffold=True)
+    assert "features(X)" in prompts[0].text   # the scaffold is there
+    assert audit(prompts) == []
+
+
 def test_the_defaults_are_the_same_and_neutral_at_every_level():
     for level in LEVELS:
         config = SessionConfig(level=level)
