@@ -426,3 +426,52 @@ def test_a_seeded_client_sends_each_sample_its_own_seed_and_drops_it_where_refus
     with FakeChatServer([reply(code_reply())]) as srv:
         make_coder(srv).draft(ctx())
         assert "seed" not in srv.chat_requests[0].body
+
+
+# -- the be-fair protocol: AIDE's LLM settings and reading --------------------------------------
+
+def aide_ctx(**kw):
+    from engine.agent.prompts_be_fair import BeFairContext
+
+    return BeFairContext(**{**dict(instruction=FAIRNESS_METHODS, metric_line=METRIC_LINE, data_preview=PREVIEW,
+                                   step=1, seed=0), **kw})
+
+
+def aide_coder(srv, model="gpt-4.1-mini"):
+    from engine.agent.task_protocol import BE_FAIR
+
+    config = LlmConfig.load({"model": model, "base_url": srv.base_url, "timeout": 2.0, "call_budget_s": 20.0},
+                            env={}, defaults=BE_FAIR.llm_defaults)
+    return LlmCoder(config, exec_timeout=3600)
+
+
+def test_be_fair_review_is_aides():
+    review = tool_call("submit_review", {"is_bug": False, "summary": "fine", "metric": 0.25, "lower_is_better": True})
+    with FakeChatServer([review, tool_review(False, "no metric", None)]) as srv:
+        coder = aide_coder(srv)
+        r = coder.review(aide_ctx(), node())
+        r2 = coder.review(aide_ctx(), node())
+        body = srv.chat_requests[0].body
+    assert body["temperature"] == 0.5 and "max_tokens" not in body          # feedback temp 0.5, no cap
+    params = body["tools"][0]["function"]["parameters"]
+    assert params["required"] == ["is_bug", "summary", "metric", "lower_is_better"]
+    assert (r.is_bug, r.claimed_metric, r.lower_is_better) == (False, 0.25, True)
+    assert r2.is_bug is True                                                  # AIDE: no metric is a bug
+    assert coder.describe()["sampling"]["max_tokens"] is None
+
+
+def test_be_fair_code_is_asked_three_times_then_taken_whole():
+    with FakeChatServer([reply("no fence at all ("), reply("still (none"), reply("give up (")]) as srv:
+        coder = aide_coder(srv, model="o4-mini")
+        r = coder.draft(aide_ctx())
+        bodies = [q.body for q in srv.chat_requests]
+    assert len(bodies) == 3 and all("temperature" not in b and "max_tokens" not in b for b in bodies)
+    assert (r.plan, r.code) == ("", "give up (")          # AIDE's ("", completion_text): it runs as it is
+
+
+def test_be_fair_code_needs_a_plan_and_joins_blocks():
+    two = "Plan.\n\n```python\nimport os\n```\n\n```python\nprint(os.sep)\n```\n"
+    with FakeChatServer([reply("```python\nx = 1\n```\n"), reply(two)]) as srv:
+        r = aide_coder(srv).draft(aide_ctx())
+        assert len(srv.chat_requests) == 2                 # the first reply had no plan: asked again
+    assert r.plan == "Plan." and r.code is not None and "import os" in r.code and "print(os.sep)" in r.code

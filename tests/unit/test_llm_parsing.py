@@ -109,3 +109,36 @@ def test_parse_claimed_metric_takes_the_last():
     assert parse_claimed_metric(out) == 0.655
     assert parse_claimed_metric("Traceback (most recent call last):\nKeyError: 'label'") is None
     assert parse_claimed_metric("") is None
+
+
+# -- AIDE's reading (the be-fair protocol) ---------------------------------------------------------
+
+def test_aide_extract_code_joins_every_compiling_block():
+    from engine.agent.response_parsing import aide_code_formatter, aide_extract_code, aide_extract_plan
+
+    text = ("Plan first.\n\n```python\nimport os\n```\n\nthen\n\n```\ndef predict(folder):\n    return {}\n```\n"
+            "\n```python\nthis is not python(\n```\n")
+    code = aide_extract_code(text)
+    if aide_code_formatter() is None:
+        assert code == "import os\n\ndef predict(folder):\n    return {}"   # AIDE's join, unformatted
+    else:
+        assert code == "import os\n\n\ndef predict(folder):\n    return {}\n"   # black's, as AIDE's
+    assert aide_extract_plan(text) == "Plan first."
+    assert aide_extract_plan("x = 1") == "" and aide_extract_code("no code here (") == ""
+    assert aide_extract_code("x = 1").strip() == "x = 1"     # a bare reply that compiles is the code
+
+
+def test_aide_review_rules():
+    from engine.agent.response_parsing import aide_review
+
+    good = aide_review({"is_bug": False, "summary": "ok", "metric": 0.81, "lower_is_better": False})
+    assert good is not None and good.verdict(None) is False and good.metric == 0.81
+    assert good.verdict("ValueError") is True                                  # the run raised: buggy
+    no_metric = aide_review({"is_bug": False, "summary": "ok", "metric": None, "lower_is_better": False})
+    assert no_metric is not None and no_metric.verdict(None) is True           # no metric: buggy
+    for not_float in (1, "0.8", True):                                        # AIDE: only a float is a metric
+        r = aide_review({"is_bug": False, "summary": "", "metric": not_float, "lower_is_better": False})
+        assert r is not None and r.metric is None and r.verdict(None)
+    lower = aide_review({"is_bug": False, "summary": "", "metric": 0.2, "lower_is_better": True})
+    assert lower is not None and lower.lower_is_better
+    assert aide_review({"summary": "no verdict"}) is None

@@ -72,6 +72,18 @@ def test_best_by_criterion():
         assert (d.action, d.node_id) == ("improve", expected), criterion
 
 
+def test_a_claimed_metric_ranks_by_the_direction_the_review_gave():
+    """AIDE's MetricValue(maximize=not lower_is_better): a lower loss is the better node."""
+    log = Log(steps=10, num_drafts=2, best="claimed", debug_prob=0.0)
+    log.node(1, claimed=0.30).node(2, claimed=0.20)
+    assert (_decide(log).action, _decide(log).node_id) == ("improve", 1)
+    for event in log.events:
+        if event.kind == ev.REVIEW:
+            event.payload["lower_is_better"] = True
+    assert log.state.nodes[2].lower_is_better is True
+    assert (_decide(log).action, _decide(log).node_id) == ("improve", 2)
+
+
 def test_debug_buggy_leaf_until_max_depth():
     log = Log(steps=20, num_drafts=1, debug_prob=1.0, max_debug_depth=2)
     log.node(1, status="buggy")

@@ -42,6 +42,23 @@ def test_the_be_fair_rules():
     assert [c for c in CRITERIA if BE_FAIR.allows_criterion(c)] == ["claimed"]
     assert all(BEFAIR.allows_criterion(c) for c in CRITERIA)
     assert BE_FAIR.reviews_crashes and not BEFAIR.reviews_crashes
+    assert BEFAIR.checks_contract and not BE_FAIR.checks_contract   # AIDE fails no run before its review
+
+
+def test_llm_settings_follow_the_protocol():
+    """be-fair: AIDE's feedback temperature and no token cap; the product's own defaults otherwise;
+    a setting a person gives wins over either."""
+    from engine.agent.llm_coder import llm_config_for_session
+
+    study = SessionConfig(protocol="be-fair", best="claimed", coder="openai")
+    aide = llm_config_for_session(study, {"base_url": "http://localhost:1/v1"}, env={})
+    settings = (aide.temperature, aide.review_temperature, aide.max_tokens, aide.review_max_tokens)
+    assert settings == (0.5, 0.5, None, None)
+    assert "protocol defaults" in aide.source
+    capped = llm_config_for_session(study, {"base_url": "http://localhost:1/v1", "max_tokens": 4096}, env={})
+    assert capped.max_tokens == 4096
+    own = llm_config_for_session(SessionConfig(coder="openai"), {"base_url": "http://localhost:1/v1"}, env={})
+    assert (own.review_temperature, own.max_tokens, own.review_max_tokens) == (0.0, 4096, 512)
     config = SessionConfig(protocol="be-fair", best="claimed", policy="befair")
     assert config.blind_test and config.policy == "aide"
     assert not SessionConfig().blind_test and SessionConfig().policy == "befair"
