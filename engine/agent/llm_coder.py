@@ -85,7 +85,9 @@ class LlmCoder:
                 "sampling": {"temperature": cfg.temperature, "review_temperature": cfg.review_temperature,
                              "max_tokens": cfg.max_tokens, "review_max_tokens": cfg.review_max_tokens,
                              "seed": cfg.seed, "source": cfg.source},
-                "aide_code_format": aide_code_formatter() or "unformatted (black is not installed)"}
+                "aide_code_format": aide_code_formatter() or "unformatted (black is not installed)",
+                "scaffold": bool(cfg.scaffold),
+                **({"scaffold_wording": scaffold.WORDING_VERSION} if cfg.scaffold else {})}
 
     def cancel(self) -> None:
         """End the LLM call in progress now (a stop command); later calls run normally."""

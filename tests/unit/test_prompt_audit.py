@@ -207,3 +207,18 @@ def test_a_base_and_a_methods_session_differ_where_the_instruction_makes_them(tm
     for _, ctx in base_ctx + methods_ctx:
         for item in ctx.memory:
             assert item.measured_gap is None   # the default feedback shows no skin-tone figure
+
+
+def test_every_surface_names_the_agent_settings():
+    from engine.session import views
+
+    state = example_state(SessionConfig(level="base"))
+    assert views.settings_json(state) == {"feedback": "auc", "best": "validation", "scaffold": "unknown",
+                                          "protocol": "befair"}
+    assert views.settings_line(state).startswith("agent is shown: measured AUC · search and ★ follow: validation AUC")
+    state.coder.update({"scaffold": True, "scaffold_wording": "2026-11-25"})
+    assert "scaffold: on (wording 2026-11-25)" in views.settings_line(state)
+    assert views.session_json(state)["agent_settings"]["scaffold"] == "on"
+    from engine.session.report import summarise
+
+    assert "Agent settings: agent is shown: measured AUC" in "\n".join(summarise(state).lines())

@@ -26,6 +26,8 @@ def _scaffold(state: SessionState) -> AgentSetting:
     if state.simulated:
         return AgentSetting("scaffold", "scaffold", "n/a", "none (the simulated agent writes whole pipelines)")
     recorded = state.coder.get("scaffold")
+    if state.config.get("protocol") == "be-fair":
+        return AgentSetting("scaffold", "scaffold", "off", "off (the be-fair protocol sends AIDE's prompts)")
     if recorded is None:
         return AgentSetting("scaffold", "scaffold", "unknown", "not recorded")
     wording = state.coder.get("scaffold_wording")
