@@ -2,7 +2,8 @@
 a node's script must define `predict(folder)` and print its validation metric.
 
 A run that exits 0 but breaks the contract is failed at once with the reason, so a model that
-returns a script with no predict() does not cost a review call and is never "ok".
+returns a script with no predict() does not cost a review call and is never "ok". The product's
+protocol only: under be-fair (TaskProtocol.checks_contract) AIDE's review alone judges a run.
 """
 from __future__ import annotations
 
