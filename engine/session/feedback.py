@@ -20,9 +20,9 @@ DEFAULT_FEEDBACK = "auc"
 # sessions recorded before the setting existed showed the agent every figure
 LEGACY_FEEDBACK = "groups"
 FEEDBACK_WORDS = {
-    "none": "nothing of befair's measurements: only its own output and its review (as AIDE)",
-    "auc": "the measured validation AUC of its earlier pipelines",
-    "groups": "the measured validation AUC, each skin-tone group's AUC and the gap between them",
+    "none": "only its own output and its review, as AIDE's agent",
+    "auc": "the validation AUC befair measured for each of its earlier pipelines",
+    "groups": "the validation AUC, each skin-tone group's AUC and the gap between them",
 }
 FEEDBACK_LABEL = {"none": "nothing measured", "auc": "measured AUC", "groups": "AUC + skin-tone groups"}
 FEEDBACK_SHORT = {"none": "nothing", "auc": "AUC", "groups": "AUC+groups"}
