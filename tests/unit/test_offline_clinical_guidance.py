@@ -6,6 +6,7 @@ answer in the plan."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -85,12 +86,16 @@ def ctx(level: str, seed: int, glob: tuple[str, ...] = ()) -> CoderContext:
 
 
 def view(reply: CoderReply) -> NodeView:
-    return NodeView(node_id=1, stage="draft", plan=reply.plan, code=reply.code, status="ok",
+    return NodeView(node_id=1, stage="draft", plan=reply.plan, code=reply.code or "", status="ok",
                     components=reply.components)
 
 
 def _length(c: dict[str, Any]) -> Any:
     return c["hp"].get("epochs", c["hp"].get("max_iter"))
+
+
+def _size(c: dict[str, Any]) -> Any:
+    return c["image_size"]
 
 
 def _strength(c: dict[str, Any]) -> Any:
@@ -113,7 +118,7 @@ def moved(direction: tuple[str, Any], start: dict[str, Any], plain: dict[str, An
     if direction == ("model", "not neural"):
         return None if plain["model"] not in NEURAL else guided["model"] not in NEURAL
     if key == "hp" or value == "larger":
-        measure = {"longer": _length, "stronger regularisation": _strength, "larger": lambda c: c["image_size"]}[value]
+        measure = {"longer": _length, "stronger regularisation": _strength, "larger": _size}[value]
         if len({start["model"], plain["model"], guided["model"]}) > 1 or measure(plain) is None:
             return None
         if measure(plain) > measure(start):  # the unguided call itself went that way
@@ -129,7 +134,7 @@ def calls(text: str) -> list[tuple[dict[str, Any], CoderReply, CoderReply]]:
     out = []
     for level in LEVELS_USED:
         for seed in SEEDS:
-            parent = coder.draft(CoderContext(**{**ctx(level, seed).__dict__, "step": 1}))
+            parent = coder.draft(replace(ctx(level, seed), step=1))
             draft = coder.draft(ctx(level, seed))
             out.append((draft.components or {}, draft, coder.draft(ctx(level, seed, (text,)))))
             out.append((parent.components or {}, coder.improve(ctx(level, seed), view(parent)),
