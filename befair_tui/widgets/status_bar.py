@@ -66,6 +66,18 @@ def _coder(state: SessionState, compact: bool) -> str:
 COMPACT_BELOW = 130   # columns: below, the short words (the full line with the agent's settings needs about 125)
 
 
+def _agent_settings(state: SessionState, criterion: str | None, compact: bool) -> tuple[tuple[str, str], ...]:
+    """What ★ and the search follow, and what the agent is shown (engine.session.views.agent_settings)."""
+    words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
+    follows = "★" if criterion or compact else "★ & search"   # a reader's own view is not the search's
+    best = (f" · {follows} {words[criterion or selection.current_criterion(state)]}"
+            + (" (view)" if criterion else ""), "bold yellow")
+    shown = feedback.current_feedback(state)
+    sees = (f" · {'sees' if compact else 'agent sees'} {feedback.FEEDBACK_SHORT[shown]}",
+            "bold cyan" if shown == "groups" else "")
+    return best, sees
+
+
 class StatusBar(Static):
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; padding: 0 1; }
@@ -110,13 +122,7 @@ class StatusBar(Static):
                 self.update(text, layout=False)
             return
         total = state.tokens_in + state.tokens_out
-        words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
-        follows = "★" if criterion or compact else "★ & search"   # a reader's own view is not the search's
-        best = (f" · {follows} {words[criterion or selection.current_criterion(state)]}"
-                + (" (view)" if criterion else ""), "bold yellow")
-        shown = feedback.current_feedback(state)
-        sees = (f" · {'sees' if compact else 'agent sees'} {feedback.FEEDBACK_SHORT[shown]}",
-                "bold cyan" if shown == "groups" else "")
+        best, sees = _agent_settings(state, criterion, compact)
         parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else ""),
                  (f" · step {_step(state, dead)}/{state.budget}", "")]
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
