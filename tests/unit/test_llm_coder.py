@@ -99,10 +99,12 @@ def test_improve_and_debug_prompts_hold_parent_memory_and_output():
     parent.measured = {"auc": 0.71, "auc_gap": 0.12, "group_auc": {"group_0": 0.75, "group_2": 0.63}}
     with FakeChatServer(default=AutoResponder()) as srv:
         coder = make_coder(srv)
-        r1 = coder.improve(ctx(memory=mem), parent)
+        r1 = coder.improve(ctx(memory=mem, feedback="groups"), parent)   # the expert turned group feedback on
         r2 = coder.debug(ctx(memory=mem), node(2, "buggy", "Traceback ...\nKeyError: 'x'", "KeyError"))
-        imp, dbg = srv.chat_requests[0].text, srv.chat_requests[1].text
+        coder.improve(ctx(memory=mem), parent)                            # the default: the AUC only
+        imp, dbg, plain = (srv.chat_requests[i].text for i in range(3))
     assert r1.code and r2.code
+    assert "Measured validation AUROC: 0.7100" in plain and "worst group" not in plain and "V–VI" not in plain
     assert "Plan one: colour stats." in imp and "Measured validation AUROC: 0.7100" in imp
     assert "gap (best - worst group): 0.1200" in imp and "V–VI (dark) 0.630" in imp
     assert "single actionable improvement" in imp and "atomic" in imp
