@@ -19,6 +19,8 @@ PROTOCOLS = tuple(TASK_PROTOCOLS)  # ("befair", "be-fair"): engine.agent.task_pr
 # How the search picks its next step (engine.agent.policy): befair's (drafts scaled with the budget,
 # a failure debugged at once) or AIDE's exact rule (5 drafts, then debug with probability debug_prob).
 POLICIES = ("befair", "aide")
+DEFAULT_STEP_TIMEOUT = 600.0
+STEP_TIMEOUT_BY_PROTOCOL = {"be-fair": 3600.0}   # the study's AIDE config: exec.timeout 3600
 # What the agent may be shown of befair's measurements, by protocol: AIDE's prompts (be-fair) have
 # no place for them, so its agent sees its own output only, as the study's did.
 _FEEDBACK_BY_PROTOCOL = {"be-fair": ("none",)}
@@ -38,7 +40,8 @@ class SessionConfig:
     level: str = "base"                 # base | fairness-hint | fairness-metric | fairness-methods | custom
     custom_text: str | None = None      # the instruction when level == "custom"
     steps: int = 20                     # step budget (nodes the search may create)
-    step_timeout: float = 600.0         # seconds per node execution
+    step_timeout: float = 0.0           # seconds per node execution; 0: the protocol's (600; be-fair: AIDE's
+                                        # hour, the study's exec.timeout)
     time_limit_s: float | None = None   # the whole session's time (studies): it ends then, as at its budget
     eval_timeout: float | None = None   # seconds per node evaluation (None: the step timeout)
     memory_limit_mb: int = 8192         # address-space limit for a node's process
@@ -80,6 +83,8 @@ class SessionConfig:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, not {self.protocol!r}")
         self._follow(task_protocol(self.protocol))
         self._check_feedback()
+        if not self.step_timeout:
+            self.step_timeout = STEP_TIMEOUT_BY_PROTOCOL.get(self.protocol, DEFAULT_STEP_TIMEOUT)
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, not {self.policy!r}")
         instruction_text(self.level, self.custom_text)  # validates the level

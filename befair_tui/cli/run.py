@@ -104,7 +104,8 @@ def _search_options(p: argparse.ArgumentParser) -> None:
 def _limit_options(p: argparse.ArgumentParser) -> None:
     """Blinding, and each node's limits and sandbox."""
     p.add_argument("--blind-test", action="store_true", help="mark test metrics blinded (studies)")
-    p.add_argument("--step-timeout", type=float, default=None, help="seconds per node execution (default 600)")
+    p.add_argument("--step-timeout", type=float, default=None,
+                   help="seconds per node execution (default 600; 3600 under --protocol be-fair, as the study's AIDE)")
     p.add_argument("--memory-limit", type=int, default=None,
                    help="MiB per node, for its run and its evaluation (default 8192; 0: no limit)")
     p.add_argument("--eval-timeout", type=float, default=None,

@@ -14,7 +14,6 @@ from engine.session.state import NodeState, SessionState
 from engine.task import METRIC_LINE, instruction_text
 
 MEMORY_NODES = 20           # the earlier nodes the agent remembers (the latest)
-OUTPUT_CHARS = 8000         # the tail of a node's output handed to the coder
 
 
 def memory(state: SessionState) -> list[MemoryItem]:
@@ -52,7 +51,7 @@ def node_view(state: SessionState, node: NodeState, output: str | None = None) -
     if node.status == "ok" and verdict not in (None, "ok"):
         eval_failure = f"{verdict}: {node.eval_reasons.get('validation') or 'no reason given'}"
     return NodeView(node_id=node.node_id, stage=node.stage, plan=node.plan, code=node.code,
-                    status=node.status, output=out[-OUTPUT_CHARS:], exc_type=node.exc_type,
+                    status=node.status, output=out, exc_type=node.exc_type,   # each prompt set trims it its way
                     components=node.components,
                     measured=feedback.shown(node.validation, feedback.current_feedback(state)),
                     tried=tried, eval_failure=eval_failure)

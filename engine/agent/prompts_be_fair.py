@@ -287,3 +287,11 @@ def be_fair_review_prompt(ctx: CoderContext, node: NodeView, json_only: bool = F
 
 AIDE_PROMPTS = PromptSet(draft=be_fair_draft_prompt, improve=be_fair_improve_prompt, debug=be_fair_debug_prompt,
                          review=be_fair_review_prompt, review_tool=AIDE_REVIEW_TOOL)
+
+
+def aide_closing_line(status: str, exec_time: float, timeout: float) -> str:
+    """The line AIDE's interpreter ends every run's output with (its term_out), words and quirks
+    as they are ("Execution time: 5 seconds seconds (time limit is an hour).")."""
+    if status == "timeout":
+        return f"TimeoutError: Execution exceeded the time limit of {natural_delta(timeout)}"
+    return f"Execution time: {natural_delta(exec_time)} seconds (time limit is {natural_delta(timeout)})."

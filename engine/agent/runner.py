@@ -33,6 +33,7 @@ from engine.agent.policy import Decision, decide, policy_rng
 from engine.agent.session_setup import open_session_workspace
 from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
 from engine.agent.stream_relay import StreamRelay
+from engine.agent.prompts_be_fair import aide_closing_line
 from engine.agent.task_protocol import task_protocol
 from engine.config import SessionConfig
 from engine.data.protocol import AgentWorkspace
@@ -342,6 +343,10 @@ class Runner:
         node_dir = prepare_node_dir(self.runs_root, self.session_id, node_id, code)
         self.emit(et.ExecStarted(node_id=node_id, workdir=str(node_dir), sandbox=self.sandbox.mode))
         result = self._execute(node_id, node_dir)
+        if self.protocol.closes_output:   # as AIDE's interpreter: the output ends with the run's time
+            line = aide_closing_line(result.status, result.exec_time, self.config.step_timeout)
+            result = dataclasses.replace(result, output_tail=result.output_tail + line,
+                                         output_chars=result.output_chars + len(line))
         problem = contract_problem(code, result) if self.protocol.checks_contract else None
         if problem:
             result = dataclasses.replace(result, status="buggy", exc_type=problem)

@@ -41,6 +41,7 @@ class TaskProtocol:
     workspace: Callable[[str, dict[str, int], ProgressFn | None], AgentWorkspace]  # (data, synth settings, progress)
     refused_coders: frozenset[str] = frozenset()  # coders that cannot work on this task (their name)
     reviews_crashes: bool = False               # a crashed run is reviewed too (AIDE's way), not summarised
+    closes_output: bool = False                 # a run's output ends with AIDE's execution-time line
     checks_contract: bool = True                # a run that exits 0 without predict() or a printed metric
                                                 # fails before any review (engine.agent.contract)
     llm_defaults: Mapping[str, Any] = field(default_factory=dict)   # the LLM coder's settings before any
@@ -115,7 +116,8 @@ BEFAIR = TaskProtocol(name="befair", prompts=PROMPT_SETS["befair"], context=_pro
                       data_preview=_product_preview, workspace=_product_workspace)
 BE_FAIR = TaskProtocol(name="be-fair", prompts=PROMPT_SETS["be-fair"], context=_aide_context,
                        data_preview=_aide_preview, workspace=_study_workspace, refused_coders=frozenset({"offline"}),
-                       reviews_crashes=True, checks_contract=False, test_only=True, criteria=("claimed",),
+                       reviews_crashes=True, checks_contract=False, closes_output=True, test_only=True,
+                       criteria=("claimed",),
                        policy="aide", check_environment=_aide_packages, llm_defaults=AIDE_LLM_DEFAULTS)
 TASK_PROTOCOLS: dict[str, TaskProtocol] = {p.name: p for p in (BEFAIR, BE_FAIR)}
 

@@ -199,6 +199,8 @@ def test_sessions_record_their_protocol():
     assert SessionConfig().protocol == "befair" and SessionConfig.from_dict({"level": "base"}).protocol == "befair"
     config = SessionConfig(protocol="be-fair", best="claimed")
     assert config.blind_test is True and config.to_dict()["protocol"] == "be-fair"
+    assert (config.step_timeout, config.feedback) == (3600.0, "none")   # AIDE's exec.timeout; its own output only
+    assert SessionConfig().step_timeout == 600.0 and SessionConfig(step_timeout=60).step_timeout == 60
     with pytest.raises(ValueError, match="withholds no validation set"):
         SessionConfig(protocol="be-fair")
     with pytest.raises(ValueError, match="protocol must be one of"):
@@ -280,6 +282,9 @@ def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
     assert set(state.data["label_sha256"]) == {"test"}
     assert [n.status for n in state.nodes.values()] == ["ok", "ok"]
     assert "rows 480" in state.nodes[1].stored_output
+    # as AIDE's interpreter ends every run's output (its term_out)
+    assert re.search(r"Validation AUROC: 0\.66\nExecution time: (a moment|a second|\d+ seconds) seconds "
+                     r"\(time limit is a minute\)\.$", state.nodes[1].stored_output), state.nodes[1].stored_output
     for node in state.nodes.values():
         assert node.validation is None and "validation" not in node.eval_verdicts
         assert node.eval_verdicts["test"] == "ok" and node.test_blinded and node.test["n"] == 164
