@@ -2,12 +2,16 @@
 llama-server (`make local-model`), driving the LLM coder on small SynthDerm.
 
 For each seed (BEFAIR_BENCH_LOCAL_SEEDS, default 0,1,2), a BEFAIR_BENCH_LOCAL_STEPS-step session
-(default 6) at the fairness-metric level, run as a user runs it (`befair run --headless --coder
-openai`, a real subprocess, its own database):
+(default 6) at the base level with the scaffold on (as the README directs for a model under 7B),
+run as a user runs it (`befair run --headless --coder openai`, a real subprocess, its own
+database), in three arms (as the search-quality bench, tests/bench/bench_search.py):
 
-- **unsteered**: nothing but the instruction;
-- **steered**: the same, and one guidance, given with `befair steer SID guide TEXT` as soon as the
-  first node has failed (a person reading the failure; the same text for every seed).
+- **clean**: unsteered, the defaults every level gets (the agent is shown the measured AUC; the
+  search follows validation AUC);
+- **feedback**: unsteered, the tool's fairness feedback on (`--feedback groups --best robust`);
+- **steered**: the clean settings, and a dermatologist's guidance in words about the clinical goal
+  (bench_search.GUIDANCE), given with `befair steer SID guide TEXT` as soon as the first node has
+  ended (a person reading the first result; the same text for every seed).
 
 The arms are paired. Each session samples with `--llm-seed` (1000 x its seed), and the sessions
 reach llama-server through a record-and-replay proxy (tests/bench/replay_proxy.py): a request it
@@ -26,7 +30,7 @@ still arriving (a call ended by a time budget; a stall or the token cap are repo
 
 Skipped (no rows) when the local model is not installed, and in `make bench` unless
 BEFAIR_BENCH_LOCAL=1: it takes one to several hours on 2 cores, depending on their load.
-Run alone: `.venv/bin/python -m tests.bench.bench_local_model [--seeds 0,1,2] [--arms unsteered,steered]`.
+Run alone: `.venv/bin/python -m tests.bench.bench_local_model [--seeds 0,1,2] [--arms clean,feedback,steered]`.
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.bench import bench_search
 from tests.bench.replay_proxy import ReplayProxy
 
 STEPS = int(os.environ.get("BEFAIR_BENCH_LOCAL_STEPS", "6"))
@@ -49,18 +54,16 @@ SEEDS = [int(s) for s in os.environ.get("BEFAIR_BENCH_LOCAL_SEEDS", "0,1,2").spl
 # sessions at a time against one llama-server (one slot each, decoded in one batch): on 2 cores a
 # slot's speed drops far less than the number of slots grows
 PARALLEL = int(os.environ.get("BEFAIR_BENCH_LOCAL_PARALLEL", "6"))
-LEVEL = "fairness-metric"
+LEVEL = "base"
 SYNTH = ("--synth-n-train", "400", "--synth-n-test", "200", "--synth-size", "32")
 STEP_TIMEOUT = "300"
 # Sessions sharing one server wait for each other's prompts, and llama.cpp sends nothing to a
 # request whose prompt waits its turn: the stall timeout covers that wait (befair llm check
 # measures a lone request, which the default 120 s covers).
 LLM_TIMEOUT = os.environ.get("BEFAIR_BENCH_LOCAL_LLM_TIMEOUT", "900")
-# befair's scaffold reads the data, prints the metric and defines predict(): the guidance is about the model
-GUIDANCE = ("Keep it simple and make it run. Describe each image by six numbers: the mean and the standard "
-            "deviation of its red, green and blue values (in features(X): np.hstack([X.mean(axis=(1, 2)), "
-            "X.std(axis=(1, 2))])). In train(X, y, skin_tone), fit LogisticRegression(class_weight='balanced', "
-            "max_iter=1000) on X as given and return it. Use only numpy and scikit-learn.")
+ARMS = bench_search.ARMS
+ARM_FLAGS = {"clean": [], "feedback": ["--feedback", "groups", "--best", "robust"], "steered": []}
+GUIDANCE = bench_search.GUIDANCE   # a dermatologist's words, not code
 LLM_SEED_STRIDE = 1000   # a session's samples are seeded 1000*seed + n: seeds' sessions do not overlap
 
 
@@ -71,8 +74,7 @@ def loadavg() -> str:
         return "?"
 
 
-def _steer_after_first_failure(db: Path, sid: str, done: threading.Event, out: dict[str, Any]) -> None:
-    from engine.session.selection import is_failed as is_buggy
+def _steer_after_first_node(db: Path, sid: str, done: threading.Event, out: dict[str, Any]) -> None:
     from engine.session.store import SessionStore
 
     while not done.wait(2.0):
@@ -84,9 +86,9 @@ def _steer_after_first_failure(db: Path, sid: str, done: threading.Event, out: d
                 store.close()
         except Exception:  # noqa: BLE001 - not created yet
             continue
-        failed = [n for n in state.nodes.values() if n.finished and is_buggy(n)]
-        if failed:
-            out["after_node"] = min(n.node_id for n in failed)
+        ended = [n for n in state.nodes.values() if n.finished]
+        if ended:
+            out["after_node"] = min(n.node_id for n in ended)
             out["at_step"] = state.agent_steps
             subprocess.run([sys.executable, "-m", "befair_tui.cli", "steer", sid, "guide", GUIDANCE, "--db", str(db)],
                            check=True, capture_output=True)
@@ -101,12 +103,12 @@ def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STE
            "--model", "qwen2.5-coder-1.5b-instruct", "--scaffold", "on", "--level", LEVEL, "--steps", str(steps),
            "--seed", str(seed), "--llm-seed", str(LLM_SEED_STRIDE * seed),
            *SYNTH, "--step-timeout", STEP_TIMEOUT, "--llm-timeout", LLM_TIMEOUT, "--db", str(db),
-           "--session-id", sid]
+           "--session-id", sid, *ARM_FLAGS[arm]]
     steer: dict[str, Any] = {}
     done = threading.Event()
     watcher = None
     if arm == "steered":
-        watcher = threading.Thread(target=_steer_after_first_failure, args=(db, sid, done, steer), daemon=True)
+        watcher = threading.Thread(target=_steer_after_first_node, args=(db, sid, done, steer), daemon=True)
         watcher.start()
     load_before = loadavg()
     t0 = time.monotonic()
@@ -161,8 +163,21 @@ def summarise(db: Path, sid: str) -> dict[str, Any]:
                           "failure": n.failure_reason if is_buggy(n) else None,
                           "summary": (n.review_summary or "")[:200]} for n in nodes],
         "models": (state.coder.get("server") or {}),
+        "own": _own_choice(state),
         "status": state.status,
     }
+
+
+def _own_choice(state: Any) -> dict[str, Any] | None:
+    """The session's final choice by its own criterion, with its test AUC and gap."""
+    from engine.session.views import best_choice, session_criterion
+
+    pick = best_choice(state, session_criterion(state))
+    if pick.node_id is None:
+        return None
+    test = state.nodes[pick.node_id].test or {}
+    return {"node_id": pick.node_id, "criterion": session_criterion(state), "auc": test.get("auc"),
+            "gap": test.get("auc_gap")}
 
 
 def _replies_not_taken(calls: list[dict[str, Any]]) -> dict[str, int]:
@@ -220,7 +235,28 @@ def arm_rows(sessions: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
     ]
 
 
-def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "steered"),
+def three_arm_rows(sessions: list[dict[str, Any]], seeds: list[int]) -> list[dict[str, Any]]:
+    """Each arm's own final choice on test over seeds, and steered against each unsteered arm."""
+    by = {(s["arm"], s["seed"]): s.get("own") for s in sessions}
+    rows = []
+    figures = {arm: {k: [(by.get((arm, seed)) or {}).get(k) for seed in seeds] for k in ("auc", "gap")}
+               for arm in ARMS}
+    for arm in ARMS:
+        for key, unit in (("auc", "test AUC"), ("gap", "test AUC gap")):
+            summary = bench_search.t_interval(figures[arm][key])
+            rows.append({"name": f"local model, three arms: {arm}, {unit} of its own final choice",
+                         "value": summary["mean"], "unit": unit, **summary, "per_seed": figures[arm][key]})
+    for other in bench_search.UNSTEERED:
+        gap_vs = bench_search.arm_versus(figures["steered"]["gap"], figures[other]["gap"])
+        rows.append({"name": f"local model, three arms: steered minus {other}, test AUC gap", "value": gap_vs["mean"],
+                     "unit": "test AUC gap difference", "gap": gap_vs,
+                     "auc": bench_search.arm_versus(figures["steered"]["auc"], figures[other]["auc"]),
+                     "note": f"told apart: {gap_vs['told_apart']}; seeds a {bench_search.EFFECT} gap difference "
+                             f"would need at {bench_search.POWER:.0%} power: {gap_vs['seeds_for_effect']}"})
+    return rows
+
+
+def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ARMS,
         out: Path | None = None, parallel: int = PARALLEL, force: bool = False) -> list[dict[str, Any]]:
     from engine.agent import local_model
     from engine.agent.llm_check import check_server
@@ -275,6 +311,8 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
         print(f"replay proxy: {proxy.forwarded} chat requests sent to the server, {proxy.replayed} "
               "answered with a twin's reply", flush=True)
     rows = [row for arm in arms for row in arm_rows(sessions, arm)]
+    if set(arms) == set(ARMS):
+        rows += three_arm_rows(sessions, seeds if seeds is not None else SEEDS)
     for row in rows:
         row["sessions"] = [{k: s[k] for k in ("seed", "arm", "nodes", "measured", "first_measured_step",
                                               "load_before", "load_after")} for s in sessions]
@@ -284,7 +322,7 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ("unsteered", "s
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-    ap.add_argument("--arms", default="unsteered,steered")
+    ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--parallel", type=int, default=PARALLEL)
     a = ap.parse_args()
