@@ -120,7 +120,7 @@ TERMS: list[tuple[str, str]] = [
                                                      "confidence: the highest low end of the worst group's "
                                                      "95 % interval. A node cannot win by a lucky draw of a few "
                                                      "dark-skin images."),
-    ("★", "The best node by the criterion the header names (“★ & search …”): the search improves that "
+    ("★", "The best node by the criterion the header names (“★/search …”): the search improves that "
           "node next; key c changes it. The scoreboard lists the best node by each of the four criteria."),
     ("agent sees", "What the agent is told of befair's own measurements of its earlier pipelines (header: "
                    "“agent sees …”). By default the AUC only, at every instruction level, so that levels differ "

@@ -63,19 +63,36 @@ def _coder(state: SessionState, compact: bool) -> str:
     return model if len(model) <= 12 else model[:11] + "…"
 
 
+BRAND = "befair · "
 COMPACT_BELOW = 130   # columns: below, the short words (the full line with the agent's settings needs about 125)
 
 
 def _agent_settings(state: SessionState, criterion: str | None, compact: bool) -> tuple[tuple[str, str], ...]:
     """What ★ and the search follow, and what the agent is shown (engine.session.views.agent_settings)."""
     words = selection.CRITERION_SHORT if compact else selection.CRITERION_LABEL
-    follows = "★" if criterion or compact else "★ & search"   # a reader's own view is not the search's
+    follows = "★" if criterion or compact else "★/search"   # a reader's own view is not the search's
     best = (f" · {follows} {words[criterion or selection.current_criterion(state)]}"
             + (" (view)" if criterion else ""), "bold yellow")
     shown = feedback.current_feedback(state)
     sees = (f" · {'sees' if compact else 'agent sees'} {feedback.FEEDBACK_SHORT[shown]}",
             "bold cyan" if shown == "groups" else "")
     return best, sees
+
+
+def _fitted(text: Text, parts: list[tuple[str, str]], extras: list[tuple[str, str]], room: int | None,
+            compact: bool) -> Text:
+    """The line with as much as fits in `room`: the name gives way first (it says nothing about the
+    session), then the extras from the last; nothing is cut mid-word."""
+    def width() -> int:
+        return text.cell_len + sum(len(t) for t, _ in parts + extras)
+
+    if room is not None and not compact and width() > room:
+        text = text[len(BRAND):]
+    while room is not None and extras and width() > room:
+        extras.pop()
+    for part, style in parts + extras:
+        text.append(part, style=style)
+    return text
 
 
 class StatusBar(Static):
@@ -101,7 +118,7 @@ class StatusBar(Static):
         compact = bool(self.size.width) and self.size.width < COMPACT_BELOW
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
-            text.append("befair · ", style="bold")
+            text.append(BRAND, style="bold")
         if replay:  # a replay says first whether it plays; the session's state then is secondary
             text.append(f" {replay} ", style=STATUS_STYLE["REPLAY"])
             was = {"new": "before the start", "running": "was running", "paused": "was paused"}.get(
@@ -128,15 +145,12 @@ class StatusBar(Static):
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
         # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
         call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, compact)) else []
-        parts, extras = (parts, [*call, best, sees]) if compact else ([*parts, best, sees], call)
+        # the call in progress outlasts "agent sees …" (the summary, `befair show` and the help say it too)
+        parts, extras = (parts, [*call, best, sees]) if compact else ([*parts, best], [*call, sees])
         # a dead runner: the clock stops at its last event instead of ticking on
         extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
                    (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
-        room = (self.size.width - 2) if self.size.width else None
-        while room is not None and extras and text.cell_len + sum(len(t) for t, _ in parts + extras) > room:
-            extras.pop()  # nothing is cut mid-word
-        for part, style in parts + extras:
-            text.append(part, style=style)
+        text = _fitted(text, parts, extras, (self.size.width - 2) if self.size.width else None, compact)
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
             self._last_key = key

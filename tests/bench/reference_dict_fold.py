@@ -265,6 +265,11 @@ def _criterion_set(s: SessionState, p: Payload, e: ev.Event) -> None:
         s.criterion = str(p["criterion"])
 
 
+def _feedback_set(s: SessionState, p: Payload, e: ev.Event) -> None:
+    if p.get("feedback"):
+        s.feedback = str(p["feedback"])
+
+
 def _compared(s: SessionState, p: Payload, e: ev.Event) -> None:
     s.comparisons[str(p.get("split", "validation"))] = dict(p)
 
@@ -304,6 +309,7 @@ _HANDLERS = {
     ev.SESSION_RESUMED: _session_resumed,
     ev.FINAL_CHOICE: _final_choice,
     ev.CRITERION_SET: _criterion_set,
+    ev.FEEDBACK_SET: _feedback_set,
     ev.COMPARED: _compared,
     ev.SESSION_FINISHED: _session_finished,
     ev.ERROR: _error,

@@ -68,7 +68,7 @@ async def test_the_header_names_the_settings_and_a_live_switch_is_recorded(db, s
         assert isinstance(screen, ConsoleScreen)
         header = lambda: str(screen.query_one(StatusBar).render())  # noqa: E731
         await wait_for(pilot, lambda: "agent sees" in header(), what="the settings in the header")
-        assert "★ & search validation AUC" in header() and "agent sees AUC" in header()
+        assert "★/search validation AUC" in header() and "agent sees AUC" in header()
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, FeedbackModal), what="the feedback choice")
         await pilot.press("down", "enter")       # auc -> groups

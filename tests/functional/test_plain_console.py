@@ -460,7 +460,8 @@ async def test_setup_says_what_each_choice_does(db, tmp_path):
         await pilot.pause(0.2)
         text = " ".join(screen_text(app).split())
         assert "The seed fixes the random choices" in text                  # seed
-        assert "Which node is marked ★ and exported at the end" in text     # "Best" means
+        assert "Which node is marked ★, which one the search builds on next" in text   # what ★ follows
+        assert "two levels differ in their instruction alone" in text                # what the agent is shown
         assert "A simulated agent, no language model" in text               # the coder
         await pilot.click("#data-workspace")
         await pilot.pause(0.2)

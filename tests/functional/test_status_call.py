@@ -62,7 +62,7 @@ async def test_the_step_shown_is_the_one_under_way_while_running_and_the_steps_d
 
 async def test_a_model_still_reading_its_prompt_is_said_on_an_80_column_line():
     assert (await _line(80, live={})).endswith("step 1/6 · draft: reading prompt")
-    assert "step 1/6 · ★ validation AUC · draft: reading the prompt" in await _line(140, live={})
+    assert "step 1/6 · ★/search validation AUC · draft: reading the prompt" in await _line(140, live={})
 
 
 async def test_before_the_first_node_the_node_pane_says_where_the_reply_shows(db, store):

@@ -218,4 +218,6 @@ def test_befair_show_in_a_real_process_prints_what_the_model_says(db, store):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     state = store.state("agree-proc")
-    assert views.tree_lines(state) == proc.stdout.splitlines()[1:1 + len(views.tree_lines(state))]
+    lines = proc.stdout.splitlines()
+    assert lines[1] == views.settings_line(state)
+    assert views.tree_lines(state) == lines[2:2 + len(views.tree_lines(state))]

@@ -87,7 +87,7 @@ async def test_the_live_switch_is_a_recorded_command_that_the_next_improve_follo
         screen = app.screen
         assert isinstance(screen, ConsoleScreen)
         await wait_for(pilot, lambda: 2 in screen.state.nodes and screen.state.nodes[2].validation is not None)
-        assert screen.best == 1 and "★ & search validation AUC" in str(screen.query_one(StatusBar).render())
+        assert screen.best == 1 and "★/search validation AUC" in str(screen.query_one(StatusBar).render())
         await pilot.press("c")
         await wait_for(pilot, lambda: isinstance(app.screen, CriterionModal), what="the criterion choice")
         assert "the next step" in screen_text(app)
@@ -100,7 +100,7 @@ async def test_the_live_switch_is_a_recorded_command_that_the_next_improve_follo
         assert screen.best == 1  # ★ moves when the runner records the switch, not before
         apply_command(_Runner(w), cmd)
         await wait_for(pilot, lambda: screen.best == 2, what="★ on the best worst group")
-        assert "★ & search worst group AUC" in str(screen.query_one(StatusBar).render())
+        assert "★/search worst group AUC" in str(screen.query_one(StatusBar).render())
         recorded = [e for e in store.events("s-sure") if e.kind == ev.CRITERION_SET]
         assert recorded[-1].payload["by"] == "console" and recorded[-1].payload["criterion"] == "minimax"
         decision = decide(w.state, policy_rng(0, w.state.agent_steps), SessionConfig(num_drafts=2, debug_prob=0.0))

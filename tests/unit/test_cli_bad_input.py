@@ -865,7 +865,7 @@ def test_the_be_fair_protocol_from_the_command_line(tmp_path):
 
     study = config("--protocol", "be-fair", "--coder", "openai", "--model", "m")
     assert (study.protocol, study.best, study.blind_test) == ("be-fair", "claimed", True)
-    assert (config().protocol, config().best) == ("befair", "robust")  # the default for new sessions
+    assert (config().protocol, config().best) == ("befair", "validation")  # the default at every level
     with pytest.raises(UsageError, match="offline coder"):
         config("--protocol", "be-fair")
     with pytest.raises(BefairError, match="best must be 'claimed'"):
