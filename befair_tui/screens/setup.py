@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
                              Static, TextArea)
 
+from engine.agent import scaffold
 from engine.agent.coders import CODERS
 from engine.config import BEST_CRITERIA, FEEDBACK
 from engine.session.feedback import FEEDBACK_LABEL
@@ -189,7 +190,7 @@ class SetupScreen(Screen[None]):
                     yield PlainCheckbox("Scaffold, for small local models", c.scaffold, id="scaffold")
                     yield Static("[dim]befair writes the data loading, the metric and predict(); the model "
                                  "writes only features() and train(). Check server ticks it for models "
-                                 "under 7B parameters.[/dim]", classes="hint")
+                                 f"under 7B parameters. {scaffold.RULES_OUT}[/dim]", classes="hint")
                     with Horizontal(classes="row inline"):
                         yield Button("Check server", id="llm-check-button")
                         yield Static("", id="llm-check")
