@@ -15,6 +15,7 @@ from befair_tui.screens.console import ConsoleScreen
 from befair_tui.screens.feedback import FeedbackModal
 from befair_tui.screens.setup import SetupScreen
 from befair_tui.widgets.status_bar import StatusBar
+from tests.command_sink import WriterSink
 
 from .conftest import screen_text, wait_for
 
@@ -42,23 +43,6 @@ async def test_the_setup_screen_names_each_setting_and_records_the_choice(db, mo
     assert argv[argv.index("--feedback") + 1] == "groups"
 
 
-class _Runner:
-    stop = interrupt = False
-
-    def __init__(self, writer):
-        self.writer = writer
-
-    @property
-    def state(self):
-        return self.writer.state
-
-    def emit(self, event, *, consumes=None, result="applied"):
-        return self.writer.emit(event, consumes=consumes, result=result)
-
-    def consume(self, cmd, result):
-        self.writer.consume_command(cmd, result)
-
-
 async def test_the_header_names_the_settings_and_a_live_switch_is_recorded(db, store):
     writer = store.create_session(SessionConfig(level="base", steps=6).to_dict(), instruction="x", coder=CODER,
                                   data={"kind": "synth", "path": "p"}, session_id="s-set")
@@ -75,7 +59,7 @@ async def test_the_header_names_the_settings_and_a_live_switch_is_recorded(db, s
         await wait_for(pilot, lambda: bool(store.pending_commands("s-set")), what="the set_feedback command")
         (cmd,) = store.pending_commands("s-set")
         assert (cmd["kind"], cmd["payload"]) == ("set_feedback", {"feedback": "groups"})
-        apply_command(_Runner(writer), cmd)       # the runner consumes it between steps
+        apply_command(WriterSink(writer), cmd)       # the runner consumes it between steps
         await wait_for(pilot, lambda: "agent sees AUC+groups" in header(), what="the header follows")
     assert feedback.current_feedback(store.state("s-set")) == "groups"
     assert [e.kind for e in store.events("s-set")][-1] == ev.FEEDBACK_SET

@@ -21,6 +21,7 @@ from befair_tui.widgets.status_bar import StatusBar
 
 from .conftest import screen_text, tree_text, wait_for
 from engine.session.event_types import parse
+from tests.command_sink import WriterSink
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 SIZES = {"group_0": (120, 30), "group_1": (100, 20), "group_2": (60, 6)}   # FST V–VI: 6 malignant
@@ -59,25 +60,6 @@ NODE_1 = {"group_0": 2.4, "group_1": 2.2, "group_2": 0.3}
 NODE_2 = {"group_0": 1.5, "group_1": 1.5, "group_2": 1.5}
 
 
-class _Runner:
-    """The runner's side of a command: engine.agent.commands, through the session's writer."""
-
-    stop = interrupt = False
-
-    def __init__(self, writer):
-        self.writer = writer
-
-    @property
-    def state(self):
-        return self.writer.state
-
-    def emit(self, event, *, consumes=None, result="applied"):
-        return self.writer.emit(event, consumes=consumes, result=result)
-
-    def consume(self, cmd, result):
-        self.writer.consume_command(cmd, result)
-
-
 async def test_the_live_switch_is_a_recorded_command_that_the_next_improve_follows(db, store):
     w = _session(store)
     _node(w, 1, _summary(1, NODE_1))
@@ -98,7 +80,7 @@ async def test_the_live_switch_is_a_recorded_command_that_the_next_improve_follo
         (cmd,) = store.pending_commands("s-sure")
         assert (cmd["kind"], cmd["payload"]) == ("set_criterion", {"criterion": "minimax"})
         assert screen.best == 1  # ★ moves when the runner records the switch, not before
-        apply_command(_Runner(w), cmd)
+        apply_command(WriterSink(w), cmd)
         await wait_for(pilot, lambda: screen.best == 2, what="★ on the best worst group")
         assert "★/search worst group AUC" in str(screen.query_one(StatusBar).render())
         recorded = [e for e in store.events("s-sure") if e.kind == ev.CRITERION_SET]

@@ -17,6 +17,7 @@ from engine.session import events as ev
 from engine.session import feedback, selection
 from engine.session.store import SessionStore
 from engine.task import LEVELS
+from tests.command_sink import WriterSink
 
 PREVIEW = "Data folder: ./input\n  columns: image_name, skin_tone, alternative_skin_tone, label"
 PROTOCOLS = (("befair", None), ("be-fair", "claimed"))
@@ -96,29 +97,11 @@ def test_be_fair_refuses_befair_s_measurements():
         SessionConfig(protocol="be-fair", best="claimed", feedback="auc")
 
 
-class _Sink:
-    stop = False
-    interrupt = False
-
-    def __init__(self, writer):
-        self.writer = writer
-
-    @property
-    def state(self):
-        return self.writer.state
-
-    def emit(self, event, *, consumes=None, result="applied"):
-        return self.writer.emit(event, consumes=consumes, result=result)
-
-    def consume(self, cmd, result):
-        self.writer.consume_command(cmd, result)
-
-
 def test_turning_feedback_on_live_is_a_recorded_steering_act(tmp_path):
     store = SessionStore(tmp_path / "befair.db")
     writer = store.create_session(SessionConfig().to_dict(), instruction="x", coder={"name": "offline"}, data={},
                                   session_id="s")
-    sink = _Sink(writer)
+    sink = WriterSink(writer)
     for value, expected in (("groups", "groups"), ("loud", "groups"), ("groups", "groups"), ("none", "none")):
         cid = store.issue_command("s", "set_feedback", {"feedback": value}, by="dermatologist")
         apply_command(sink, store.command(cid))
