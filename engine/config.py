@@ -5,8 +5,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.agent.task_protocol import TASK_PROTOCOLS, TaskProtocol, task_protocol
-from engine.session.selection import CRITERIA as BEST_CRITERIA
 from engine.session.feedback import DEFAULT_FEEDBACK, FEEDBACK, LEGACY_FEEDBACK
+from engine.session.selection import CRITERIA as BEST_CRITERIA
 from engine.session.selection import DEFAULT_CRITERION
 from engine.task import instruction_text
 

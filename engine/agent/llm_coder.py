@@ -296,17 +296,24 @@ def _to_run(flawed: list[tuple[str, str]], failed: str | None) -> tuple[str, str
     """Of the flawed complete replies, the one that runs: the last that is not the `failed` code
     handed back (that one would fail again the same way and teach the next step nothing)."""
     frame = scaffold.load()
-    new = [f for f in flawed if not failed or not _ast_retried(reply_flaws.repeats, frame.assemble(f[1]), failed)]
+    new = [f for f in flawed
+           if not failed or not _ast_retried(lambda code: reply_flaws.repeats(frame.assemble(code), failed), f[1])]
     return (new or flawed)[-1]
 
 
+AST_TRIES = 3
+
+
 def _ast_retried(fn: Callable[..., T], *args: Any) -> T:
-    """fn(*args), once more after a SystemError "AST constructor recursion depth mismatch": CPython
-    3.11's ast raises it spuriously (python/cpython#106905), and a step was lost to it once."""
-    try:
-        return fn(*args)
-    except SystemError:
-        return fn(*args)
+    """fn(*args), again after a SystemError "AST constructor recursion depth mismatch": CPython
+    3.11's ast raises it spuriously when another thread converts an AST at the same time
+    (python/cpython#106905; black, a dependency, does), and a step was lost to it."""
+    for _ in range(AST_TRIES - 1):
+        try:
+            return fn(*args)
+        except SystemError:
+            continue
+    return fn(*args)
 
 
 def _no_code_reason(content: str, unusable: list[str]) -> str:
