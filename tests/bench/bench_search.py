@@ -186,8 +186,8 @@ def t_interval(values: list[float | None]) -> dict[str, Any]:
 
     vals = [float(v) for v in values if v is not None]
     mean, std = mean_std(vals)
-    if len(vals) < 2 or mean is None or std is None:
-        return {"mean": mean, "std": std, "n": len(vals), "ci95": None}
+    if len(vals) < 2 or mean is None or std is None:   # one seed has no spread
+        return {"mean": mean, "std": None, "n": len(vals), "ci95": None}
     half = float(stats.t.ppf(0.975, len(vals) - 1)) * std / math.sqrt(len(vals))
     return {"mean": mean, "std": std, "n": len(vals), "ci95": [mean - half, mean + half]}
 
