@@ -67,19 +67,20 @@ def data_preview(config: SessionConfig) -> str:
 
 
 def prompts_command(args: argparse.Namespace) -> int:
-    from engine.agent.prompt_audit import audit, stage_prompts
+    from engine.agent.prompt_audit import EXAMPLE_NOTE, audit, stage_prompts
 
     config = _config(args)
     built = stage_prompts(config, data_preview(config), scaffold=args.scaffold, guidance=tuple(args.guidance))
     chosen = [p for p in built if args.stage in ("all", p.stage)]
     findings = audit(chosen)
     if args.json:
-        print(json.dumps({"settings": _settings(config, args), "prompts": [
+        print(json.dumps({"settings": _settings(config, args), "example": EXAMPLE_NOTE, "prompts": [
             {"stage": p.stage, "messages": p.messages} for p in chosen], "findings": [str(f) for f in findings]},
             indent=2))
     elif args.audit:
         _print_audit(config, args, findings)
     else:
+        print(f"# {EXAMPLE_NOTE}")
         for p in chosen:
             print(f"===== {p.stage} =====\n{p.text}")
     return 1 if args.audit and findings else 0

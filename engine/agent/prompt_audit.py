@@ -32,6 +32,11 @@ PACKAGE_NAMES = re.compile(r"`?fairlearn`?", re.IGNORECASE)
 # sections whose text is the data as it is, the level's instruction, or a person's guidance
 EXEMPT_SECTIONS = ("Data overview", "Data Overview", "Task description", "Guidance from the domain expert")
 STAGES = ("draft", "improve", "debug", "review")
+# the example node's figures: invented, to show which of them a setting lets through to the agent
+EXAMPLE_AUC, EXAMPLE_GROUP_AUC = 0.72, (0.78, 0.71, 0.62)
+EXAMPLE_NOTE = (f"example session, not a measurement: node 1's figures (validation AUC {EXAMPLE_AUC:.2f}, skin-tone "
+                f"groups {' / '.join(f'{a:.2f}' for a in EXAMPLE_GROUP_AUC)}) are invented to show which of them "
+                "the agent would be sent; node 2 failed")
 
 _FAILED_OUTPUT = ("Traceback (most recent call last):\n  File \"solution.py\", line 12, in <module>\n"
                   "    model.fit(X, y)\nValueError: Input contains NaN.\n")
@@ -85,9 +90,11 @@ def _node(node_id: int, stage: str, *, ok: bool) -> list[et.TypedEvent]:
                   claimed_metric=0.71 if ok else None),
     ]
     if ok:
-        groups = {g: a for g, a in zip(GROUP_LABELS, (0.78, 0.71, 0.62), strict=False)}
+        groups = {g: a for g, a in zip(GROUP_LABELS, EXAMPLE_GROUP_AUC, strict=False)}
+        worst, best = min(EXAMPLE_GROUP_AUC), max(EXAMPLE_GROUP_AUC)
         events.append(et.Evaluated(node_id=node_id, split="validation", ok=True, verdict="ok", summary={
-            "auc": 0.72, "auc_gap": 0.16, "worst_auc": 0.62, "best_auc": 0.78, "group_auc": groups}))
+            "auc": EXAMPLE_AUC, "auc_gap": round(best - worst, 4), "worst_auc": worst, "best_auc": best,
+            "group_auc": groups}))
     return events
 
 

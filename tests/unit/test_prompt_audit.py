@@ -126,6 +126,10 @@ def test_befair_prompts_audits_from_the_command_line():
                            "groups", "--audit", "--synth-n-train", "120", "--synth-n-test", "60", "--synth-size", "24"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1 and "improve · Memory: 'skin-tone'" in done.stdout, done.stdout
+    done = subprocess.run([sys.executable, "-m", "befair_tui.cli", "prompts", "--stage", "draft", "--synth-n-train",
+                           "120", "--synth-n-test", "60", "--synth-size", "24"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.startswith("# example session, not a measurement"), done.stdout[:200]
 
 
 class _Recording:
