@@ -131,8 +131,9 @@ class SetupScreen(Screen[None]):
             yield from self._compose_data()
             yield from self._compose_coder()
             yield from self._compose_budget()
-            yield Static("", id="setup-problems")
             yield Static("", id="setup-adequacy")
+        with Vertical(id="setup-start-bar"):  # below the scrolling form: Start stays in view however tall it grows
+            yield Static("", id="setup-problems")
             yield from self._compose_start()
         yield KeysFooter()
 
@@ -222,7 +223,7 @@ class SetupScreen(Screen[None]):
             yield Static(f"[dim]{FEEDBACK_HINT}[/dim]", classes="hint")
 
     def _compose_start(self) -> ComposeResult:
-        with Vertical(classes="row"):
+        with Vertical(classes="start-row"):
             with Horizontal(classes="inline"):
                 yield Label("Participant id")
                 yield Input("", placeholder="not remembered", id="participant")
