@@ -11,6 +11,9 @@
     roles = ["dermatologist", "data scientist / ML engineer", "other"]
     order = "latin-square"                    # or "as-listed"
     guidance_budget = 5                       # most guidance messages per session (default: no limit)
+    references = "researcher"                 # who sees the published reference rows: researcher | everyone
+    clock_runs_when_paused = true             # a paused session's time limit keeps running (default)
+    max_running = 4                           # sessions running at once; later starts wait (default: no limit)
 
     [[people.questions]]
     id = "fair_dark"
@@ -32,7 +35,9 @@ FIELD_LABELS = {"role": "Your role", "years_dermatology": "Years of experience i
                 "notes": "Anything else about your background (free text, optional)"}
 DEFAULT_ROLES = ("dermatologist", "other clinician", "data scientist / ML engineer", "other")
 ORDERS = ("latin-square", "as-listed")
-PEOPLE_KEYS = {"instructions", "consent", "fields", "roles", "order", "guidance_budget", "questions"}
+PEOPLE_KEYS = {"instructions", "consent", "fields", "roles", "order", "guidance_budget", "questions",
+               "references", "clock_runs_when_paused", "max_running"}
+REFERENCES = ("researcher", "everyone")   # a published figure can anchor a participant's answers
 QUESTION_KEYS = {"id", "text", "scale", "kind", "labels", "required"}
 QUESTION_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 MAX_TEXT = 2000  # characters of a free-text answer or field
@@ -74,6 +79,13 @@ class PeopleSpec:
     order: str = "latin-square"
     guidance_budget: int | None = None
     questions: tuple[Question, ...] = field(default_factory=tuple)
+    references: str = "researcher"            # who sees the published reference rows
+    clock_runs_when_paused: bool = True
+    max_running: int | None = None            # sessions of the study running at once (None: no limit)
+
+    @property
+    def participants_see_references(self) -> bool:
+        return self.references == "everyone"
 
     def check_profile(self, values: dict[str, Any]) -> dict[str, Any]:
         """The profile as stored (only the fields asked), or ValueError naming the field."""
@@ -138,12 +150,22 @@ def parse_people(value: Any, participants: list[str | None], fail: Any) -> Peopl
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
         raise fail(f"people.guidance_budget must be a whole number of 0 or more, not {budget!r}")
     questions = tuple(_question(q, fail) for q in value.get("questions", []))
+    references = value.get("references", "researcher")
+    if references not in REFERENCES:
+        raise fail(f"people.references must be one of {', '.join(REFERENCES)}, not {references!r}")
+    clock = value.get("clock_runs_when_paused", True)
+    if not isinstance(clock, bool):
+        raise fail(f"people.clock_runs_when_paused must be true or false, not {clock!r}")
+    running = value.get("max_running")
+    if running is not None and (isinstance(running, bool) or not isinstance(running, int) or running < 1):
+        raise fail(f"people.max_running must be a whole number of 1 or more, not {running!r}")
     ids = [q.id for q in questions]
     if len(set(ids)) != len(ids):
         raise fail(f"people.questions: ids repeat ({ids})")
     return PeopleSpec(instructions=texts["instructions"], consent=texts["consent"], fields=tuple(fields),
                       roles=tuple(r.strip() for r in roles), order=str(order), guidance_budget=budget,
-                      questions=questions)
+                      questions=questions, references=str(references), clock_runs_when_paused=clock,
+                      max_running=running)
 
 
 def _question(q: Any, fail: Any) -> Question:
