@@ -142,6 +142,32 @@ def _coder_label(row: dict[str, Any]) -> str:
     return label
 
 
+def _sessions_table(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per session; each column as wide as its longest cell (long ids and agents stay whole)."""
+    columns = ("session", "status", "level", "coder", "who", "steps", "val AUC", "val gap", "nodes")
+    right = {"steps", "val AUC", "val gap"}
+    cells = [columns] + [_session_cells(r) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns) - 1)]
+    lines = []
+    for row in cells:
+        parts = [f"{v:>{w}}" if name in right else f"{v:<{w}}"
+                 for name, v, w in zip(columns, row, widths, strict=False)]   # the last column: unpadded
+        lines.append(" ".join(parts) + "  " + row[-1])
+    return lines
+
+
+def _session_cells(r: dict[str, Any]) -> tuple[str, ...]:
+    c = r["counts"]
+    nodes = f"{r['n_nodes']} ({c.get('ok', 0)} ok, {c.get('buggy', 0) + c.get('timeout', 0)} failed)"
+    if r["unsandboxed"]:
+        nodes += f"  {views.UNSANDBOXED}"
+    if r["runner"] == "stopped" and r["status"] in ("running", "paused"):
+        nodes += f"  {views.RUNNER_STOPPED} (befair resume)"
+    steps = f"{r['steps'] or 0}/{r['budget'] if r['budget'] is not None else '?'}"
+    return (r["id"], r["status"], r["level"] or "", _coder_label(r), r["participant_id"] or "-", steps,
+            views.fmt(r["best_auc"]), views.fmt(r["best_gap"]), nodes)
+
+
 # -- commands --------------------------------------------------------------------------------
 def cmd_sessions(args: argparse.Namespace) -> int:
     path = db_from_args(args)
@@ -161,19 +187,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print(f"no sessions of study {args.study} in {path}" if getattr(args, "study", None)
               else f"no sessions in {path}")
         return 0
-    header = (f"{'session':<24} {'status':<9} {'level':<16} {'coder':<26} {'who':<8} {'steps':>7} "
-              f"{'val AUC':>8} {'val gap':>7}  nodes")
-    print(header)
-    for r in rows:
-        c = r["counts"]
-        nodes = f"{r['n_nodes']} ({c.get('ok', 0)} ok, {c.get('buggy', 0) + c.get('timeout', 0)} failed)"
-        steps = f"{r['steps'] or 0}/{r['budget'] if r['budget'] is not None else '?'}"
-        trust = f"  {views.UNSANDBOXED}" if r["unsandboxed"] else ""
-        if r["runner"] == "stopped" and r["status"] in ("running", "paused"):
-            trust += f"  {views.RUNNER_STOPPED} (befair resume)"
-        print(f"{r['id']:<24} {r['status']:<9} {(r['level'] or ''):<16} {_coder_label(r)[:26]:<26} "
-              f"{(r['participant_id'] or '-')[:8]:<8} {steps:>7} {views.fmt(r['best_auc']):>8} "
-              f"{views.fmt(r['best_gap']):>7}  {nodes}{trust}")
+    print("\n".join(_sessions_table(rows)))
     print("val AUC / val gap: the best node's AUC and skin-tone AUC gap on the held-out validation split")
     if any(r["unsandboxed"] for r in rows):
         print(f"{views.UNSANDBOXED}: {views.UNSANDBOXED_MEANING}")
