@@ -17,6 +17,7 @@ from engine.session.lifecycle import open_store
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC, write_csv
 
+from befair_tui.cli import study_links
 from befair_tui.cli.study_references import study_references
 
 
@@ -76,6 +77,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="also draw the published agents' rows at the study's levels (AIDE, MLZero)")
     add_db_arg(t)
     t.set_defaults(func=cmd_report)
+
+    study_links.register(sub)
 
 
 # --------------------------------------------------------------------------- run

@@ -15,6 +15,16 @@ answers          the answers after a session: cell, session_id, answers: {questi
 command_refused  a command for a session that is not the participant's: kind, target: str (the
                  session), reason: str
 completed        the participant reached the closing page
+tab_opened       a tab (a connection: `befair serve` gives each browser tab an id; a terminal has its
+                 own) became the participant's live one: tab: str, previous: str | None (the tab it
+                 replaced), previous_online: bool (that tab was open: a takeover), via: str (link,
+                 form, reconnect, terminal, take-back)
+
+One live tab per participant: the newest tab takes over (`claim_tab`); the one it replaced sees
+that its presence write is refused (`touch` returns False), says so, and steers no more: a command
+from a store whose `tab` is not the live one is refused and recorded (`command_refused`). Every
+command records its tab in `issued_by` ("participant p02 · tab Ab3…"), which the session's events
+carry as `by`.
 
 Presence (`touch`) is not an event: a participant's tab writes `seen_at` and its cell every few
 seconds, so the researcher's grid can say who is on which cell now.
@@ -28,9 +38,9 @@ from engine.errors import UsageError
 from engine.session.store import SessionNotFound, SessionStore
 from engine.session.store.participants import StudyEvent
 
-CONSENT, PROFILE, CELL_STARTED, ANSWERS, COMMAND_REFUSED, COMPLETED = (
-    "consent", "profile", "cell_started", "answers", "command_refused", "completed")
-KINDS = frozenset({CONSENT, PROFILE, CELL_STARTED, ANSWERS, COMMAND_REFUSED, COMPLETED})
+CONSENT, PROFILE, CELL_STARTED, ANSWERS, COMMAND_REFUSED, COMPLETED, TAB_OPENED = (
+    "consent", "profile", "cell_started", "answers", "command_refused", "completed", "tab_opened")
+KINDS = frozenset({CONSENT, PROFILE, CELL_STARTED, ANSWERS, COMMAND_REFUSED, COMPLETED, TAB_OPENED})
 PROFILE_COLUMNS = ("role", "years_dermatology", "years_ml", "notes")
 ONLINE_S = 10.0  # a tab seen this recently is on its cell now
 
@@ -85,9 +95,40 @@ def participants(store: SessionStore, study: str, *, now: float | None = None) -
     return rows
 
 
-def touch(store: SessionStore, study: str, participant_id: str, *, cell: int | None, client: str) -> None:
-    """Presence: this participant's tab is open, on `cell` (not an event: it changes nothing recorded)."""
-    store.touch_participant(study, participant_id, cell=cell, client=client, at=time.time())
+def touch(store: SessionStore, study: str, participant_id: str, *, cell: int | None, client: str) -> bool:
+    """Presence: this participant's tab is open, on `cell` (not an event: it changes nothing recorded).
+    False when another tab of theirs took over (nothing is written then)."""
+    return store.touch_participant(study, participant_id, cell=cell, client=client, at=time.time())
+
+
+def claim_tab(store: SessionStore, study: str, participant_id: str, tab: str, *, via: str) -> StudyEvent | None:
+    """Make `tab` the participant's live tab; the `tab_opened` event recorded (None when it already was)."""
+    now = time.time()
+    with store.transaction():
+        row = store.participant_row(study, participant_id) or {}
+        seen = row.get("seen_at")
+        previous = store.claim_participant_tab(study, participant_id, client=tab, at=now)
+        if previous is None and row.get("client") == tab:
+            return None
+        online = previous is not None and seen is not None and now - float(seen) <= ONLINE_S
+        return append(store, study, TAB_OPENED, participant_id=participant_id, ts=now,
+                      payload={"tab": tab, "previous": previous, "previous_online": online, "via": via})
+
+
+def live_tab(store: SessionStore, study: str, participant_id: str) -> tuple[str | None, float | None]:
+    """The participant's live tab and when it became theirs (None, None: no tab yet)."""
+    row = store.participant_row(study, participant_id) or {}
+    tab = row.get("client")
+    if tab is None:
+        return None, None
+    opened = [e for e in events(store, study, participant_id=participant_id, kinds=(TAB_OPENED,))
+              if e.payload.get("tab") == tab]
+    return str(tab), (opened[-1].ts if opened else None)
+
+
+def participant_of_tab(store: SessionStore, study: str, tab: str) -> str | None:
+    """Whose live tab `tab` is (None: nobody's now)."""
+    return store.participant_of_tab(study, tab)
 
 
 def leave(store: SessionStore, study: str, participant_id: str, *, client: str) -> None:
@@ -111,9 +152,16 @@ def issue_command(store: SessionStore, study: str, participant_id: str, session_
         reason = f"session {session_id} is not in study {study}"
     elif row.get("participant_id") != participant_id:
         reason = f"session {session_id} is {row.get('participant_id') or 'no participant'}'s, not {participant_id}'s"
+    tab = store.tab
+    if reason is None and tab is not None:
+        live, since = live_tab(store, study, participant_id)
+        if live is not None and live != tab:
+            at = time.strftime("%H:%M", time.localtime(since)) if since else "another time"
+            reason = f"this tab no longer steers: the session was opened in another tab or browser at {at}"
     if reason is not None:
         append(store, study, COMMAND_REFUSED, participant_id=participant_id, session_id=session_id,
-               payload={"kind": kind, "target": session_id, "reason": reason, "command": payload or {}})
+               payload={"kind": kind, "target": session_id, "reason": reason, "command": payload or {},
+                        "tab": tab})
         raise CommandRefused(f"command refused: {reason}")
-    return store.issue_command(session_id, kind, payload or {}, by=f"participant {participant_id}",
-                               participant_id=participant_id)
+    by = f"participant {participant_id}" + (f" · tab {tab}" if tab else "")
+    return store.issue_command(session_id, kind, payload or {}, by=by, participant_id=participant_id)

@@ -264,9 +264,18 @@ def _m009_best_intervals(db: sqlite_utils.Database) -> None:
             db.execute(f"alter table sessions add column {column} text")
 
 
+def _m010_participant_links(db: sqlite_utils.Database) -> None:
+    """Each participant's link secret (engine.study.links): the code their link carries, without
+    which their id opens nothing. Made when a study with people is recorded (or first served)."""
+    db.execute("""create table if not exists participant_links (
+        study text not null references studies(name), participant_id text not null, code text not null,
+        created_at float not null, primary key (study, participant_id))""")
+
+
 MIGRATIONS = [("001_initial", _m001_initial), ("002_heartbeat", _m002_heartbeat), ("003_readable", _m003_readable),
               ("004_study", _m004_study), ("006_sealed", _m006_sealed), ("007_predictions", _m007_predictions),
-              ("008_participants", _m008_participants), ("009_best_intervals", _m009_best_intervals)]
+              ("008_participants", _m008_participants), ("009_best_intervals", _m009_best_intervals),
+              ("010_participant_links", _m010_participant_links)]
 
 
 def migrate(db: sqlite_utils.Database) -> list[str]:

@@ -16,6 +16,7 @@ from engine.errors import UsageError
 from engine.session.liveness import pid_alive, runner_status
 from engine.session.store import SessionStore
 from engine.session.store.studies import GridCell, NewStudy
+from engine.study.links import ensure_codes
 from engine.study.spec import StudySpec, parse_spec
 
 QUEUED, RUNNING, FINISHED, FAILED, INTERRUPTED = "queued", "running", "finished", "failed", "interrupted"
@@ -46,6 +47,7 @@ def ensure_study(store: SessionStore, spec: StudySpec, *, source: str | None = N
     if before is not None and before != spec.digest:
         raise UsageError(f"study {spec.name!r} is recorded in {store.path} with another spec; "
                          "give the new one another name (or delete the old study's sessions first)")
+    ensure_codes(store, spec)  # a study with people: each participant's link secret
     return before is None
 
 

@@ -1,6 +1,7 @@
 """The store's study people (008_participants): the study's own append-only event log
-(`study_events`) and the participant rows folded from it (`study_participants`). Which event
-changes which column is decided in engine.session.participants; this module reads and writes rows."""
+(`study_events`), the participant rows folded from it (`study_participants`), and each
+participant's link secret (`participant_links`, 010). Which event changes which column is decided
+in engine.session.participants; this module reads and writes rows."""
 from __future__ import annotations
 
 import json
@@ -29,6 +30,11 @@ _WHERE = "where study = ? and participant_id = ?"
 class ParticipantRows(StoreConnection):
     """Reading and writing a study's events and participant rows. Call the writing methods of one
     event inside `with store.transaction():` so that the event and its fold commit together."""
+
+    tab: str | None = None
+    """The connection (a browser tab of `befair serve`, or a terminal) whose participant's commands go
+    through this store: a participant's app opens its own store and sets it, so every command it
+    issues records where it came from, and one from a tab that another took over is refused."""
 
     def insert_study_event(self, study: str, kind: str, *, ts: float, participant_id: str | None,
                            session_id: str | None, cell: int | None, payload: dict[str, Any]) -> StudyEvent:
@@ -83,12 +89,44 @@ class ParticipantRows(StoreConnection):
                                   [study]))
 
     def touch_participant(self, study: str, participant_id: str, *, cell: int | None, client: str,
-                          at: float) -> None:
-        """Presence: the participant's tab `client` is open, on `cell` (None: the cell recorded)."""
+                          at: float) -> bool:
+        """Presence: the participant's tab `client` is open, on `cell` (None: the cell recorded).
+        Written only while `client` is their live tab (or none is); False when another tab holds it."""
         with self.transaction():
             self.ensure_participant(study, participant_id)
-            self.db.conn.execute(f"update study_participants set seen_at = ?, cell = coalesce(?, cell), client = ? "
-                                 f"{_WHERE}", [at, cell, client, study, participant_id])
+            cursor = self.db.conn.execute(
+                f"update study_participants set seen_at = ?, cell = coalesce(?, cell), client = ? {_WHERE} "
+                "and (client is null or client = ?)", [at, cell, client, study, participant_id, client])
+            return cursor.rowcount > 0
+
+    def claim_participant_tab(self, study: str, participant_id: str, *, client: str, at: float) -> str | None:
+        """Make `client` the participant's live tab; returns the tab it replaced (None: none, or itself).
+        Call inside the transaction that records the takeover."""
+        self.ensure_participant(study, participant_id)
+        row = self.db.conn.execute(f"select client from study_participants {_WHERE}",
+                                   [study, participant_id]).fetchone()
+        before = None if row is None or row[0] == client else row[0]
+        self.db.conn.execute(f"update study_participants set client = ?, seen_at = ? {_WHERE}",
+                             [client, at, study, participant_id])
+        return None if before is None else str(before)
+
+    def participant_of_tab(self, study: str, client: str) -> str | None:
+        """The participant whose live tab is `client`, None when it is nobody's (now)."""
+        row = self.db.conn.execute("select participant_id from study_participants where study = ? and client = ?",
+                                   [study, client]).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- link secrets (010_participant_links) --------------------------------------------------
+    def add_participant_codes(self, study: str, codes: dict[str, str], *, at: float) -> None:
+        """Record a code for each participant that has none yet (an existing code never changes)."""
+        with self.transaction():
+            for participant_id, code in codes.items():
+                self.db.conn.execute("insert or ignore into participant_links (study, participant_id, code, "
+                                     "created_at) values (?, ?, ?, ?)", [study, participant_id, code, at])
+
+    def participant_codes(self, study: str) -> dict[str, str]:
+        rows = self.db.conn.execute("select participant_id, code from participant_links where study = ?", [study])
+        return {str(r[0]): str(r[1]) for r in rows.fetchall()}
 
     def leave_participant(self, study: str, participant_id: str, *, client: str) -> None:
         """The tab `client` closed: not seen any more (unless another tab of theirs took over)."""
