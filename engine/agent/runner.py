@@ -51,7 +51,7 @@ from engine.session import live, selection
 from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
-from engine.session.timing import lifetimes
+from engine.session.timing import ActiveClock, clock_runs_when_paused
 
 EventHook = Callable[[ev.Event, SessionState], None]
 T = TypeVar("T")
@@ -106,9 +106,10 @@ class Runner:
         self._cost_paused = False
         self._last_poll = 0.0
         self._time_up = False
-        spans = lifetimes(store.events(session_id))  # the time limit counts only the time runners worked
-        self._active_before = sum(last - first for first, last in spans[:-1])
-        self._lifetime_start = spans[-1][0] if spans else time.time()
+        # the time limit counts only the time runners worked (and, where the study says so, not paused)
+        self.active = ActiveClock(count_paused=clock_runs_when_paused(self.writer.state.config))
+        for event in store.events(session_id):
+            self.active.add(event)
 
     def _relay_streams(self) -> StreamRelay:
         """A coder that streams its replies (the LLM coder) hands them to the relay as they come."""
@@ -125,7 +126,7 @@ class Runner:
         return NodeEvaluator(self.workspace, sandbox=self.sandbox,
                              digests=(self.state.data or {}).get("label_sha256"), timeout=float(timeout),
                              memory_limit_mb=int(self.config.memory_limit_mb), device=extra.get("device"),
-                             threads=int(extra.get("threads", 2)))
+                             threads=int(extra.get("threads", 2)), operating_point=self.config.operating_point)
 
     def _llm_settings(self) -> dict[str, Any]:
         llm = self.config.extra.get("llm") if isinstance(self.config.extra, dict) else None
@@ -140,6 +141,7 @@ class Runner:
              result: str = "applied", predictions: dict[str, float] | None = None) -> ev.Event:
         redacted = type(typed).from_payload(self.redactor.payload(typed.to_payload()))
         event = self.writer.emit(redacted, consumes=consumes, result=result, predictions=predictions)
+        self.active.add(event)
         if self.on_event is not None:
             try:
                 self.on_event(event, self.state)
@@ -161,7 +163,7 @@ class Runner:
         """At the session's time limit (a study's), stop as a human stop does, interrupting the
         running node; the session then ends finished, like one whose step budget is spent."""
         limit = self.config.time_limit_s
-        if not limit or self._time_up or self._active_before + time.time() - self._lifetime_start < limit:
+        if not limit or self._time_up or self.active.seconds(now=time.time()) < limit:
             return
         self._time_up = True
         self.emit(et.StopRequested(by="time limit", command_id=None, interrupt=True,
@@ -451,9 +453,10 @@ class Runner:
             self.emit(et.Compared.from_payload(payload))
 
     def _audit(self, node_id: int, code: str, review: Review, result: ExecResult) -> None:
-        from engine.evaluation.audit import audit_code, check_claim
+        from engine.agent.scaffold_audit import audit_pipeline
+        from engine.evaluation.audit import check_claim
 
-        audit = audit_code(code)
+        audit = audit_pipeline(code)
         node = self.state.nodes[node_id]
         measured = node.val_auc
         claim = check_claim(review.claimed_metric, measured, ran_ok=result.status == "ok", output=result.output)
