@@ -5,6 +5,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.agent.task_protocol import TASK_PROTOCOLS, TaskProtocol, task_protocol
+from engine.evaluation.operating_point import DEFAULT as DEFAULT_OPERATING_POINT
+from engine.evaluation.operating_point import canonical as canonical_operating_point
 from engine.session.feedback import DEFAULT_FEEDBACK, FEEDBACK, LEGACY_FEEDBACK
 from engine.session.selection import CRITERIA as BEST_CRITERIA
 from engine.session.selection import DEFAULT_CRITERION
@@ -51,6 +53,10 @@ class SessionConfig:
     feedback: str | None = None         # what the agent is shown of befair's measurements
                                         # (engine.session.feedback); None: the protocol's default
     blind_test: bool = False            # hide test metrics until the session ends (studies)
+    operating_point: str = DEFAULT_OPERATING_POINT  # where a lesion is called malignant on every surface:
+                                        # "sensitivity:0.90" (the cut-off catching 90 % of malignant lesions
+                                        # on validation) or "probability:0.3" (engine.evaluation.operating_point);
+                                        # sessions recorded before the setting read as the default
     coder: str = "offline"              # offline | openai
     model: str | None = None            # LLM model for the openai coder
     seed: int = 0
@@ -87,6 +93,7 @@ class SessionConfig:
             self.step_timeout = STEP_TIMEOUT_BY_PROTOCOL.get(self.protocol, DEFAULT_STEP_TIMEOUT)
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, not {self.policy!r}")
+        self.operating_point = canonical_operating_point(self.operating_point)
         instruction_text(self.level, self.custom_text)  # validates the level
 
     def _follow(self, protocol: TaskProtocol) -> None:

@@ -24,6 +24,7 @@ from engine.agent.headless import Progress
 from engine.agent.coders import CODERS
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.agent.task_protocol import task_protocol
+from engine.evaluation.operating_point import Setting
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState
@@ -95,6 +96,10 @@ def _search_options(p: argparse.ArgumentParser) -> None:
                         "auc (the measured validation AUC; the default at every level) or groups (AUC, each "
                         "skin-tone group's AUC and the gap); switch it live with `befair steer SESSION feedback F`; "
                         "--protocol be-fair: none")
+    p.add_argument("--operating-point", default=None, metavar="SPEC",
+                   help="where a lesion is called malignant in every per-skin-tone figure: sensitivity:0.90 (the "
+                        "default: the cut-off that catches 90%% of malignant lesions on validation, all skin tones "
+                        "pooled), sensitivity:0.95, or a fixed probability:0.3")
     p.add_argument("--protocol", choices=PROTOCOLS, default="befair",
                    help="befair: the product's task (a validation set withheld and measured); be-fair: the study's "
                         "exact task (mydataset.csv + MyImages/, AIDE's prompts, test set only, blinded; needs an "
@@ -172,7 +177,8 @@ def config_from_args(args: argparse.Namespace) -> SessionConfig:
                         ("eval_timeout", getattr(args, "eval_timeout", None)),
                         ("failure_rate", args.failure_rate), ("num_drafts", args.num_drafts),
                         ("debug_prob", args.debug_prob), ("max_debug_depth", args.max_debug_depth),
-                        ("policy", getattr(args, "policy", None))):
+                        ("policy", getattr(args, "policy", None)),
+                        ("operating_point", getattr(args, "operating_point", None))):
         if value is not None:
             kw[name] = value
     try:
@@ -229,6 +235,11 @@ def validate_run_args(args: argparse.Namespace) -> SessionConfig:
             raise UsageError(f"{flag} must be {expected} (got {value:g})")
     if args.level == CUSTOM and not (args.custom_text or "").strip():
         raise UsageError("--level custom needs --custom-text")
+    if getattr(args, "operating_point", None) is not None:
+        try:
+            Setting.parse(args.operating_point)
+        except ValueError as exc:
+            raise UsageError(f"--operating-point: {exc}") from None
     if args.coder in task_protocol(getattr(args, "protocol", "befair")).refused_coders:
         raise UsageError("--protocol be-fair gives the agent the study's task, which the offline coder cannot write "
                          "pipelines for; use --coder openai (or the default protocol)")

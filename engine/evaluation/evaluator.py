@@ -7,6 +7,10 @@
 Before every evaluation the label files are hashed again: a file that changed since the session
 started (a pipeline that reached it, a user who edited the cache) raises LabelsChanged, naming the
 file, and the session stops instead of scoring against different labels.
+
+Each split's summary also gets the operating point (engine.evaluation.operating_point): the cut-off
+chosen on this node's validation predictions (or the fixed probability the session set) and, at
+it, each skin-tone group's sensitivity, specificity, melanomas missed per 100 and calibration.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import BefairError, DataError
+from engine.evaluation import operating_point as op
 from engine.evaluation.harness import EvalOutcome, evaluate_splits
 from engine.execution.sandbox import Sandbox
 
@@ -75,10 +80,30 @@ class NodeEvaluator:
     memory_limit_mb: int = 0
     device: str | None = None
     threads: int = 2
+    operating_point: str = op.DEFAULT   # the session's setting (SessionConfig.operating_point)
 
     def evaluate(self, node_dir: Path) -> dict[str, EvalOutcome]:
         if self.digests:
             verify_digests(self.digests)
-        return evaluate_splits(node_dir, Path(node_dir) / "solution.py", heldout_splits(self.workspace),
-                               timeout=self.timeout, device=self.device, sandbox=self.sandbox,
-                               memory_limit_mb=self.memory_limit_mb, threads=self.threads)
+        outcomes = evaluate_splits(node_dir, Path(node_dir) / "solution.py", heldout_splits(self.workspace),
+                                   timeout=self.timeout, device=self.device, sandbox=self.sandbox,
+                                   memory_limit_mb=self.memory_limit_mb, threads=self.threads)
+        add_operating_point(outcomes, op.Setting.parse(self.operating_point))
+        return outcomes
+
+
+def add_operating_point(outcomes: dict[str, EvalOutcome], setting: op.Setting) -> None:
+    """Each measured split's summary gains the operating-point block: the cut-off comes from the
+    validation outcome's predictions (a sensitivity setting) or the setting itself (a probability)."""
+    validation = outcomes.get("validation")
+    scored = validation.metrics.scored if validation is not None and validation.ok and validation.metrics else None
+    why_not = ("this workspace withholds no validation set to choose it on" if validation is None
+               else f"the validation split was not measured ({validation.verdict})")
+    threshold, reason = op.choose_threshold(setting, scored[:2] if scored else None, why_not)
+    for outcome in outcomes.values():
+        metrics = outcome.metrics
+        if not outcome.ok or metrics is None or metrics.scored is None:
+            continue
+        labels, scores, groups = metrics.scored
+        outcome.summary[op.KEY] = op.block(setting, threshold, labels, scores, groups,
+                                           [g.name for g in metrics.groups], reason=reason)

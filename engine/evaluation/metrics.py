@@ -202,6 +202,9 @@ class MetricSet:
     best_group: str | None = None
     auc_gap: float | None = None
     intervals: dict[str, Any] = field(default_factory=dict)  # engine.evaluation.uncertainty.interval_fields
+    # (labels, scores, group names) as scored: the operating point's cut-off is chosen from them
+    # (engine.evaluation.operating_point); never stored
+    scored: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def group_auc(self) -> dict[str, float | None]:
@@ -310,6 +313,7 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
             idx = names == name
             result.groups.append(_group_result(name, y[idx], s[idx], pred[idx]))
     _worst_and_best(result)
+    result.scored = (y, s, names)
     if intervals:
         from engine.evaluation.uncertainty import Strata, interval_fields
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.evaluation.operating_point import KEY as POINT_KEY
 from engine.session import views
 
 if TYPE_CHECKING:
@@ -26,6 +27,22 @@ def _split_columns(prefix: str) -> list[str]:
     return cols + [f"{prefix}_n", f"{prefix}_interval", f"{prefix}_verdict"]
 
 
+_POINT_FIGURES = ("sensitivity", "specificity", "missed_per_100", "brier", "calibration_slope")  # each with _lo, _hi
+
+
+def _point_columns(prefix: str) -> list[str]:
+    """The operating point's columns (engine.evaluation.operating_point): its cut-off and setting, then per
+    skin-tone group and for all groups pooled ("all") the counts at the cut-off and each figure with its
+    interval. Empty for a node measured before operating points."""
+    cols = [f"{prefix}_op_cut_off", f"{prefix}_op_setting"]
+    for tone in (*_TONES, "all"):
+        cols += [f"{prefix}_op_caught_{tone}", f"{prefix}_op_cleared_{tone}"]
+        for figure in _POINT_FIGURES:
+            name = f"{prefix}_op_{figure}_{tone}"
+            cols += [name, f"{name}_lo", f"{name}_hi"]
+    return cols
+
+
 NODE_CSV_COLUMNS = [
     "node_id", "summary", "best", "parent_id", "step", "stage", "status", "origin", "pruned", "exec_time", "exc_type",
     "claimed_metric", *_split_columns("val"), *_split_columns("test"), "test_blinded",
@@ -33,6 +50,7 @@ NODE_CSV_COLUMNS = [
     "audit_note",  # "not audited: …": the six flags before it are then empty (unknown), never 0
     "claim_unsupported", "claim_difference", "guidance_ids", "tokens_in", "tokens_out", "cost",
     "sandbox", "unsandboxed",  # the session's: how its agent code ran (bwrap | none | imported)
+    *_point_columns("val"), *_point_columns("test"),
 ]
 
 
@@ -56,6 +74,22 @@ def _split_row(prefix: str, split: dict[str, Any]) -> dict[str, Any]:
         row[f"{prefix}_malignant_{tone}"] = (split.get("group_positives") or {}).get(tone)
         row[f"{prefix}_missed_{tone}"] = (split.get("group_missed") or {}).get(tone)
     row[f"{prefix}_interval"] = (split.get("ci_method") or split.get("interval")) if split else None
+    return {**row, **_point_row(prefix, split.get(POINT_KEY))}
+
+
+def _point_row(prefix: str, point: Any) -> dict[str, Any]:
+    """A split's operating-point columns from its public block (empty without one)."""
+    if not isinstance(point, dict):
+        return {}
+    row: dict[str, Any] = {f"{prefix}_op_cut_off": point.get("threshold"), f"{prefix}_op_setting": point.get("setting")}
+    groups = {**(point.get("groups") or {}), "all": point.get("overall") or {}}
+    for tone in (*_TONES, "all"):
+        group = groups.get(tone) or {}
+        row[f"{prefix}_op_caught_{tone}"] = group.get("caught")
+        row[f"{prefix}_op_cleared_{tone}"] = group.get("cleared")
+        for figure in _POINT_FIGURES:
+            row[f"{prefix}_op_{figure}_{tone}"] = group.get(figure)
+            _bounds(row, f"{prefix}_op_{figure}_{tone}", group.get(f"{figure}_ci"))
     return row
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.evaluation import operating_point
 from engine.evaluation.uncertainty import CI_LEVEL, METHODS, MIN_CASES, Intervals, missed_interval, too_few
 from engine.task import GROUP_LABELS, GROUPS
 
@@ -153,6 +154,8 @@ def public(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None
     out = {k: ({group_key(g): v for g, v in value.items()} if k in ("group_auc", "group_auc_reason")
                and isinstance(value, Mapping) else value) for k, value in summary.items() if k not in _COMPACT}
+    if (point := operating_point.public(summary, group_key)) is not None:   # the counts spelled out
+        out[operating_point.KEY] = point
     found = Intervals.of(summary)
     if found is None:
         out["interval"] = NO_INTERVAL

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.evaluation.operating_point import GroupAtPoint, OperatingPoint
 from engine.session import figures, selection, views
 from engine.session.state import NodeState, SessionState
 
@@ -33,6 +34,7 @@ class ChoiceSummary:
     test: str                  # the same on test, "hidden until …" or "not measured"
     certainty: tuple[str, ...] # can it be told apart from the others (per criterion that says so)?
     too_few: tuple[str, ...]   # groups too few to judge on validation
+    points: tuple[tuple[str, OperatingPoint], ...] = ()   # (split, its operating point), the visible splits
 
     @property
     def words(self) -> str:
@@ -90,6 +92,9 @@ class SessionReport:
                 if c.too_few:
                     out.append(f"      {figures.TOO_FEW} on validation: "
                                + ", ".join(figures.GROUP_WORDS.get(g, g) for g in c.too_few))
+                for split, point in c.points:
+                    out += [f"      {split}: {point_heading(point)}"]
+                    out += [f"        {who}: {figures_}" for who, figures_ in _point_rows(point)]
         if self.guidance:
             out.append("  What each guidance changed:")
             for g in self.guidance:
@@ -110,6 +115,7 @@ class SessionReport:
             node = str(c.node_id) if c.node_id is not None else "–"
             out.append(f"| {node}{star} | {c.words} | {c.validation} | {c.test} | {'; '.join(c.certainty) or '–'} |")
         out.append("")
+        out += self._points_markdown()
         if figure:
             out += [f"![Test AUC against the skin-tone AUC gap]({figure})", ""]
         if self.guidance:
@@ -120,6 +126,35 @@ class SessionReport:
             out.append("")
         out += [f"_{note}_" for note in self.notes]
         return "\n".join(out) + "\n"
+
+    def _points_markdown(self) -> list[str]:
+        shown = [(c, split, point) for c in self.choices if c.node_id is not None for split, point in c.points]
+        if not shown:
+            return []
+        out = ["## Per skin-tone group at the operating point", "", POINT_HELP, "",
+               "| node | split · cut-off | skin tone | sensitivity (95 %) · caught | specificity (95 %) · cleared "
+               "| melanomas missed per 100 (95 %) · missed | calibration (95 %) |", "|---|---|---|---|---|---|---|"]
+        for c, split, point in shown:
+            for g in (*point.groups, point.overall):
+                out.append(f"| {c.node_id} | {split} · {_cut_off(point)} | {group_name(g)} | {sensitivity_text(g)} | "
+                           f"{specificity_text(g)} | {missed_per_100_text(g)} | {calibration_text(g)} |")
+        return [*out, ""]
+
+    def _points_html(self) -> str:
+        e = html.escape
+        rows = "".join(
+            f"<tr><td>{c.node_id}</td><td>{e(split)} · {e(_cut_off(point))}</td><td>{e(group_name(g))}</td>"
+            f"<td>{e(sensitivity_text(g))}</td><td>{e(specificity_text(g))}</td><td>{e(missed_per_100_text(g))}</td>"
+            f"<td>{e(calibration_text(g))}</td></tr>"
+            for c in self.choices if c.node_id is not None for split, point in c.points
+            for g in (*point.groups, point.overall))
+        if not rows:
+            return ""
+        return ("<h2>Per skin-tone group at the operating point</h2>"
+                f"<p>{e(POINT_HELP)}</p><table><tr><th>node</th><th>split · cut-off</th><th>skin tone</th>"
+                "<th>sensitivity (95 %) · caught</th><th>specificity (95 %) · cleared</th>"
+                "<th>melanomas missed per 100 (95 %) · missed</th><th>calibration (95 %)</th></tr>"
+                f"{rows}</table>")
 
     def html(self, figure_svg: str | None = None) -> str:
         e = html.escape
@@ -137,7 +172,7 @@ class SessionReport:
                 "<h2>Final choice by each criterion</h2><table><tr>"
                 "<th>node</th><th>best by</th><th>validation AUC · gap (95 % interval)</th>"
                 "<th>test AUC · gap (95 % interval)</th><th>can it be told apart?</th></tr>"
-                f"{rows}</table>{figure_svg or ''}"
+                f"{rows}</table>{self._points_html()}{figure_svg or ''}"
                 + (f"<h2>What each guidance changed</h2><ul>{guidance}</ul>" if guidance else "")
                 + f"{notes}</body></html>\n")
 
@@ -162,6 +197,82 @@ def split_figures(summary: dict[str, object] | None) -> str:
     gap = figures.with_interval(_f(summary.get("auc_gap")), figures.interval(summary, "auc_gap"))
     text = f"{auc} · gap {gap}"
     return text if figures.has_intervals(summary) else f"{text} ({figures.NO_INTERVAL})"
+
+
+# --------------------------------------------------------------------------- the operating point
+
+
+def point_heading(point: OperatingPoint) -> str:
+    """`cut-off .412: the cut-off that catches 90 % …`, or why there is none."""
+    if point.threshold is None:
+        return f"no cut-off: {point.reason or 'none was chosen'}"
+    return f"cut-off {figures.fmt(point.threshold)}: {point.words}"
+
+
+def _share_text(count: int | None, of: int, share: tuple[float | None, list[float] | None], none: str) -> str:
+    value, ci = share
+    if value is None or count is None:
+        return none
+    return f"{figures.with_interval(value, ci, 2)} · {count} of {of}"
+
+
+def sensitivity_text(g: GroupAtPoint) -> str:
+    """`.88 (.76–.94) · 44 of 50` malignant caught."""
+    return _share_text(g.caught, g.malignant, g.sensitivity, "no malignant images" if not g.malignant else "–")
+
+
+def specificity_text(g: GroupAtPoint) -> str:
+    """`.61 (.54–.68) · 96 of 158` benign cleared."""
+    return _share_text(g.cleared, g.benign, g.specificity, "no benign images" if not g.benign else "–")
+
+
+def missed_per_100_text(g: GroupAtPoint) -> str:
+    """`12 (6–24) · 6 of 50`: melanomas missed per 100 malignant lesions."""
+    value, ci = g.missed_per_100
+    if value is None or g.missed is None:
+        return "no malignant images" if not g.malignant else "–"
+    interval = f" ({ci[0]:.0f}–{ci[1]:.0f})" if ci else ""
+    return f"{value:.0f}{interval} · {g.missed} of {g.malignant}"
+
+
+def calibration_text(g: GroupAtPoint) -> str:
+    """`Brier .18 (.15–.21) · slope .55 (.38–.72) · n 208`."""
+    if not g.n:
+        return "no images"
+    brier = figures.with_interval(g.brier[0], g.brier[1:], 2) if g.brier else "–"
+    slope = figures.with_interval(g.slope[0], g.slope[1:], 2) if g.slope else "none (one class, or separated)"
+    return f"Brier {brier} · slope {slope} · n {g.n}"
+
+
+POINT_HELP = ("Operating point: one cut-off for all skin tones, chosen on the validation images; a lesion at or "
+              "above it is called malignant. Sensitivity: malignant lesions caught; specificity: benign lesions "
+              "cleared; intervals: Wilson. Calibration: Brier score (0 is perfect; normal interval) and the "
+              "calibration slope (1: the probabilities can be taken at their word; below 1: too extreme; "
+              "logistic regression on logit(probability), Wald interval).")
+
+
+def group_name(g: GroupAtPoint) -> str:
+    """FST I–II (light) …, or "all groups" for the pool."""
+    return "all groups" if g.name == "overall" else figures.GROUP_WORDS.get(figures.group_key(g.name), g.name)
+
+
+def _cut_off(point: OperatingPoint) -> str:
+    return f"cut-off {figures.fmt(point.threshold)}" if point.threshold is not None else "no cut-off"
+
+
+def _point_rows(point: OperatingPoint) -> list[tuple[str, str]]:
+    """(skin tone, its figures at the operating point in one line), each group and then all pooled."""
+    return [(group_name(g), f"sensitivity {sensitivity_text(g)}; specificity {specificity_text(g)}; missed per 100 "
+                      f"malignant {missed_per_100_text(g)}; {calibration_text(g)}")
+            for g in (*point.groups, point.overall)]
+
+
+def _points(state: SessionState, node: NodeState, unblind: bool) -> tuple[tuple[str, OperatingPoint], ...]:
+    """The operating point of each split whose figures a reader may see."""
+    found = [("validation", OperatingPoint.of(node.validation))]
+    if not views.test_withheld(state, node, unblind):
+        found.append(("test", OperatingPoint.of(views.visible_test(state, node, unblind))))
+    return tuple((split, point) for split, point in found if point is not None)
 
 
 def _f(value: object) -> float | None:
@@ -190,7 +301,8 @@ def _choices(state: SessionState, unblind: bool) -> list[ChoiceSummary]:
             node_id=node_id, reasons=tuple(c.reason for c in chosen),
             validation=split_figures(node.validation) if node else "",
             test=_test_text(state, node, unblind) if node else "", certainty=tuple(dict.fromkeys(certainty)),
-            too_few=tuple(figures.too_few_groups(node.validation)) if node else ()))
+            too_few=tuple(figures.too_few_groups(node.validation)) if node else (),
+            points=_points(state, node, unblind) if node else ()))
     return out
 
 
