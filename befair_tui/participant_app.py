@@ -10,12 +10,16 @@ export, replay, unblinding or settings: the screens that do those are not in thi
 Where the participant is comes from the database alone (engine.study.people.where), so a closed
 tab, a second tab or a restarted server all find the same place. The tab says every few seconds
 that it is open (engine.session.participants.touch): the researcher's grid shows who is where.
+
+An id opens nothing without its link's code (engine.study.links). One tab steers: signing in makes
+this one the participant's live tab (`tab_opened`); when another takes over, this one says so
+and steers no more until the participant takes it back here.
 """
 from __future__ import annotations
 
-import os
-import socket
+import secrets
 import subprocess
+import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -27,7 +31,7 @@ from textual.screen import Screen
 from engine.errors import BefairError
 from engine.session import participants as log
 from engine.session.store import SessionStore
-from engine.study import grid, people
+from engine.study import grid, links, people
 from engine.study.spec import StudySpec
 
 PRESENCE_S = 3.0  # seconds between two "this tab is open" writes
@@ -38,15 +42,19 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
     TITLE = "befair · study"
     BINDINGS = [Binding("question_mark,f1", "help", "Help", id="participant-help", key_display="?")]
 
-    def __init__(self, db: Path | str, study: str, *, participant: str | None = None,
-                 poll_interval: float = 0.15, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, db: Path | str, study: str, *, participant: str | None = None, code: str | None = None,
+                 tab: str | None = None, via: str = "link", poll_interval: float = 0.15,
+                 clock: Callable[[], float] | None = None) -> None:
         super().__init__()
         self.db_path = Path(db)
         self.study = study
         self.participant = (participant or "").strip() or None
+        self.code = code
+        self.tab = tab or f"terminal-{secrets.token_urlsafe(6)}"   # befair serve gives each browser tab its id
+        self.via = via
+        self.taken_over = False
         self.poll_interval = poll_interval
         self.clock = clock
-        self.client = f"{socket.gethostname()}:{os.getpid()}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}   # cell workers started from this tab
         self._store: SessionStore | None = None
         self._spec: StudySpec | None = None
@@ -56,6 +64,7 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
     def store(self) -> SessionStore:
         if self._store is None:
             self._store = SessionStore(self.db_path)
+            self._store.tab = self.tab  # every command this tab issues names it
         return self._store
 
     @property
@@ -74,27 +83,39 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
         except BefairError as exc:
             self.exit(message=str(exc), return_code=2)
             return
-        problem = None
+        problem, given = None, self.participant
         if self.participant:
             try:
-                self.participant = people.check_participant(self.spec, self.participant)
+                self.participant = links.check_participant(self.store, self.spec, self.participant, self.code)
             except BefairError as exc:
                 problem, self.participant = str(exc), None
         if self.participant is None:
-            self.push_screen(SignInScreen(self.spec.name, problem=problem))
+            self.push_screen(SignInScreen(self.spec.name, problem=problem, participant=given))
             return
+        self._signed_in(self.via)
+
+    def sign_in(self, participant: str, code: str) -> str | None:
+        """The id and code typed in the form: None when the code is that participant's, else what is wrong."""
+        try:
+            self.participant = links.check_participant(self.store, self.spec, participant, code)
+        except BefairError as exc:
+            return str(exc)
+        self._signed_in("form")
+        return None
+
+    def _signed_in(self, via: str) -> None:
+        assert self.participant is not None
+        log.claim_tab(self.store, self.study, self.participant, self.tab, via=via)
         self.advance()
         self.set_interval(PRESENCE_S, self._touch)
 
-    def sign_in(self, participant: str) -> str | None:
-        """The id typed in the form: None when it is one of the study's, else what is wrong."""
-        try:
-            self.participant = people.check_participant(self.spec, participant)
-        except BefairError as exc:
-            return str(exc)
+    def take_back(self) -> None:
+        """This tab steers again (the page shown after another tab took over)."""
+        if self.participant is None:
+            return
+        log.claim_tab(self.store, self.study, self.participant, self.tab, via="take-back")
+        self.taken_over = False
         self.advance()
-        self.set_interval(PRESENCE_S, self._touch)
-        return None
 
     def advance(self) -> None:
         """Show the page for where the participant is now (see engine.study.people)."""
@@ -108,6 +129,9 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
             position = self.position = people.where(self.store, self.spec, self.participant)
         except BefairError as exc:
             self.notify(str(exc), severity="error", timeout=15)
+            return
+        self._touch()
+        if self.taken_over:
             return
         screen: Screen[None]
         if position.step == people.CONSENT:
@@ -127,7 +151,6 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
             screen = QuestionsScreen(self.spec, position)
         else:
             screen = DoneScreen(self.spec, position)
-        self._touch()
         while len(self.screen_stack) > 1:
             self.pop_screen()
         self.push_screen(screen)
@@ -166,13 +189,34 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
         return True
 
     def _touch(self) -> None:
-        if self.participant is None:
+        self._reap()
+        if self.participant is None or self.taken_over:
             return
         cell = self.position.cell if self.position is not None else None
         try:
-            log.touch(self.store, self.study, self.participant, cell=cell.index if cell else None, client=self.client)
+            mine = log.touch(self.store, self.study, self.participant, cell=cell.index if cell else None,
+                             client=self.tab)
         except Exception:  # noqa: BLE001 - presence is a courtesy to the researcher, never an error here
-            pass
+            return
+        if not mine:
+            self._show_taken_over()
+
+    def _show_taken_over(self) -> None:
+        from befair_tui.screens.participant_signin import TakenOverScreen
+
+        assert self.participant is not None
+        self.taken_over = True
+        _, since = log.live_tab(self.store, self.study, self.participant)
+        at = time.strftime("%H:%M", time.localtime(since)) if since else None
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.push_screen(TakenOverScreen(self.spec.name, at))
+
+    def _reap(self) -> None:
+        """Forget (and reap: no defunct process left) the workers this tab started that ended."""
+        for session_id, proc in list(self.procs.items()):
+            if proc.poll() is not None:
+                del self.procs[session_id]
 
     # -- help, palette, leaving --------------------------------------------------------------
     def action_help(self) -> None:
@@ -197,7 +241,7 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
     def on_unmount(self) -> None:
         if self.participant is not None and self._store is not None:
             try:
-                log.leave(self.store, self.study, self.participant, client=self.client)
+                log.leave(self.store, self.study, self.participant, client=self.tab)
             except Exception:  # noqa: BLE001
                 pass
 

@@ -5,6 +5,7 @@ engine.study.people and engine.study.people_report."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,26 +23,36 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "browser tab this view.")
     p.add_argument("--study", required=True, help="the study's name (recorded with befair serve --study SPEC)")
     p.add_argument("--participant", default=None, help="the participant's id (asked for when not given)")
+    p.add_argument("--code", default=None,
+                   help=f"the code from the participant's link (default: ${CODE_ENV}; asked for with the id when "
+                   "not given)")
+    p.add_argument("--tab", default=None, help=argparse.SUPPRESS)  # befair serve: the browser tab's id
+    p.add_argument("--via", default="terminal", choices=VIA, help=argparse.SUPPRESS)  # befair serve: how it came
     add_db_arg(p)
     p.set_defaults(func=cmd_participate)
 
 
+CODE_ENV = "BEFAIR_PARTICIPANT_CODE"  # befair serve passes the code here, off the command line
+VIA = ("terminal", "link", "form", "reconnect")
+
+
 def cmd_participate(args: argparse.Namespace) -> int:
     from engine.session.lifecycle import open_store
-    from engine.study import grid, people
+    from engine.study import grid, links, people
 
-    from befair_tui.app import create_app
+    from befair_tui.participant_app import ParticipantApp
 
     db = db_from_args(args)
+    code = args.code or os.environ.get(CODE_ENV)
     store = open_store(db)
     try:
         spec = grid.stored_spec(store, args.study)
         people.people_of(spec)
-        if args.participant:
-            people.check_participant(spec, args.participant)
+        if args.participant:  # refused here, before any screen: the same words as the sign-in page
+            links.check_participant(store, spec, args.participant, code)
     finally:
         store.close()
-    app = create_app(db, participant_study=args.study, participant=args.participant)
+    app = ParticipantApp(db, args.study, participant=args.participant, code=code, tab=args.tab, via=args.via)
     app.run()
     return int(app.return_code or 0)
 

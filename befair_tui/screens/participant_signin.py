@@ -1,5 +1,6 @@
-"""A participant's first pages: their id (when the URL did not give it), then the study's
-instructions and consent text, agreed to once (a `consent` study event)."""
+"""A participant's first pages: their id and the code of their link (when the URL did not give
+them), then the study's instructions and consent text, agreed to once (a `consent` study event);
+and the page a tab shows once another tab of the same participant took over."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -8,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Checkbox, Footer, Input, Static
+from textual.widgets import Button, Footer, Input, Static
 
 from engine.study import people
 from engine.study.spec import StudySpec
 
 from befair_tui.navigation import participant_flow
+from befair_tui.widgets.toggles import PlainCheckbox
 
 PAGE_CSS = """
 {screen} #page {{ padding: 1 2; max-width: 100; }}
@@ -43,32 +45,41 @@ class SignInScreen(Screen[None]):
     DEFAULT_CSS = PAGE_CSS.format(screen="SignInScreen")
     BINDINGS = [Binding("ctrl+s", "go", "Continue", id="signin-go", priority=True)]
 
-    def __init__(self, study: str, problem: str | None = None) -> None:
+    def __init__(self, study: str, problem: str | None = None, participant: str | None = None) -> None:
         super().__init__()
         self.study = study
         self.problem = problem
+        self.participant = participant or ""
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="page"):
             yield Static(f"befair · study {self.study}", classes="page-title")
-            yield Static("Your participant id (you were given it with the study's invitation):",
-                         classes="page-text")
-            yield Input(placeholder="e.g. p01", id="participant-id")
+            yield Static("Your link from the researcher opens your sessions by itself. Without it, type your "
+                         "participant id and the code from your link (the letters after code=):", classes="page-text")
+            yield Input(value=self.participant, placeholder="participant id, e.g. p01", id="participant-id")
+            yield Input(placeholder="code from your link", id="participant-code")
             yield Static(self.problem or "", id="signin-problem", classes="page-problem")
             yield from page_button("Continue", "signin-continue")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#participant-id", Input).focus()
+        self.query_one("#participant-code" if self.participant else "#participant-id", Input).focus()
 
-    @on(Input.Submitted)
+    @on(Input.Submitted, "#participant-id")
+    def next_field(self) -> None:
+        self.query_one("#participant-code", Input).focus()
+
+    @on(Input.Submitted, "#participant-code")
     @on(Button.Pressed, "#signin-continue")
     def action_go(self) -> None:
         value = self.query_one("#participant-id", Input).value.strip()
-        if not value:
-            self.query_one("#signin-problem", Static).update("Type your participant id.")
+        code = self.query_one("#participant-code", Input).value.strip()
+        if not value or not code:
+            self.query_one("#signin-problem", Static).update(
+                "Type your participant id and the code from your link." if not value else
+                "Type the code from your link too (ask the researcher for your link if you have none).")
             return
-        problem = participant_flow(self.app).sign_in(value)
+        problem = participant_flow(self.app).sign_in(value, code)
         if problem:
             self.query_one("#signin-problem", Static).update(Text(problem))
 
@@ -89,20 +100,47 @@ class ConsentScreen(Screen[None]):
                 yield Static(Text(p.instructions), classes="page-text", id="instructions")
             yield Static(Text(p.consent or "Your steering and your answers are recorded for this study."),
                          classes="page-text", id="consent-text")
-            yield Checkbox("I have read this and I agree", id="consent-agree")
+            yield PlainCheckbox("I have read this and I agree", id="consent-agree")  # blank until ticked
             yield Static("", id="consent-problem", classes="page-problem")
             yield from page_button("Continue", "consent-continue")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#consent-agree", Checkbox).focus()
+        self.query_one("#consent-agree", PlainCheckbox).focus()
 
     @on(Button.Pressed, "#consent-continue")
     def action_go(self) -> None:
-        if not self.query_one("#consent-agree", Checkbox).value:
+        if not self.query_one("#consent-agree", PlainCheckbox).value:
             self.query_one("#consent-problem", Static).update("Tick \u201cI agree\u201d to take part.")
             return
         app = participant_flow(self.app)
         assert app.participant is not None  # signed in before the consent page
         people.consent(app.store, self.spec, app.participant)
         app.advance()
+
+
+class TakenOverScreen(Screen[None]):
+    """This tab no longer steers: the participant opened their session in another tab or browser."""
+
+    DEFAULT_CSS = PAGE_CSS.format(screen="TakenOverScreen")
+    BINDINGS = [Binding("ctrl+s", "go", "Steer here", id="takeover-go", priority=True)]
+
+    def __init__(self, study: str, at: str | None) -> None:
+        super().__init__()
+        self.study = study
+        self.at = at
+
+    def compose(self) -> ComposeResult:
+        when = f" at {self.at}" if self.at else ""
+        with VerticalScroll(id="page"):
+            yield Static(f"befair · study {self.study}", classes="page-title")
+            yield Static(f"This session was opened in another tab or browser{when}; this tab no longer steers.",
+                         classes="page-text", id="takeover-text")
+            yield Static("Your session goes on there; nothing is lost. Close this tab, or steer from this tab "
+                         "again (the other one then stops steering).", classes="page-hint")
+            yield from page_button("Steer from this tab", "takeover-go")
+        yield Footer(compact=True)
+
+    @on(Button.Pressed, "#takeover-go")
+    def action_go(self) -> None:
+        participant_flow(self.app).take_back()

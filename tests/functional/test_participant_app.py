@@ -1,8 +1,9 @@
-"""The participant's app (befair_tui.participant_app), driven with Pilot: the id form, consent,
+"""The participant's app (befair_tui.participant_app), driven with Pilot: the id and code form, consent,
 the participant fields, each session live in a console with steering only, the questions after
 it, the closing page; what a participant cannot reach (sessions screen, setup, stop, added steps,
 export, delete, replay, unblinding, settings, another session); sealed test figures stay sealed;
-a closed app opened again resumes where the participant was.
+a closed app opened again resumes where the participant was; an id without its link's code is
+refused; a tab that another took over says so, steers no more, and can take it back.
 
 Sessions run for real in detached study workers with the fast hash coder (tests/unit/test_study_pool)."""
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from engine.session import events as ev
 from engine.session import participants as log
-from engine.study import grid, people
+from engine.study import grid, links, people
 from engine.study.spec import load_spec
 
 from befair_tui.app import create_app
@@ -23,7 +24,7 @@ from befair_tui.participant_app import ParticipantApp
 from befair_tui.screens.participant_between import DoneScreen, QuestionsScreen, ReadyScreen
 from befair_tui.screens.participant_console import ParticipantConsoleScreen
 from befair_tui.screens.participant_profile import ProfileScreen
-from befair_tui.screens.participant_signin import ConsentScreen, SignInScreen
+from befair_tui.screens.participant_signin import ConsentScreen, SignInScreen, TakenOverScreen
 
 from .conftest import screen_text, wait_for
 
@@ -75,6 +76,12 @@ def study(tmp_path, store, monkeypatch):
     return spec
 
 
+def participant_app(db, store, study: str, participant: str, **kw) -> ParticipantApp:
+    """The app as `befair participate --participant ID` opens it, with the participant's code."""
+    return ParticipantApp(db, study, participant=participant, code=links.codes(store, study)[participant],
+                          poll_interval=0.05, **kw)
+
+
 async def click(pilot, selector: str) -> None:
     """Click a widget and let a button's press effect (0.2 s, during which it ignores clicks) end."""
     await pilot.click(selector)
@@ -106,11 +113,18 @@ async def test_a_participant_goes_through_the_whole_study(db, store, study):
     assert isinstance(app, ParticipantApp)
     async with app.run_test(size=(130, 40)) as pilot:
         assert isinstance(app.screen, SignInScreen)
+        codes = links.codes(store, "pp")
         app.screen.query_one("#participant-id").value = "p07"
+        app.screen.query_one("#participant-code").value = codes["p01"]
         await click(pilot, "#signin-continue")
         await pilot.pause()
         assert "'p07' is not a participant of study pp" in screen_text(app)
         app.screen.query_one("#participant-id").value = "p02"
+        await click(pilot, "#signin-continue")
+        await pilot.pause()
+        assert "this code is not participant p02's" in screen_text(app)   # p01's code for p02's id
+        assert isinstance(app.screen, SignInScreen) and not log.events(store, "pp", participant_id="p02")
+        app.screen.query_one("#participant-code").value = codes["p02"]
         await click(pilot, "#signin-continue")
         await _through_profile(pilot, app)
         assert log.participant(store, "pp", "p02")["role"] == "dermatologist"
@@ -159,7 +173,7 @@ async def test_participant_console_offers_steering_only_and_refuses_another_sess
     people.give_profile(store, study, "p02", {"role": "dermatologist", "years_dermatology": 9, "years_ml": 0})
     other = people.where(store, study, "p02")
     people.start_cell(store, study, "p02", other).wait(timeout=240)   # p02's first session, finished
-    app = create_app(db, participant_study="pp", participant="p01", poll_interval=0.05)
+    app = participant_app(db, store, "pp", "p01")
     async with app.run_test(size=(130, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ReadyScreen), what="p01's first page")
         await click(pilot, "#ready-go")
@@ -202,7 +216,7 @@ async def test_sealed_figures_stay_sealed_for_a_participant(tmp_path, db, store,
     state = store.state(sid)
     tests = [n for n in state.nodes.values() if n.eval_verdicts.get("test") == "ok"]
     assert tests and all(n.test is None for n in tests)     # measured, sealed
-    app = create_app(db, participant_study="blind", participant="p01", poll_interval=0.05)
+    app = participant_app(db, store, "blind", "p01")
     async with app.run_test(size=(130, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, QuestionsScreen), what="the questions")
         # the finished session in the participant's console, as it was before the questions came
@@ -224,7 +238,7 @@ async def test_sealed_figures_stay_sealed_for_a_participant(tmp_path, db, store,
 async def test_a_closed_tab_comes_back_where_it_was(db, store, study):
     people.consent(store, study, "p01")
     people.give_profile(store, study, "p01", {"role": "data scientist", "years_dermatology": 0, "years_ml": 4})
-    app = create_app(db, participant_study="pp", participant="p01", poll_interval=0.05)
+    app = participant_app(db, store, "pp", "p01")
     async with app.run_test(size=(130, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ReadyScreen), what="the first page")
         await click(pilot, "#ready-go")
@@ -232,7 +246,7 @@ async def test_a_closed_tab_comes_back_where_it_was(db, store, study):
         sid = app.screen.session_id
         await wait_for(pilot, lambda: app.screen.state.nodes, timeout=120, what="a node")
     assert log.participant(store, "pp", "p01")["client"]  # the tab said where it was
-    again = create_app(db, participant_study="pp", participant="p01", poll_interval=0.05)
+    again = participant_app(db, store, "pp", "p01")
     async with again.run_test(size=(130, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(again.screen, (ParticipantConsoleScreen, QuestionsScreen)),
                        what="the same session, or its questions")
@@ -249,7 +263,7 @@ async def test_a_closed_tab_comes_back_where_it_was(db, store, study):
 async def test_participant_help_lists_only_what_a_participant_can_do(db, store, study):
     from befair_tui.screens.participant_help import ParticipantHelp
 
-    app = create_app(db, participant_study="pp", participant="p01", poll_interval=0.05)
+    app = participant_app(db, store, "pp", "p01")
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the consent page")
         await pilot.press("f1")
@@ -294,3 +308,44 @@ async def test_the_researchers_grid_shows_who_is_on_which_cell(db, store, study)
         app.pop_screen()
         await pilot.pause()
         assert app.screen is screen
+
+
+async def test_an_id_without_its_code_is_refused_on_the_sign_in_page(db, store, study):
+    """A link whose code is wrong opens the sign-in page saying so, with the id kept; the right code
+    goes on to the consent page, whose box shows nothing until it is ticked."""
+    app = ParticipantApp(db, "pp", participant="p01", code=links.codes(store, "pp")["p02"], poll_interval=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SignInScreen), what="the sign-in page")
+        text = " ".join(screen_text(app).split())   # the message wraps
+        assert "this code is not participant p01's" in text and "ask the researcher for your link" in text, text
+        assert app.screen.query_one("#participant-id").value == "p01"
+        assert app.focused is app.screen.query_one("#participant-code")
+        await pilot.press(*links.codes(store, "pp")["p01"], "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the consent page")
+        box = app.screen.query_one("#consent-agree")
+        assert "X" not in str(box.render()) and "✓" not in str(box.render())   # nothing looks chosen
+        await click(pilot, "#consent-agree")
+        assert box.value and "✓" in str(box.render())
+    opened = log.events(store, "pp", kinds=(log.TAB_OPENED,))
+    assert [(e.participant_id, e.payload["tab"], e.payload["via"]) for e in opened] == [("p01", app.tab, "form")]
+
+
+async def test_a_tab_another_took_over_says_so_and_can_take_it_back(db, store, study):
+    people.consent(store, study, "p01")
+    people.give_profile(store, study, "p01", {"role": "data scientist", "years_dermatology": 0, "years_ml": 4})
+    app = participant_app(db, store, "pp", "p01", tab="tabA", via="link")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ReadyScreen), what="p01's first page")
+        taken = log.claim_tab(store, "pp", "p01", "tabB", via="link")          # p01's link in another browser
+        await wait_for(pilot, lambda: isinstance(app.screen, TakenOverScreen), timeout=15, what="the notice")
+        await pilot.pause(0.2)
+        at = time.strftime("%H:%M", time.localtime(taken.ts))
+        text = " ".join(screen_text(app).split())
+        assert f"This session was opened in another tab or browser at {at}; this tab no longer steers." in text
+        assert log.live_tab(store, "pp", "p01")[0] == "tabB"                    # the notice changed nothing
+        await click(pilot, "#takeover-go")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReadyScreen), what="p01's page again")
+    opened = log.events(store, "pp", kinds=(log.TAB_OPENED,))
+    assert [(e.payload["tab"], e.payload["previous"], e.payload["via"]) for e in opened] == [
+        ("tabA", None, "link"), ("tabB", "tabA", "link"), ("tabA", "tabB", "take-back")]
+    assert opened[1].payload["previous_online"] is True

@@ -161,3 +161,17 @@ def test_study_links_from_a_spec_records_the_study(tmp_path):
     con.close()
     assert sorted(codes) == ["p01", "p02"]
     assert f"http://127.0.0.1:8000/?participant=p02&code={codes['p02']}" in run.stdout
+
+
+def test_participate_in_a_terminal_refuses_an_id_without_its_code(store):
+    """`befair participate --participant ID` without the link's code (or with another's) says why, at once."""
+    codes = links.codes(store, "lk")
+    base = [sys.executable, "-m", "befair_tui.cli", "participate", "--study", "lk", "--db", str(store.path),
+            "--participant", "p02"]
+    for extra, message in (([], "the code for participant p02 is missing"),
+                           (["--code", codes["p01"]], "this code is not participant p02's")):
+        run = subprocess.run([*base, *extra], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             stdin=subprocess.DEVNULL)
+        assert run.returncode == 2 and message in run.stderr and "ask the researcher for your link" in run.stderr, (
+            run.returncode, run.stderr)
+        assert "Traceback" not in run.stderr
