@@ -3,6 +3,7 @@ engine.session.views words (node lines, badges, guidance entries, the running cl
 markers). What a figure means and how it is worded is decided there; here it is only drawn."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from rich.text import Text
@@ -136,3 +137,27 @@ def warning_style(theme: Mapping[str, str] | None = None) -> str:
 
 def unsandboxed_badge(theme: Mapping[str, str] | None = None) -> Text:
     return Text(f" {views.UNSANDBOXED} ", style=warning_style(theme))
+
+
+# -- a study spec's texts ------------------------------------------------------------------------
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+
+
+def reflow(text: str) -> str:
+    """A study spec's text (instructions, consent) as the page wraps it: the single line breaks of
+    the TOML file's own wrapping become spaces, a blank line stays a paragraph break, and a list's
+    lines ("- ", "* ", "1. ") keep theirs. Without this the page wraps the file's lines again
+    ("as / malignant / or benign")."""
+    paragraphs = re.split(r"\n\s*\n", text.replace("\r\n", "\n").strip())
+    return "\n\n".join(_joined(p.split("\n")) for p in paragraphs if p.strip())
+
+
+def _joined(lines: list[str]) -> str:
+    out: list[str] = []
+    for line in lines:
+        line = line.strip()
+        if out and not _LIST_ITEM.match(line):
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+    return "\n".join(out)

@@ -30,8 +30,8 @@ from befair_tui.messages import EventsArrived, FollowProblem
 from befair_tui.navigation import navigator
 from befair_tui.polling import ENDED_POLL, IDLE_POLL, EventLogFollower
 from befair_tui.screens.console_baselines import ExpertBaselines
-from befair_tui.screens.console_keys import (CONSOLE_BINDINGS, FOOTER_DROP, KEY_ACTIONS, OFFERED_WHEN_ABLE,
-                                             fits_the_p_key, steering_refusal)
+from befair_tui.screens.console_keys import (CONSOLE_BINDINGS, FOOTER_DROP, OFFERED_WHEN_ABLE, fits_the_p_key,
+                                             key_actions, screen_keys, steering_refusal)
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -98,6 +98,7 @@ class ConsoleScreen(ExpertBaselines):
         self.query_one(ConversationView).live_source = self.live_reply
         tree = self.query_one(SearchTree)
         tree.border_title = "Search tree · val AUC · gap"
+        self.query_one(Scoreboard).train_key = self.key_for("train_baselines")
         self._load_references()
         tree.focus()
         if self.follow_enabled:
@@ -181,9 +182,10 @@ class ConsoleScreen(ExpertBaselines):
             self.query_one(ComparisonPlot).sync(state, self.best)
         ended = views.ended(state)
         self._follower.longest_wait = ENDED_POLL if ended else IDLE_POLL
-        if ended and self._was_live and self.follow_enabled:
-            self.notify("The session has ended: r shows its summary (the final choice with its intervals, what "
-                        "each guidance changed).", title="Session summary", timeout=12)
+        summary = self.key_for("summary")
+        if ended and self._was_live and self.follow_enabled and summary:
+            self.notify(f"The session has ended: {summary} shows its summary (the final choice with its intervals, "
+                        "what each guidance changed).", title="Session summary", timeout=12)
         self._was_live = not ended and state.status != "new"
         self._sync_status()
 
@@ -342,7 +344,22 @@ class ConsoleScreen(ExpertBaselines):
         offer only the keys that can; pressing another one says this."""
         if action == "train_baselines":
             return self.why_not_train()
-        return steering_refusal(action, self.state, read_only=self.read_only, runner=self.runner)
+        return steering_refusal(action, self.state, read_only=self.read_only, runner=self.runner,
+                                keys=self.keys)
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """Action -> the key this screen binds to it: a hint names a key only where the screen has
+        one (a participant's console has no r, u, b or l)."""
+        if self._keys is None:
+            self._keys = screen_keys((key, b) for key, bindings in self._bindings.key_to_bindings.items()
+                                     for b in bindings)
+        return self._keys
+
+    def key_for(self, action: str) -> str | None:
+        return self.keys.get(action)
+
+    _keys: dict[str, str] | None = None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "summary":
@@ -353,7 +370,7 @@ class ConsoleScreen(ExpertBaselines):
 
     def on_key(self, event: events.Key) -> None:
         """A steering key that cannot act now says why instead of doing nothing."""
-        actions = KEY_ACTIONS.get(event.key)
+        actions = key_actions(self._bindings.key_to_bindings.get(event.key, ())).get(event.key)
         if not actions or any(self.check_action(a, ()) for a in actions):
             return
         bound = self.active_bindings.get(event.key)

@@ -2,7 +2,7 @@
 footer and the command palette offer only the keys that can act; pressing another one says why."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from textual.binding import Binding
 
@@ -55,26 +55,44 @@ def fits_the_p_key(action: str, status: str) -> bool:
     return True
 
 
-def steering_refusal(action: str, state: SessionState, *, read_only: bool, runner: str | None) -> str | None:
-    """Why a steering key (or u, resume the runner) cannot act in this state (None: it can)."""
+def steering_refusal(action: str, state: SessionState, *, read_only: bool, runner: str | None,
+                     keys: Mapping[str, str] | None = None) -> str | None:
+    """Why a steering key (or u, resume the runner) cannot act in this state (None: it can).
+    `keys`: the key the screen has for an action (default: the console's); a way out is named only
+    with a key the screen has (a participant's console has no u and no sessions screen)."""
+    keys = CONSOLE_KEYS if keys is None else keys
+    resume, sessions = keys.get("resume_runner"), keys.get("sessions")
     if action == "resume_runner":
         if read_only:
             return "This is a replay: it shows what happened and cannot be resumed from here."
         if runner == "stopped" and state.status in ("running", "paused"):
             return None
-        return f"The session is {state.status} and its runner is not stopped: nothing to resume (u)."
+        return f"The session is {state.status} and its runner is not stopped: nothing to resume ({resume})."
     if action not in STEERING:
         return None
     what = STEERING_VERB[action]
     if read_only:
-        return (f"This is a replay of what happened: it cannot {what}. Open the session from Sessions (l) "
-                "to steer it.")
+        return (f"This is a replay of what happened: it cannot {what}." + (
+            f" Open the session from Sessions ({sessions}) to steer it." if sessions else ""))
     status = state.status
     if status == "finished":
         return f"The session has finished: nothing runs any more, so there is no way to {what}."
     if status in ("stopped", "failed"):
-        return (f"The session {status}: nothing runs any more. To {what}, resume it first "
-                "(Sessions, l, then u).")
+        way = f" To {what}, resume it first (Sessions, {sessions}, then {resume})." if sessions and resume else ""
+        return f"The session {status}: nothing runs any more.{way}"
     if action in NEEDS_RUNNER and runner == "stopped" and status in ("running", "paused"):
-        return f"Nothing runs this session now (its runner stopped): press u to resume it, then {what}."
+        if resume:
+            return f"Nothing runs this session now (its runner stopped): press {resume} to resume it, then {what}."
+        return f"Nothing runs this session now (its runner stopped): it is being resumed; then {what}."
     return None
+
+
+def screen_keys(bindings: Iterable[tuple[str, Binding]]) -> dict[str, str]:
+    """Action -> the first key a screen binds to it."""
+    out: dict[str, str] = {}
+    for key, binding in bindings:
+        out.setdefault(binding.action, key)
+    return out
+
+
+CONSOLE_KEYS = screen_keys((k.strip(), b) for b in CONSOLE_BINDINGS for k in b.key.split(","))

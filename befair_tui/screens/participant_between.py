@@ -8,15 +8,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Button, Footer, Input, Label, RadioSet, Static
 
 from engine.study import people
 from engine.study.people import Position
 from engine.study.spec import StudySpec
 from engine.task import instruction_text
 
+from befair_tui.format import reflow
 from befair_tui.navigation import participant_flow
+from befair_tui.screens.participant_profile import ChoiceSet
 from befair_tui.screens.participant_signin import PAGE_CSS, focus_first, page_button
+from befair_tui.widgets.toggles import PlainRadioButton
 
 
 def minutes(seconds: float) -> str:
@@ -47,7 +50,7 @@ class ReadyScreen(Screen[None]):
         with VerticalScroll(id="page"):
             yield Static(f"Session {self.position.number} of {self.position.total}", classes="page-title")
             yield Static(f"The agent gets this instruction (level {cell.level.label}):", classes="page-text")
-            yield Static(Text(instruction_text(cell.level.level, cell.level.text)), id="ready-instruction")
+            yield Static(Text(reflow(instruction_text(cell.level.level, cell.level.text))), id="ready-instruction")
             yield Static(f"It has {' and '.join(limits)}. {guidance} You steer it live: p pauses it, g gives "
                          "guidance, e expands the selected node next, x prunes it (? lists every key).",
                          classes="page-text")
@@ -94,16 +97,17 @@ class QuestionsScreen(Screen[None]):
         with VerticalScroll(id="page"):
             yield Static(f"Session {self.position.number} of {self.position.total} has ended ({self._ended()}).",
                          classes="page-title")
-            yield Static("A few questions about it, before the next session." if p.questions else
+            yield Static(("A few questions about it, before you finish." if last else
+                          "A few questions about it, before the next session.") if p.questions else
                          "Nothing to answer after this session.", classes="page-text")
             for q in p.questions:
                 yield Label(Text(q.text + ("" if q.required else " (optional)")))
                 if q.kind == "text":
                     yield Input(id=f"q-{q.id}", classes="answer-text")
                     continue
-                with RadioSet(id=f"q-{q.id}"):
+                with ChoiceSet(id=f"q-{q.id}"):
                     for value in range(q.low, q.high + 1):
-                        yield RadioButton(str(value), id=f"q-{q.id}-{value}")
+                        yield PlainRadioButton(str(value), id=f"q-{q.id}-{value}")
                 if q.labels:
                     yield Static(Text(f"{q.low} = {q.labels[0]} · {q.high} = {q.labels[1]}"), classes="scale-ends")
             yield Static("", id="questions-problem", classes="page-problem")

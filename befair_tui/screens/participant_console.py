@@ -21,7 +21,7 @@ from engine.session import events as ev
 from engine.session import views
 from engine.session.participants import CommandRefused
 from engine.session.store import SessionStore
-from engine.session.timing import ActiveClock
+from engine.session.timing import ActiveClock, clock_runs_when_paused
 from engine.study import people
 from engine.study.people import Position
 from engine.study.pool import log_dir
@@ -31,6 +31,7 @@ from befair_tui.bindings import CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, R
 from befair_tui.launch import runner_state
 from befair_tui.navigation import participant_flow
 from befair_tui.screens.console import RUNNER_CHECK, ConsoleScreen
+from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
 from befair_tui.widgets.scoreboard import Scoreboard
@@ -63,6 +64,8 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         for event in events:
             self.active.add(event)
         super().ingest(events)
+        # the time limit as the runner counts it: paused time too, unless the session's study says not
+        self.active.count_paused = clock_runs_when_paused(self.state.config)
         self._check_end()
 
     def _check_end(self) -> None:
@@ -119,7 +122,8 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
     def _sync_status(self) -> None:
         self._sync_guidance_input()
         runner = None if self.runner == "stopped" else self.runner  # no "u: resume": it resumes by itself
-        self.query_one(StatusBar).sync(self.state, read_only=False, now=self.clock(), replay=None, runner=runner)
+        self.query_one(StatusBar).sync(self.state, read_only=False, now=self.clock(), replay=None, runner=runner,
+                                       steps=False, paused_clock=self.paused_clock())
         self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
         key = (self.state.status, self.runner, self.state.stop_requested)
         if key != self._bindings_key:
@@ -153,7 +157,24 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         self.query_one(ParticipantBar).sync(
             number=self.position.number, total=self.position.total, level=cell.level.label if cell else "",
             time_left=left, guidance_left=None if budget is None else max(0, budget - len(self.state.guidance)),
-            note=self._note)
+            note=self._note, steps=views.step_count(self.state))
+
+    def paused_clock(self) -> bool | None:
+        """Whether this session's time limit runs on while it is paused (None: it has no time limit)."""
+        if not (self.state.config.get("time_limit_s") or self.spec.time_limit):
+            return None
+        return clock_runs_when_paused(self.state.config)
+
+    # -- what a participant is shown -------------------------------------------------------------
+    def _load_references(self) -> None:
+        """The published reference rows only where the study shows them to everyone ([people]
+        references): a published figure can anchor a participant's answers."""
+        super()._load_references()
+        if people.people_of(self.spec).participants_see_references:
+            return
+        board = self.query_one(Scoreboard)
+        board.set_references(board.baselines, [])
+        self.query_one(ComparisonPlot).set_references(board.baselines, [])
 
     # -- steering: this participant's own session only ------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -1,7 +1,8 @@
 """The participant fields, asked once (a `profile` study event): role, years of experience in
 dermatology and in machine learning, free text; only those the spec's [people] fields name.
 Checked as a whole when saved, with one line that says what is wrong; nothing is recorded until
-every field is right."""
+every field is right. No field starts chosen: no role is marked (or highlighted) until the
+participant picks one (ChoiceSet, also the questions' scales)."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -10,14 +11,27 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Button, Footer, Input, Label, RadioSet, Static
 
 from engine.study import people
 from engine.study.people_spec import FIELD_LABELS, PeopleSpec
 
 from befair_tui.navigation import participant_flow
+from befair_tui.widgets.toggles import PlainRadioButton
 
 from befair_tui.screens.participant_signin import PAGE_CSS, focus_first, page_button
+
+
+class ChoiceSet(RadioSet):
+    """A RadioSet that starts with nothing chosen and nothing highlighted: Textual's puts its cursor
+    on the first button, which then looks chosen. Its cursor appears with the first arrow key."""
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._no_cursor)
+
+    def _no_cursor(self) -> None:
+        if self.pressed_button is None:
+            self._selected = None
 
 
 class ProfileScreen(Screen[None]):
@@ -40,9 +54,9 @@ class ProfileScreen(Screen[None]):
             for name in self.people.fields:
                 yield Label(FIELD_LABELS[name])
                 if name == "role":
-                    with RadioSet(id="field-role"):
+                    with ChoiceSet(id="field-role"):
                         for i, role in enumerate(self.people.roles):
-                            yield RadioButton(role, id=f"role-{i}")
+                            yield PlainRadioButton(role, id=f"role-{i}")
                 elif name == "notes":
                     yield Input(id="field-notes", placeholder="optional")
                 else:

@@ -1,9 +1,12 @@
-"""A participant's line under the console: which session of theirs this is, the time left of its
-time limit, and the guidance left of its budget."""
+"""A participant's line under the console: which session of theirs this is, its steps taken of its
+budget (engine.session.views.steps, the count every surface shows), the time left of its time
+limit, and the guidance left of its budget."""
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
+
+from engine.session.views import StepCount
 
 
 def mmss(seconds: float) -> str:
@@ -17,17 +20,22 @@ class ParticipantBar(Static):
     """
 
     def sync(self, *, number: int, total: int, level: str, time_left: float | None, guidance_left: int | None,
-             note: str = "") -> None:
+             note: str = "", steps: StepCount | None = None) -> None:
+        compact = 0 < self.size.width < 110
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"Session {number} of {total}", style="bold")
         text.append(f" · {level}")
+        if steps is not None:
+            text.append(f" · {steps.words(compact=compact)}")
         if time_left is not None:
             text.append(" · time left ")
             text.append(mmss(time_left), style="bold red" if time_left < 60 else "bold")
         if guidance_left is not None:
             text.append(f" · guidance left {guidance_left}")
-        text.append(f" · {note}" if note else " · ends at its step budget or time limit · ? help",
-                    style="bold yellow" if note else "dim")
+        if note:
+            text.append(f" · {note}", style="bold yellow")
+        else:
+            text.append(" · ? help" if compact else " · ends at its step budget or time limit · ? help", style="dim")
         if text.plain != getattr(self, "_last", None):
             self._last = text.plain
             self.update(text, layout=False)

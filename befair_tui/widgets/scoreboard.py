@@ -5,7 +5,8 @@ tooltip (mouse over a row) explains it. Which rows: engine.session.views (the pr
 
 The baselines and published rows carry the letter or number they are drawn as on the plot
 (views.reference_tags), so the plot's points are named here too. When no baseline was trained
-on the session's data it says so, and `b` (the console's key) trains them in the background.
+on the session's data it says so, and names the key that trains them in the background where the
+screen has one (the console's `b`; a participant's console has none).
 
 Narrow (80×24), nothing is cut: the source column gives way (a published row says "published" in
 its name), a long name wraps onto a second line, and the rows below the edge are reached with Tab
@@ -35,7 +36,9 @@ SOURCE_STYLE = {views.SOURCE_MEASURED: "bold green", views.SOURCE_TRAINED: "cyan
 NOTE_STYLE = "bold yellow"
 NO_BASELINES = "no expert baseline trained on this session's data"
 COMPACT_BELOW = 60  # columns: the source column gives way (a published row says so in its name)
-AUC_WIDTH, GAP_WIDTH = 9, 6
+AUC_WIDTH, GAP_WIDTH = 9, 7   # a gap cell keeps a space before "hidden" (no "hiddenhidden")
+# a row's name breaks between criteria ("agent/AUC/") or words, never inside a criterion's name
+KEEP_TOGETHER = tuple(name for name in views.CRITERION_SHORT.values() if " " in name)
 INTERVAL_WIDTH, INTERVALS_FROM = 10, 56  # a cell with ± its interval, and the board width that fits two
 
 
@@ -59,6 +62,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         self.split = "test"
         self.unsandboxed = False
         self.can_baselines = False        # the session's data is here: baselines can be trained for it
+        self.train_key: str | None = None  # the screen's key that trains them (None: this screen cannot)
         self.training: str | None = None  # what the background baseline training says now
         self.baselines: list[dict[str, Any]] = []
         self.published: list[dict[str, Any]] = []
@@ -128,7 +132,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         width = self._text_width()
         self.certainty = views.best_choice(state, self.criterion).uncertainty if state.nodes else ""
         key = (self.split, tuple((r.name, r.auc, r.gap, r.note, r.chosen, r.hidden, r.auc_ci is None) for r in rows),
-               tuple(notes), self.training, self.can_baselines, width, self.certainty)
+               tuple(notes), self.training, self.can_baselines, self.train_key, width, self.certainty)
         if key == self._last_key:
             return
         self._last_key = key
@@ -187,11 +191,7 @@ class Scoreboard(VerticalScroll, can_focus=True):
         for r in self.rows:
             if r.kind != "node" and self.certainty and not said:
                 said = True
-                out.add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}",
-                             style="italic"),
-                        "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
-                        "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
-                        "well be any of them.")
+                self._add_certainty(out)
             name = Text("★ " if r.chosen else "")
             if r.kind != "node":  # the letter or number it is drawn as on the plot
                 tag = tags.get(next(references, ("", "")), "")
@@ -205,20 +205,29 @@ class Scoreboard(VerticalScroll, can_focus=True):
                 name.append(f" · {r.note}", style="dim")
             auc, gap = ("hidden", "hidden") if r.hidden else _cells(r, spread)
             out.row(name, auc, gap, Text(r.source, style=SOURCE_STYLE.get(r.source, "")), _row_help(r))
+        if self.certainty and not said and self.rows:   # no reference rows under the nodes (a participant's)
+            self._add_certainty(out)
+
+    def _add_certainty(self, out: _BoardLines) -> None:
+        out.add(Text(f"≈ {self.certainty}" if "cannot" in self.certainty else f"✓ {self.certainty}", style="italic"),
+                "Two nodes cannot be told apart when the 95 % interval of their difference, on the same "
+                "validation images resampled the same way (a paired bootstrap), contains 0: the ★ could as "
+                "well be any of them.")
 
     def _add_baselines_hint(self, out: _BoardLines) -> None:
         """Baselines training, or how to get them when there are none."""
         if self.training:
             out.add(Text(f"⏳ {self.training}", style="bold cyan"),
                     "Expert baselines are training in the background; their rows appear here when they finish.")
-        elif self.no_baselines() and self.can_baselines:
-            out.add(Text(f"{NO_BASELINES} · b: train them", style=NOTE_STYLE),
-                    "Press b to train the three MEDFAIR baselines (ResNet-18) on this session's data in the "
-                    "background; their test AUC and gap land in this database and here.")
+        elif self.no_baselines() and self.can_baselines and self.train_key:
+            out.add(Text(f"{NO_BASELINES} · {self.train_key}: train them", style=NOTE_STYLE),
+                    f"Press {self.train_key} to train the three MEDFAIR baselines (ResNet-18) on this session's data "
+                    "in the background; their test AUC and gap land in this database and here.")
         elif self.no_baselines():
             out.add(Text(NO_BASELINES, style="dim"),
                     "This session's data is not here, so no baseline can be trained for it from the console "
-                    "(befair baselines train).")
+                    "(befair baselines train)." if self.train_key else
+                    "No expert baseline was trained on this session's data.")
 
     # -- tooltips -------------------------------------------------------------------------
     def help_for_line(self, line: int) -> str | None:
@@ -289,11 +298,44 @@ class _BoardLines:
         if self.source_width:
             cells.append("  ")
             cells.append_text(source if source is not None else Text(""))
-        chunks = name.wrap(self.console, self.name_width) if name.plain else [Text("")]
+        chunks = wrap_name(name, self.name_width) if name.plain else [Text("")]
         for i, chunk in enumerate(chunks):
-            chunk.rstrip()
             chunk.pad_right(self.name_width - chunk.cell_len)
             if i == 0:
                 chunk.append_text(cells)
             self.lines.append(chunk)
             self.help_lines.append(help_text)
+
+
+def _break_points(plain: str) -> list[int]:
+    """Where a row's name may go on to its next line: after a space or a "/", except inside one of
+    KEEP_TOGETHER ("worst low end" stays whole)."""
+    inside: set[int] = set()
+    for phrase in KEEP_TOGETHER:
+        start = plain.find(phrase)
+        while start >= 0:
+            inside.update(range(start, start + len(phrase)))
+            start = plain.find(phrase, start + 1)
+    return [i + 1 for i, ch in enumerate(plain) if ch == "/" or (ch == " " and i not in inside)]
+
+
+def wrap_name(name: Text, width: int) -> list[Text]:
+    """A row's name in lines of at most `width` cells, broken at _break_points (where a criterion's
+    name is wider than the board, between its words; a word wider still is cut)."""
+    plain, lines, start = name.plain, [], 0
+    points = _break_points(plain)
+    spaces = [i + 1 for i, ch in enumerate(plain) if ch == " "]   # a narrow board: a long name's words
+    while cell_len(plain[start:].rstrip()) > width:
+        fits = [p for p in points if start < p and cell_len(plain[start:p].rstrip()) <= width]
+        fits = fits or [p for p in spaces if start < p and cell_len(plain[start:p].rstrip()) <= width]
+        end = fits[-1] if fits else start + max(1, width)
+        line = name[start:end]
+        line.rstrip()
+        lines.append(line)
+        start = end
+        while start < len(plain) and plain[start] == " ":
+            start += 1
+    last = name[start:]
+    last.rstrip()
+    lines.append(last)
+    return lines

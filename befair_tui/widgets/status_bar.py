@@ -1,4 +1,4 @@
-"""The status line: level, coder, step k/N, what ★ best means, RUNNING/PAUSED/FINISHED, elapsed,
+"""The status line: level, coder, the steps taken of the budget, what ★ best means, RUNNING/PAUSED/FINISHED, elapsed,
 tokens, cost, and
 the trust markers: UNSANDBOXED (agent code ran without the sandbox) and RUNNER STOPPED (the
 session says running but its process is gone: no ticking clock, `u` resumes it)."""
@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from engine.session import feedback, selection
 from engine.session.state import SessionState
-from engine.session.views import RUNNER_STOPPED, clock, coder_label, elapsed, tokens
+from engine.session.views import RUNNER_STOPPED, clock, coder_label, elapsed, paused_clock_words, step_count, tokens
 
 from befair_tui.format import unsandboxed_badge
 
@@ -43,13 +43,6 @@ def _call_in_progress(state: SessionState, live: dict[str, Any] | None, dead: bo
     if state.status == "running" and not dead and not read_only and (asked := _asking(state)):
         return f" · {asked}: {'reading prompt' if compact else 'reading the prompt'}"
     return ""
-
-
-def _step(state: SessionState, dead: bool) -> int:
-    """The step under way while the agent runs (the chat tab's "step 3" as the model writes it),
-    else the steps done."""
-    running = state.status == "running" and not dead and state.agent_steps < (state.budget or 0)
-    return state.agent_steps + 1 if running else state.agent_steps
 
 
 def _coder(state: SessionState, compact: bool) -> str:
@@ -102,12 +95,15 @@ class StatusBar(Static):
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
              replay: str | None = None, runner: str | None = None, criterion: str | None = None,
-             live: dict[str, Any] | None = None) -> None:
+             live: dict[str, Any] | None = None, steps: bool = True, paused_clock: bool | None = None) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown);
         `criterion`: a reader's own view of what ★ follows (None: the session's); `live`: the LLM
-        call in progress (tokens so far, tokens/s), from the side channel (default: the state's)."""
+        call in progress (tokens so far, tokens/s), from the side channel (default: the state's);
+        `steps`: say the step count (a participant's bar says it instead); `paused_clock`: whether
+        a paused session's time limit runs on, said beside PAUSED (None: not said)."""
         self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner,
-                                   "criterion": criterion, "live": live})
+                                   "criterion": criterion, "live": live, "steps": steps,
+                                   "paused_clock": paused_clock})
         word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
@@ -131,6 +127,8 @@ class StatusBar(Static):
             text.append_text(unsandboxed_badge(self._theme()))
         if dead:
             text.append(" (u: resume)", style="bold red")
+        if paused_clock is not None and state.status == "paused" and not dead and not replay:
+            text.append(f" · {paused_clock_words(paused_clock)}", style="bold yellow")
         if state.status == "new" and not state.level and not replay:  # nothing recorded yet: say what happens
             text.append(" the session's process is setting up (data, sandbox, agent)…", style="italic")
             key = (text.plain, tuple(text.spans), compact)
@@ -140,8 +138,9 @@ class StatusBar(Static):
             return
         total = state.tokens_in + state.tokens_out
         best, sees = _agent_settings(state, criterion, compact)
-        parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else ""),
-                 (f" · step {_step(state, dead)}/{state.budget}", "")]
+        parts = [(f" {state.level or '?'} · ", ""), (_coder(state, compact), "bold magenta" if state.simulated else "")]
+        if steps:   # one count on every surface: the steps taken (engine.session.views.steps)
+            parts.append((f" · {step_count(state).words(compact=True)}", ""))   # "2/4 steps": room for the call
         # what may give way on a narrow line, last first: tokens, the clock, the call in progress; on a
         # narrow line ★'s meaning gives way before the call in progress (the scoreboard says it too)
         call = [(call, "bold")] if (call := _call_in_progress(state, live, dead, read_only, compact)) else []

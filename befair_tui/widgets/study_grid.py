@@ -1,4 +1,5 @@
-"""A study's grid on the Study screen: one row per session (cell) with its live state."""
+"""A study's grid on the Study screen: one row per session (cell) with its live state and its steps
+taken of its budget (engine.session.views.steps: the count the session's console shows too)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,16 +8,17 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from engine.session.figures import fmt
+from engine.session.views import row_step_count
 
 COLUMNS = [("cell", "cell"), ("agent", "agent"), ("level", "level"), ("participant", "participant_id"),
-           ("repeat", "repeat_index"), ("state", "state"), ("steps", "steps"), ("val AUC", "best_auc"),
+           ("repeat", "repeat_index"), ("state", "state"), ("steps taken", "steps"), ("val AUC", "best_auc"),
            ("val gap", "best_gap"), ("session", "session_id")]
 STATE_STYLE = {"finished": "green", "running": "bold cyan", "queued": "dim", "interrupted": "yellow",
                "failed": "bold red"}
 
 
 def cells(row: dict[str, Any]) -> tuple[str | Text, ...]:
-    steps = f"{row.get('steps') or 0}/{row.get('budget') or '?'}" if row.get("session_id") else "-"
+    steps = row_step_count(row).cell() if row.get("session_id") else "-"
     state = str(row.get("state") or "?")
     return (str(row["cell"]), str(row.get("agent") or ""), str(row.get("level") or ""),
             str(row.get("participant_id") or ""), str(row.get("repeat_index")),

@@ -31,7 +31,7 @@ from engine.errors import EXIT_FAILED, EXIT_INTERRUPTED, BefairError, UsageError
 from engine.session.store import SessionNotFound, SessionStore
 from engine.study import grid
 from engine.study.grid import EXIT_BUSY
-from engine.study.spec import Cell
+from engine.study.spec import Cell, StudySpec
 
 PARENT_POLL_S = 0.5
 
@@ -50,6 +50,15 @@ def build_coder(cell: Cell, config: SessionConfig) -> Any:
     return make_coder(config)
 
 
+def with_people_settings(config: SessionConfig, spec: StudySpec) -> SessionConfig:
+    """A study with people's settings that its runner enforces, recorded with the session: a clock
+    that stops while the participant has the session paused (engine.session.timing)."""
+    if spec.people is not None and not spec.people.clock_runs_when_paused:
+        study = config.extra.setdefault("study", {})
+        study["clock_runs_when_paused"] = False
+    return config
+
+
 def run_cell(db_path: str | Path, study: str, cell_index: int) -> int:
     """Start or resume a cell's session and run it to its end; returns the exit code."""
     from engine.agent.recovery import recover
@@ -63,7 +72,7 @@ def run_cell(db_path: str | Path, study: str, cell_index: int) -> int:
     if not 0 <= cell_index < len(cells):
         raise UsageError(f"study {study} has cells 0..{len(cells) - 1}, not {cell_index}")
     cell = cells[cell_index]
-    config = spec.session_config(cell)
+    config = with_people_settings(spec.session_config(cell), spec)
     coder = build_coder(cell, config)
     sid = cell.session_id
     try:

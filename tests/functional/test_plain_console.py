@@ -234,7 +234,7 @@ async def test_the_running_node_shows_its_time_against_the_step_limit_and_its_la
         await _console(app, pilot, 1)
         await wait_for(pilot, lambda: "running 01:32/10:00" in tree_text(app), what="the node's clock")
         await wait_for(pilot, lambda: "latest output: epoch 1/30 loss 0.61" in screen_text(app), what="its output")
-        assert "⏱ running 01:32 of the 10:00 step limit" in screen_text(app)
+        assert "◐ running 01:32 of the 10:00 step limit" in screen_text(app)
 
 
 # -- the plot -------------------------------------------------------------------------------------

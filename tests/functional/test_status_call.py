@@ -41,16 +41,17 @@ async def _line(width: int, live: dict | None = LIVE) -> str:
 
 async def test_the_call_in_progress_stays_on_an_80_column_line():
     line = await _line(80)
-    assert "fairness-metric · qwen2.5-cod… · step 1/6 · draft 1,412 tok 6.1/s" in line, line
+    assert "fairness-metric · qwen2.5-cod… · 0/6 steps · draft 1,412 tok 6.1/s" in line, line
     assert "LLM coder (" not in line                      # the label is shortened, not the call
     line = await _line(140)
     assert f"LLM coder ({MODEL})" in line and "★" in line and "draft 1,412 tok 6.1/s" in line, line
 
 
-async def test_the_step_shown_is_the_one_under_way_while_running_and_the_steps_done_otherwise():
-    """No node yet and the model writing: that is step 1 (the chat tab says "step 1" too)."""
+async def test_the_step_count_is_the_steps_taken_running_or_paused():
+    """One count on every surface (engine.session.views.steps): no node yet, the model writing the
+    first: no step taken yet, running or paused (the call in progress says what is under way)."""
     state = _state()
-    for status, shown in (("running", "step 1/6"), ("paused", "step 0/6")):
+    for status, shown in (("running", "0/6 steps"), ("paused", "0/6 steps")):
         state.status = status
         app = _Bar()
         async with app.run_test(size=(140, 3)) as pilot:
@@ -61,8 +62,8 @@ async def test_the_step_shown_is_the_one_under_way_while_running_and_the_steps_d
 
 
 async def test_a_model_still_reading_its_prompt_is_said_on_an_80_column_line():
-    assert (await _line(80, live={})).endswith("step 1/6 · draft: reading prompt")
-    assert "step 1/6 · ★/search validation AUC · draft: reading the prompt" in await _line(140, live={})
+    assert (await _line(80, live={})).endswith("0/6 steps · draft: reading prompt")
+    assert "0/6 steps · ★/search validation AUC · draft: reading the prompt" in await _line(140, live={})
 
 
 async def test_before_the_first_node_the_node_pane_says_where_the_reply_shows(db, store):

@@ -29,7 +29,7 @@ def test_the_running_clock_and_panel_words_come_from_views_and_format_only_style
     assert views.tree_figures(state, node, views.node_summary(state, node, best=None), now) == [
         "running 01:32/10:00", "running 01:32", "01:32"]
     words = views.running_words(state, node, now)
-    assert "".join(w for w, _ in words) == "⏱ running 01:32 of the 10:00 step limit\nlatest output: epoch 2 loss 0.41"
+    assert "".join(w for w, _ in words) == "◐ running 01:32 of the 10:00 step limit\nlatest output: epoch 2 loss 0.41"
     line = tui_format.running_line(state, node, now)
     assert isinstance(line, Text) and line.plain == "".join(w for w, _ in words)
     assert {role for _, role in words} <= set(tui_format.RUNNING_STYLE)

@@ -13,7 +13,8 @@ progress lines and the exports all render from here, so they agree on:
 - what may be compared with what: test against test (the DDI-format test set next to the
   published DDI rows), validation apart, with a note whenever the data is generated
   (`like_with_like`);
-- a session and its nodes as JSON (`as_json`); times, token counts and the coder (`words`).
+- a session and its nodes as JSON (`as_json`); times, token counts and the coder (`words`);
+- the step count, one meaning everywhere: the steps taken (`steps`).
 
 Everything is computed from a `SessionState` (the fold of a session's events) and, for the
 comparison, the baselines and published rows the caller passes in; nothing else is read. The
@@ -38,7 +39,8 @@ from engine.session.views.best import (
     CRITERIA, CRITERION_WORDS, BestChoice, NO_INTERVAL_CLAIM, tie_sentence, session_criterion, best_choice,
     best_by_criterion, best_id, final_choices, best_nodes,
 )
-from engine.session.views.words import clock, tokens, date, elapsed, coder_label
+from engine.session.views.words import clock, tokens, date, elapsed, coder_label, paused_clock_words
+from engine.session.views.steps import STEPS_HELP, StepCount, step_count, row_step_count
 from engine.session.views.nodes import (
     STATUS_ICONS, STATUS_WORD, IMPORTED_UNMEASURED, SHORT_REASON, LINE_MARKS, short, NodeSummary, node_summary,
     node_line, tree_order, guidance_by_node, tree_lines, tree_figures, running_clock, latest_output_line,
@@ -63,7 +65,8 @@ __all__ = [
     "ended", "final_choices", "fmt", "guidance_by_node", "guidance_where", "IMPORTED_NOTE", "IMPORTED_UNMEASURED",
     "INTERVAL_MEASURED", "INTERVAL_PUBLISHED", "INTERVAL_SEEDS", "kept_blind", "latest_output_line", "LINE_MARKS",
     "NO_INTERVAL_CLAIM", "node_badges", "node_json", "node_line", "node_metrics", "node_rows", "node_summary",
-    "node_tooltip", "NodeSummary", "NOT_AUDITED", "notes", "plot_points", "published_label", "PUBLISHED_NOTE",
+    "node_tooltip", "NodeSummary", "NOT_AUDITED", "notes", "paused_clock_words", "row_step_count", "step_count",
+    "StepCount", "STEPS_HELP", "plot_points", "published_label", "PUBLISHED_NOTE",
     "published_points", "PUBLISHED_TAGS", "reference_points", "reference_tags", "Row", "row_state",
     "RUNNER_STOPPED", "running_clock", "running_words", "same_data", "sandbox_mode", "SANDBOX_VALUES",
     "session_criterion", "session_json", "short", "SHORT_REASON", "simulated_failure", "SOURCE_HELP",

@@ -237,8 +237,8 @@ def comparison_rows(state: SessionState, baselines: list[dict[str, Any]], publis
 
 def notes(state: SessionState, split: str, *, has_published: bool = True, unblind: bool = False) -> list[str]:
     """The caveats a reader must see next to this split's numbers."""
-    if split != "test":
-        return [PUBLISHED_NOTE]
+    if split != "test":   # where the published rows went (none to say where no reader sees them)
+        return [PUBLISHED_NOTE] if has_published else []
     out = [SYNTH_NOTE] if synth(state) and has_published else []
     if test_hidden(state, unblind) and state.nodes:
         out.append(blinded_note(state))

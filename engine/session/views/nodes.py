@@ -236,7 +236,7 @@ def running_words(state: SessionState, node: NodeState, now: float) -> list[tupl
     """The node panel's words for a running node, each with its role ("head", "clock", "note" or
     ""): its time against the step limit, then the last line it printed."""
     limit = state.config.get("step_timeout")
-    words = [("⏱ running ", "head"), (_ran(node, now), "clock")]
+    words = [("◐ running ", "head"), (_ran(node, now), "clock")]
     if limit:
         words.append((f" of the {clock(float(limit))} step limit", ""))
     last = latest_output_line(node)

@@ -38,6 +38,11 @@ def elapsed(state: SessionState, *, read_only: bool, now: float | None = None) -
     return now - state.started_ts
 
 
+def paused_clock_words(runs: bool) -> str:
+    """What a paused session's clock does (a study's `clock_runs_when_paused`), in the status line."""
+    return "the clock keeps running" if runs else "clock stopped"
+
+
 def coder_label(coder: dict[str, Any]) -> str:
     """The coder as the status bar names it: its label and model, or the offline coder's name."""
     if not coder:
