@@ -17,7 +17,7 @@ from engine.session.lifecycle import open_store
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC, write_csv
 
-from befair_tui.cli import study_links
+from befair_tui.cli import study_links, study_plan
 from befair_tui.cli.study_references import study_references
 
 
@@ -79,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     t.set_defaults(func=cmd_report)
 
     study_links.register(sub)
+    study_plan.register(sub)
 
 
 # --------------------------------------------------------------------------- run
@@ -315,6 +316,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = _imported_report(store, args) or build_report(store, args.name, criterion=args.criterion,
                                                            unblind=args.unblind)
     people = people_part(store, report, args)  # a study steered by people: by expertise group × level
+    study_plan.write_outputs(store, report, args)
     if args.csv:
         write_csv(report.table, args.csv)
     if args.figure and people is not None:
@@ -335,6 +337,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _print_comparisons(report)
     if people is not None:
         people.print()
+    study_plan.print_design(report, args)
     for what, path in (("table", args.csv), ("sessions", args.sessions_csv), ("figure", args.figure)):
         if path:
             print(f"{what}: {path}")

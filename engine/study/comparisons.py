@@ -10,7 +10,10 @@ training). The second is what a level changes, so levels and agents are compared
   `RESAMPLES` random ones, a fixed seed): the share of relabellings with a difference at least as
   large. Exact for the small groups of a study, whatever the values' distribution.
 
-Two groups can be told apart when the permutation test's p is below 0.05. (A bootstrap interval of
+Several pairs compared at once (every pair of levels within an agent, every pair of agents within
+a level) are one family per figure, and their p-values are corrected for multiple comparisons by
+Holm's step-down method (statsmodels.stats.multitest): two groups can be told apart when the
+corrected p is below 0.05 (a family of one pair keeps its p). (A bootstrap interval of
 the difference was tried first: with 5–7 runs a group it is too narrow, and it "told apart" pairs
 whose exact permutation p was .09–.10 on the published study.) With so few runs only large
 differences can be told apart: the report says so rather than rank.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,9 @@ RESAMPLES = 10_000
 SEED = 20_261_124
 ALPHA = 0.05
 METHOD = ("difference of means over runs: Welch's 95 % interval; told apart when a two-sided permutation test "
-          f"(exact, or {RESAMPLES} random relabellings) gives p < {ALPHA}")
+          f"(exact, or {RESAMPLES} random relabellings), Holm-corrected over the pairs of levels within an agent "
+          f"(and of agents within a level) of each figure, gives p < {ALPHA}")
+CORRECTION = "Holm (step-down, family-wise error rate), statsmodels.stats.multitest"
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,16 @@ class Comparison:
     difference: float | None
     ci: tuple[float, float] | None
     p_value: float | None
+    p_holm: float | None = None    # p corrected over the pairs of its family (Holm); None: a family of one
+
+    @property
+    def p_used(self) -> float | None:
+        return self.p_holm if self.p_holm is not None else self.p_value
 
     @property
     def told_apart(self) -> bool | None:
-        return None if self.p_value is None else self.p_value < ALPHA
+        p = self.p_used
+        return None if p is None else p < ALPHA
 
     def sentence(self) -> str:
         head = f"{self.within}: {self.a} vs {self.b}, {self.figure}"
@@ -56,6 +67,7 @@ class Comparison:
             return f"{head}: not enough runs to compare (n = {self.n_a}, {self.n_b})"
         verdict = "told apart" if self.told_apart else "cannot be told apart"
         p = f", p = {self.p_value:.3f}" if self.p_value is not None else ""
+        p += f", Holm {self.p_holm:.3f}" if self.p_holm is not None else ""
         return (f"{head}: difference {_signed(self.difference)} (95 % {_signed(self.ci[0])} to "
                 f"{_signed(self.ci[1])}{p}, n = {self.n_a} vs {self.n_b}): {verdict}")
 
@@ -123,11 +135,31 @@ def between_groups(values: Mapping[tuple[str, str], Sequence[float]], *, figure:
     out = []
     for agent in agents:
         mine = [lv for lv in levels if (agent, lv) in values]
-        for la, lb in itertools.combinations(mine, 2):
-            out.append(compare(values[(agent, la)], values[(agent, lb)], figure=figure, within=agent,
-                               names=(la, lb)))
+        out += with_holm([compare(values[(agent, la)], values[(agent, lb)], figure=figure, within=agent,
+                                  names=(la, lb)) for la, lb in itertools.combinations(mine, 2)])
     for level in levels:
-        for aa, ab in itertools.combinations([a for a in agents if (a, level) in values], 2):
-            out.append(compare(values[(aa, level)], values[(ab, level)], figure=figure, within=level,
-                               names=(aa, ab)))
+        out += with_holm([compare(values[(aa, level)], values[(ab, level)], figure=figure, within=level,
+                                  names=(aa, ab))
+                          for aa, ab in itertools.combinations([a for a in agents if (a, level) in values], 2)])
+    return out
+
+
+def holm_adjust(p_values: Sequence[float], alpha: float = ALPHA) -> list[float]:
+    """Holm's step-down adjusted p-values (statsmodels.stats.multitest.multipletests)."""
+    from statsmodels.stats.multitest import multipletests
+
+    if not p_values:
+        return []
+    return [float(p) for p in multipletests(list(p_values), alpha=alpha, method="holm")[1]]
+
+
+def with_holm(family: list[Comparison]) -> list[Comparison]:
+    """The family's comparisons with their Holm-corrected p (only when two or more were tested)."""
+    tested = [i for i, c in enumerate(family) if c.p_value is not None]
+    if len(tested) < 2:
+        return family
+    adjusted = holm_adjust([float(family[i].p_value or 0.0) for i in tested])
+    out = list(family)
+    for i, p in zip(tested, adjusted, strict=True):
+        out[i] = replace(family[i], p_holm=p)
     return out

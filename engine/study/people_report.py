@@ -10,7 +10,11 @@ first measured node and in all, and their answers to the spec's questions.
 Per expertise group (the participant's role) × level (`by_expertise`): n, the mean outcome with
 its spread over sessions (mean ± std, mean ∓ 1.96·std/√n as engine.study.aggregate), the mean
 steering counts, the median time to the first measured node, and each question's mean (scale) or
-the answers (text). Figure 2 split by expertise (`expertise_points`): one point per group × level.
+the answers (text), and the mixed model's estimate for the group × level of each measure
+(engine.study.within). Figure 2 split by expertise (`expertise_points`): one point per group × level.
+
+The long CSV for R or pandas (`write_long_csv`): one row per participant × session × measure, with
+a Markdown codebook beside it that names every column and every measure (`codebook`).
 
 Steering counts are read from each session's events: an action counts for the participant when
 its event names their participant_id (every command a participant issues carries it).
@@ -34,7 +38,7 @@ from engine.study import grid
 from engine.study.aggregate import AUC_GAP, CI95_HI, CI95_LO, MEAN, OVERALL_AUC, STD, describe
 from engine.study.figure import Point
 from engine.study.people import participant_cells, people_of
-from engine.study.report import choice_metrics
+from engine.study.choice import choice_metrics
 from engine.study.spec import StudySpec
 
 NO_PROFILE = "(no profile)"
@@ -152,10 +156,24 @@ def groups(spec: StudySpec, rows: Sequence[dict[str, Any]]) -> list[str]:
         ([NO_PROFILE] if NO_PROFILE in present else [])
 
 
-def by_expertise(spec: StudySpec, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def scale_questions(spec: StudySpec) -> list[str]:
+    return [q.id for q in people_of(spec).questions if q.kind != "text"]
+
+
+def within_analysis(spec: StudySpec, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The mixed model and the paired differences of every measure (engine.study.within)."""
+    from engine.study.within import analyse
+
+    return analyse(rows, level_order=[lv.label for lv in spec.levels], group_order=groups(spec, rows),
+                   scale_questions=scale_questions(spec))
+
+
+def by_expertise(spec: StudySpec, rows: Sequence[dict[str, Any]],
+                 within: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One entry per expertise group × level with at least one session (see the module docstring)."""
     out = []
     questions = people_of(spec).questions
+    within = within if within is not None else within_analysis(spec, rows)
     for group in groups(spec, rows):
         for level in [lv.label for lv in spec.levels]:
             members = [r for r in rows if r["role"] == group and r["level"] == level]
@@ -175,7 +193,17 @@ def by_expertise(spec: StudySpec, rows: Sequence[dict[str, Any]]) -> list[dict[s
                      is not None]
             entry["seconds_to_first_measured_median"] = statistics.median(times) if times else None
             entry["answers"] = {q.id: _answers(q.kind, [r.get(f"q_{q.id}") for r in members]) for q in questions}
+            entry["model"] = _model_cells(within, group, level)
             out.append(entry)
+    return out
+
+
+def _model_cells(within: dict[str, Any], group: str, level: str) -> dict[str, Any]:
+    """measure -> the model's estimate and 95 % interval for this group × level (None: no model)."""
+    out: dict[str, Any] = {}
+    for m in within["measures"]:
+        found = [c for c in m["model"]["cells"] if c["group"] == group and c["level"] == level]
+        out[m["measure"]] = found[0] if found and m["model"]["fitted"] else None
     return out
 
 
@@ -222,3 +250,111 @@ def write_sessions_csv(rows: Sequence[dict[str, Any]], path: str | Path) -> Path
                              for c in header])
     return target
 
+
+
+# --------------------------------------------------------------------------- the long CSV and its codebook
+
+LONG_COLUMNS: list[tuple[str, str, str]] = [
+    ("study", "text", "the study's name"),
+    ("participant", "text", "the participant's id (the random effect of the mixed model)"),
+    ("role", "text", f"the participant's expertise group (their role; `{NO_PROFILE}` when they gave none)"),
+    ("years_dermatology", "number", "years of experience in dermatology (empty: not asked or not given)"),
+    ("years_ml", "number", "years of experience in machine learning (empty: not asked or not given)"),
+    ("session_id", "text", "the session (one cell of the participant's order)"),
+    ("cell", "integer", "the cell's index in the study's grid"),
+    ("level", "text", "the arm's label (the instruction level, or a level × setting arm)"),
+    ("instruction_level", "text", "the instruction level given to the agent"),
+    ("agent", "text", "the agent's label"),
+    ("repeat", "integer", "the repeat index (0-based)"),
+    ("position", "integer", "the session's place in the participant's order (1-based, Latin square)"),
+    ("status", "text", "the cell's state: queued, running, finished, failed, interrupted"),
+    ("included", "integer", "1 when the report's statistics use this row's value, else 0"),
+    ("excluded", "text", "why the session's outcomes are left out of the statistics (empty: kept)"),
+    ("measure", "text", "what `value` is: one of the measures below"),
+    ("value", "number", "the measure's value (empty: not measured)"),
+    ("ci_lo", "number", "the lower bound of the value's own 95 % interval, when it has one (outcomes only)"),
+    ("ci_hi", "number", "the upper bound of that interval"),
+]
+OUTCOME_MEASURES = {
+    "test_auc": ("AUC, 0–1", "the final choice's overall AUC on the test set (its evaluation's 95 % bootstrap "
+                 "interval in ci_lo, ci_hi)"),
+    "test_auc_gap": ("AUC, 0–1", "the final choice's skin-tone AUC gap on the test set: the largest minus the "
+                     "smallest AUC of the groups FST I–II, III–IV, V–VI (MEDFAIR)"),
+}
+STEERING_MEASURES = {
+    "pauses": ("count", "pauses the participant made"),
+    "guidance": ("count", "guidance messages the participant sent"),
+    "guidance_chars": ("characters", "characters of guidance in all"),
+    "prunes": ("count", "nodes the participant pruned"),
+    "expands": ("count", "nodes the participant asked to expand next"),
+    "refused": ("count", "the participant's commands the engine refused"),
+    "researcher_actions": ("count", "steering by anyone else (a researcher), counted apart"),
+    "steps": ("count", "steps the agent took"),
+    "nodes": ("count", "nodes in the session's search tree"),
+    "seconds_to_first_measured": ("seconds", "active time from the start to the first node measured on validation"),
+    "active_seconds": ("seconds", "the session's active time"),
+}
+
+
+def long_measures(questions: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """measure -> (unit, meaning): the outcomes, the steering, and each scale question's answer."""
+    out = {**OUTCOME_MEASURES, **STEERING_MEASURES}
+    for q in questions:
+        if q.kind != "text":
+            out[f"q_{q.id}"] = (f"scale {q.low}–{q.high}", f"the answer to: {q.text}")
+    return out
+
+
+def long_rows(rows: Sequence[dict[str, Any]], questions: Sequence[Any]) -> list[dict[str, Any]]:
+    """One row per participant × session × measure (LONG_COLUMNS)."""
+    out = []
+    keys = ("study", "participant", "role", "years_dermatology", "years_ml", "session_id", "cell", "level",
+            "instruction_level", "agent", "repeat", "position", "status", "excluded")
+    for r in rows:
+        started = r.get("excluded") != "no session yet"
+        for measure in long_measures(questions):
+            value = r.get(measure) if started or measure.startswith("q_") else None
+            if measure in OUTCOME_MEASURES:
+                used = value is not None and not r.get("excluded")
+                lo, hi = r.get(f"{measure}_ci_lo"), r.get(f"{measure}_ci_hi")
+            else:
+                used, lo, hi = value is not None, None, None
+            out.append({**{k: r.get(k) for k in keys}, "included": int(used), "measure": measure, "value": value,
+                        "ci_lo": lo, "ci_hi": hi})
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def write_long_csv(rows: Sequence[dict[str, Any]], path: str | Path, questions: Sequence[Any],
+                   *, study: str = "") -> tuple[Path, Path]:
+    """The long CSV and its codebook (`<stem>.codebook.md` beside it); both paths."""
+    target = Path(path)
+    header = [c for c, _, _ in LONG_COLUMNS]
+    with target.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(header)
+        for row in long_rows(rows, questions):
+            writer.writerow([_cell(row.get(c)) for c in header])
+    book = target.with_name(target.stem + ".codebook.md")
+    book.write_text(codebook(questions, csv_name=target.name, study=study), encoding="utf-8")
+    return target, book
+
+
+def codebook(questions: Sequence[Any], *, csv_name: str = "the long CSV", study: str = "") -> str:
+    """The codebook (Markdown): every column, then every measure with its unit."""
+    lines = [f"# Codebook: {csv_name}" + (f" (study {study})" if study else ""), "",
+             "One row per participant × session × measure. Comma-separated, UTF-8, a header row; an empty "
+             "field is a missing value (NA in R's `read.csv`, NaN in pandas' `read_csv`). Numbers use a "
+             "dot for decimals.", "",
+             "```r", f'd <- read.csv("{csv_name}")', "kept <- subset(d, included == 1 & measure == \"test_auc_gap\")",
+             "```", "", "## Columns", "", "| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c}` | {t} | {m} |" for c, t, m in LONG_COLUMNS]
+    lines += ["", "## Measures (the `measure` column)", "", "| measure | unit | meaning |", "|---|---|---|"]
+    lines += [f"| `{k}` | {unit} | {meaning} |" for k, (unit, meaning) in long_measures(questions).items()]
+    lines += ["", "Answers to text questions are not here (they are not numbers): `--sessions-csv` has them.", ""]
+    return "\n".join(lines)

@@ -6,7 +6,10 @@ The final choice is the node the session's `final_choice` event names for the cr
 MEDFAIR set its `evaluated` event recorded, with its own 95 % intervals. Sessions that did not
 finish, or finished without a choice or without a test evaluation, are listed with the reason and
 left out of the statistics. Levels (within an agent) and agents (within a level) are compared over
-runs (engine.study.comparisons), and the report says which pairs cannot be told apart.
+runs (engine.study.comparisons, Holm-corrected over the pairs), and the report says which pairs
+cannot be told apart. A study with people adds its within-participant analysis (the mixed model and
+the paired differences of engine.study.within), and a preregistered study the preregistration with
+every deviation from it (engine.study.prereg).
 """
 from __future__ import annotations
 
@@ -14,16 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.session import figures
 from engine.config import BEST_CRITERIA
 from engine.errors import UsageError
-from engine.session.state import SessionState
 from engine.session.store import SessionStore
 from engine.study import grid
-from engine.study.aggregate import (AUC_GAP, METRIC_COLUMNS, MODEL, OVERALL_AUC, PROMPT, TEST_PREFIX, aggregate,
-                                    sizes)
+from engine.study.aggregate import AUC_GAP, METRIC_COLUMNS, MODEL, OVERALL_AUC, PROMPT, aggregate, sizes
+from engine.study.choice import choice_metrics, run_intervals
+from engine.study.comparisons import CORRECTION, between_groups
 from engine.study.comparisons import METHOD as COMPARISON_METHOD
-from engine.study.comparisons import between_groups
 from engine.study.spec import StudySpec
 
 
@@ -43,6 +44,13 @@ class StudyReport:
     level_names: dict[str, str] = field(default_factory=dict)
     # levels within each agent and agents within each level, over runs (engine.study.comparisons)
     comparisons: list[dict[str, Any]] = field(default_factory=list)
+    # a study with people: the mixed model and the paired differences per measure (engine.study.within)
+    within: dict[str, Any] | None = None
+    # the preregistration (engine.study.prereg) and how the report departs from it
+    preregistration: dict[str, Any] | None = None
+    deviations: list[str] = field(default_factory=list)
+    # a study with people: one row per session (engine.study.people_report), for the long CSV
+    people_rows: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def level_name(self, prompt: str) -> str:
         return self.level_names.get(prompt, prompt)
@@ -51,7 +59,8 @@ class StudyReport:
         return {"study": self.study, "criterion": self.criterion, "data": self.data, "synthetic": self.synthetic,
                 "counts": self.counts, "n": self.n, "sessions": self.sessions, "excluded": self.excluded,
                 "metric_columns": METRIC_COLUMNS, "table": self.table, "comparisons": self.comparisons,
-                "comparison_method": COMPARISON_METHOD}
+                "comparison_method": COMPARISON_METHOD, "comparison_correction": CORRECTION, "within": self.within,
+                "preregistration": self.preregistration, "deviations": self.deviations}
 
 
 def compare_levels(rows: Sequence[dict[str, Any]], level_order: Sequence[str] = (),
@@ -70,41 +79,6 @@ def compare_levels(rows: Sequence[dict[str, Any]], level_order: Sequence[str] = 
         order = [names.get(p, p) for p in level_order]
         out += [c.to_json() for c in between_groups(values, figure=figure, level_order=order)]
     return out
-
-
-def run_intervals(state: SessionState, node_id: int | None) -> dict[str, Any]:
-    """The chosen node's own 95 % test intervals (from its predictions), where it has them."""
-    node = state.nodes.get(node_id) if node_id is not None else None
-    test = (node.test or {}) if node is not None else {}
-    return {"test_auc_ci": figures.interval(test, "auc"), "test_auc_gap_ci": figures.interval(test, "auc_gap")}
-
-
-def choice_metrics(state: SessionState, criterion: str) -> tuple[int | None, dict[str, float | None], str | None]:
-    """(node id, its test metrics under the study's column names, why not) for a session's final
-    choice by `criterion`."""
-    if state.status != "finished":
-        return None, {}, f"the session is {state.status}"
-    choice = state.final_choice or {}
-    node_id = choice.get(f"by_{criterion}")
-    if node_id is None:
-        reason = (choice.get("reasons") or {}).get(criterion) or "no final choice recorded"
-        return None, {}, f"no final choice by {criterion}: {reason}"
-    node = state.nodes.get(int(node_id))
-    if node is not None and node.eval_verdicts.get("test") == "ok" and "test" not in node.medfair \
-            and state.config.get("blind_test"):
-        return int(node_id), {}, "test metrics sealed (a blind study): a researcher reports with --unblind"
-    if node is None or node.eval_verdicts.get("test") != "ok" or "test" not in node.medfair:
-        verdict = node.eval_verdicts.get("test") if node else None
-        return int(node_id), {}, f"node {node_id} has no test evaluation ({verdict or 'none'})"
-    medfair = node.medfair["test"]
-    metrics = {c: _float(medfair.get(c[len(TEST_PREFIX):])) for c in METRIC_COLUMNS}
-    return int(node_id), metrics, None
-
-
-def _float(value: Any) -> float | None:
-    if value is None or isinstance(value, (str, bool)):
-        return None
-    return float(value)
 
 
 def build_report(store: SessionStore, name: str, *, criterion: str | None = None,
@@ -136,10 +110,29 @@ def build_report(store: SessionStore, name: str, *, criterion: str | None = None
         aggregated.append({MODEL: row["agent"], PROMPT: row["level"], **metrics})
     level_order = [lv.label for lv in spec.levels]
     n = {f"{m} · {p}": k for (m, p), k in sizes(aggregated).items()}
-    return StudyReport(study=name, criterion=criterion, data=dict(spec.data), synthetic="synth" in spec.data,
-                       counts=grid.counts(rows), sessions=sessions, excluded=excluded,
-                       table=aggregate(aggregated, prompt_order=level_order), n=n,
-                       comparisons=compare_levels(aggregated, level_order))
+    report = StudyReport(study=name, criterion=criterion, data=dict(spec.data), synthetic="synth" in spec.data,
+                         counts=grid.counts(rows), sessions=sessions, excluded=excluded,
+                         table=aggregate(aggregated, prompt_order=level_order), n=n,
+                         comparisons=compare_levels(aggregated, level_order))
+    if spec.people is not None:
+        from engine.study.people_report import session_rows, within_analysis
+
+        report.people_rows = session_rows(store, spec, criterion=criterion, unblind=unblind)
+        report.within = within_analysis(spec, report.people_rows)
+    add_preregistration(store, report, spec)
+    return report
+
+
+def add_preregistration(store: SessionStore, report: StudyReport, spec: StudySpec) -> None:
+    """The study's preregistration, if any, and every deviation from it."""
+    from engine.study import prereg
+
+    found = prereg.find(store, report.study)
+    if found is None:
+        return
+    report.preregistration = found.to_json()
+    report.deviations = prereg.deviations(found, criterion=report.criterion, excluded=report.excluded,
+                                          spec_sha256=spec.digest, within=report.within)
 
 
 def headline(report: StudyReport, columns: Sequence[str] = (OVERALL_AUC, AUC_GAP)) -> list[dict[str, Any]]:
