@@ -95,9 +95,8 @@ class Setting:
     def words(self) -> str:
         """What the cut-off is, in a clinician's words."""
         if self.kind == "sensitivity":
-            return (f"the cut-off that catches {self.value * 100:g} % of malignant lesions on the validation "
-                    "images (all skin tones pooled)")
-        return f"a fixed cut-off: a probability of {_number(self.value)} or more is called malignant"
+            return f"set to catch {self.value * 100:g} % of malignant lesions on validation, all skin tones pooled"
+        return f"fixed: a probability of {_number(self.value)} or more is called malignant"
 
 
 def canonical(text: str | None) -> str:

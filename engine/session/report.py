@@ -206,42 +206,68 @@ def point_heading(point: OperatingPoint) -> str:
     """`cut-off .412: the cut-off that catches 90 % …`, or why there is none."""
     if point.threshold is None:
         return f"no cut-off: {point.reason or 'none was chosen'}"
-    return f"cut-off {figures.fmt(point.threshold)}: {point.words}"
+    return f"cut-off {figures.fmt(point.threshold)}, {point.words}"
 
 
-def _share_text(count: int | None, of: int, share: tuple[float | None, list[float] | None], none: str) -> str:
+Parts = tuple[str, str]   # (the figure with its interval, the counts it rests on)
+
+
+def _share_parts(count: int | None, of: int, share: tuple[float | None, list[float] | None], what: str,
+                 none: str) -> Parts:
     value, ci = share
     if value is None or count is None:
-        return none
-    return f"{figures.with_interval(value, ci, 2)} · {count} of {of}"
+        return none, ""
+    return figures.with_interval(value, ci, 2), f"{count}/{of} {what}"
+
+
+def sensitivity_parts(g: GroupAtPoint) -> Parts:
+    """(`.88 (.76–.94)`, `44/50 caught`): malignant lesions called malignant."""
+    return _share_parts(g.caught, g.malignant, g.sensitivity, "caught",
+                        "no malignant images" if not g.malignant else "–")
+
+
+def specificity_parts(g: GroupAtPoint) -> Parts:
+    """(`.61 (.54–.68)`, `96/158 cleared`): benign lesions called benign."""
+    return _share_parts(g.cleared, g.benign, g.specificity, "cleared", "no benign images" if not g.benign else "–")
+
+
+def missed_per_100_parts(g: GroupAtPoint) -> Parts:
+    """(`12 (6–24)`, `6/50 missed`): melanomas missed per 100 malignant lesions."""
+    value, ci = g.missed_per_100
+    if value is None or g.missed is None:
+        return ("no malignant images" if not g.malignant else "–"), ""
+    return f"{value:.0f}" + (f" ({ci[0]:.0f}–{ci[1]:.0f})" if ci else ""), f"{g.missed}/{g.malignant} missed"
+
+
+def calibration_parts(g: GroupAtPoint) -> tuple[str, str, str]:
+    """(`.18 (.15–.21)` Brier score, `.55 (.38–.72)` calibration slope, `n 208`)."""
+    if not g.n:
+        return "no images", "–", ""
+    brier = figures.with_interval(g.brier[0], g.brier[1:], 2) if g.brier else "–"
+    slope = figures.with_interval(g.slope[0], g.slope[1:], 2) if g.slope else "none (one class, or separated)"
+    return brier, slope, f"n {g.n}"
+
+
+def _joined(parts: tuple[str, ...]) -> str:
+    return " · ".join(p for p in parts if p)
 
 
 def sensitivity_text(g: GroupAtPoint) -> str:
-    """`.88 (.76–.94) · 44 of 50` malignant caught."""
-    return _share_text(g.caught, g.malignant, g.sensitivity, "no malignant images" if not g.malignant else "–")
+    return _joined(sensitivity_parts(g))
 
 
 def specificity_text(g: GroupAtPoint) -> str:
-    """`.61 (.54–.68) · 96 of 158` benign cleared."""
-    return _share_text(g.cleared, g.benign, g.specificity, "no benign images" if not g.benign else "–")
+    return _joined(specificity_parts(g))
 
 
 def missed_per_100_text(g: GroupAtPoint) -> str:
-    """`12 (6–24) · 6 of 50`: melanomas missed per 100 malignant lesions."""
-    value, ci = g.missed_per_100
-    if value is None or g.missed is None:
-        return "no malignant images" if not g.malignant else "–"
-    interval = f" ({ci[0]:.0f}–{ci[1]:.0f})" if ci else ""
-    return f"{value:.0f}{interval} · {g.missed} of {g.malignant}"
+    return _joined(missed_per_100_parts(g))
 
 
 def calibration_text(g: GroupAtPoint) -> str:
     """`Brier .18 (.15–.21) · slope .55 (.38–.72) · n 208`."""
-    if not g.n:
-        return "no images"
-    brier = figures.with_interval(g.brier[0], g.brier[1:], 2) if g.brier else "–"
-    slope = figures.with_interval(g.slope[0], g.slope[1:], 2) if g.slope else "none (one class, or separated)"
-    return f"Brier {brier} · slope {slope} · n {g.n}"
+    brier, slope, n = calibration_parts(g)
+    return _joined((f"Brier {brier}", f"slope {slope}", n)) if g.n else brier
 
 
 POINT_HELP = ("Operating point: one cut-off for all skin tones, chosen on the validation images; a lesion at or "

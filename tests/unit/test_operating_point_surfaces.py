@@ -66,10 +66,10 @@ def test_the_report_gives_each_skin_tone_at_the_operating_point_in_every_format(
     state = store.state("s-rep")
     point = op.OperatingPoint.of(state.nodes[1].test)
     dark = point.group("group_2")
-    caught_text = f"{dark.caught} of {dark.malignant}"
+    caught_text = f"{dark.caught}/{dark.malignant} caught"
     report = summarise(state)
     lines = "\n".join(report.lines())
-    assert "test: cut-off" in lines and "catches 90 % of malignant lesions" in lines
+    assert "test: cut-off" in lines and "set to catch 90 % of malignant lesions" in lines
     dark_line = next(line for line in report.lines() if "FST V–VI (dark): sensitivity" in line and caught_text in line)
     assert "specificity" in dark_line and "missed per 100 malignant" in dark_line and "slope" in dark_line
     markdown = report.markdown()
