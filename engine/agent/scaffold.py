@@ -29,10 +29,11 @@ bodies left to write), and a reply that leaves them unwritten is asked again (`u
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.agent import reply_flaws
 
@@ -155,8 +156,9 @@ class Scaffold:
 
     def assemble(self, reply_code: str) -> str:
         """The pipeline: the scaffold with the reply's imports after its own, and the reply's
-        functions, classes and constants at the marker. Anything else in the reply (a copy of the
-        scaffold's own functions, a `__main__` block, calls at module level) is left out. A reply
+        functions, classes and module-level values (`SIZE = 64`, `MEAN = np.array([...])`) at the
+        marker. Anything else in the reply (a copy of the scaffold's own functions or its data
+        loading, a `__main__` block, calls at module level) is left out. A reply
         that does not parse goes in whole, so that running it shows the model its SyntaxError."""
         head, tail = self.code.split(MARKER, 1)
         try:
@@ -220,15 +222,19 @@ def _split_reply(code: str, given: frozenset[str]) -> tuple[list[str], list[str]
     names the scaffold already imports (`given`)."""
     imports: list[str] = []
     body: list[str] = []
+    bound = set(given)
     for node in ast.parse(code).body:
         text = ast.get_source_segment(code, node) or ""
         if isinstance(node, ast.Import | ast.ImportFrom):
             imports.extend(_new_imports(node, text, given))
+            bound |= {reply_flaws.bound_name(a) for a in node.names}
         elif (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name not in FIXED
               and not _is_wrapper(node)):
             body.append(_with_decorators(code, node, text))
-        elif _is_constant(node):
+            bound.add(node.name)
+        elif _is_setting(node, frozenset(bound)):
             body.append(text)
+            bound |= {t.id for t in cast(ast.Assign, node).targets if isinstance(t, ast.Name)}
     return imports, body
 
 
@@ -259,16 +265,26 @@ def _with_decorators(code: str, node: ast.FunctionDef | ast.AsyncFunctionDef | a
     return "\n".join(lines[first - 1:node.lineno - 1]) + "\n" + text
 
 
-def _is_constant(node: ast.stmt) -> bool:
-    """`NAME = <literal>` (e.g. SIZE = 64): settings, never code that needs the training data."""
+def _is_setting(node: ast.stmt, bound: frozenset[str]) -> bool:
+    """`NAME = value` built from literals, imported modules and the reply's own earlier names
+    (`SIZE = 64`, `MEAN = np.array([0.7, 0.6, 0.5])`, `transform = T.Compose([...])`): a value
+    the reply's functions use. Not one that reads a file (a copy of the scaffold's loading) or
+    needs a name only the scaffold's own code binds."""
     if not isinstance(node, ast.Assign) or not all(isinstance(t, ast.Name) and t.id not in FIXED
                                                    for t in node.targets):
         return False
-    try:
-        ast.literal_eval(node.value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+    if names - bound - BUILTINS:
         return False
-    return True
+    return not any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _looks_like_a_path(n.value)
+                   for n in ast.walk(node.value))
+
+
+BUILTINS = frozenset(dir(builtins)) - {"open", "exec", "eval", "input", "__import__", "compile"}
+
+
+def _looks_like_a_path(text: str) -> bool:
+    return "/" in text or "\\" in text or text.lower().endswith((".csv", ".jpg", ".png", ".joblib", ".pkl", ".pt"))
 
 
 def _is_wrapper(node: ast.stmt) -> bool:

@@ -49,3 +49,15 @@ def test_a_pipeline_not_built_by_the_scaffold_is_audited_whole():
     code = 'import pandas as pd\ndf = pd.read_csv("train.csv")\ndark = df[df["skin_tone"] >= 5]\n'
     assert audit_pipeline(code).flags == audit_code(code).flags
     assert audit_pipeline(code).flags["reads_skin_tone"]
+
+
+def test_assemble_keeps_module_level_values_the_reply_uses_and_drops_a_copy_of_the_loading():
+    reply = HEAD.replace("def features(X):\n    return X.reshape(len(X), -1)",
+                         "MEAN = np.array([0.7, 0.6, 0.5])\nSIZE = 32\n"
+                         "df = pd.read_csv('./input/skin_lesions.csv')\nrows = load_training_data()\n\n\n"
+                         "def features(X):\n    return (X - MEAN).reshape(len(X), -1)") + PLAIN.removeprefix(HEAD)
+    frame = scaffold.load()
+    code = frame.assemble(reply)
+    assert "MEAN = np.array([0.7, 0.6, 0.5])" in code and "SIZE = 32" in code
+    assert "pd.read_csv('./input" not in code and "rows = load_training_data()" not in code
+    assert frame.flaw(reply) is None          # MEAN is bound: no "undefined name"
