@@ -16,11 +16,31 @@ computed for all resamples at once from cumulative weights: O(resamples × image
   percentile interval undercovers with few malignant cases: measured on binormal data with a
   validation split's composition (29/18/5 malignant per group, AUC .92/.90/.85), the percentile
   interval covered the truth 91/92/83 % of the time, the logit interval 93/96/97 %.
-- Worst-group AUC (a minimum) and the gap (a maximum minus a minimum): percentile intervals. The
-  max − min of noisy group AUCs overstates a small true gap: where the true gap is tiny (≲ .03)
-  the interval sits above it; where it is not (≈ .10) the percentile interval covered it 90–97 %
-  of the time in the same simulation, better than the bias-corrected (BC, 78–93 %) and the basic
-  bootstrap (75–89 %), which trade that case for the tiny one. tests/uncertainty_coverage.py
+- Worst-group AUC (a minimum): percentile interval.
+- Differences between skin-tone groups (`group_differences`): every pair's AUC difference gets a
+  simultaneous interval, d ± c·SD, SD each difference's spread over the resamples and c the 95th
+  percentile of the resamples' largest studentised deviation max_pairs |d* − d| / SD (a bootstrap
+  max-t band: all pairs hold together 95 % of the time). Stored: the signed differences a
+  clinician reads (dark − light, dark − medium; and medium − light) with their intervals, and the
+  max-t test of equal group AUCs (p: the share of resamples whose largest studentised deviation
+  reaches the observed one; "apart" when some pair's interval excludes 0, i.e. p ≤ .05).
+- The gap (MEDFAIR's max − min, kept as the point estimate) gets the interval those pairwise
+  intervals imply: the true gap is the largest |difference|, so it lies between the largest
+  distance from 0 to a pair's interval (0 when every interval includes 0) and the largest |bound|.
+  It holds whenever the simultaneous intervals do, whatever the true gap. The percentile interval
+  of max − min (METHOD_ID v1) inherits its upward bias and cannot hold a small true gap. Measured
+  on binormal data with the default test split's composition (208/241/207 images, 49/74/48
+  malignant; 500 data sets per true gap; `python -m tests.uncertainty_coverage --binormal`):
+
+  | true gap | 0 | .01 | .03 | .05 | .08 | .12 | .20 |
+  | --- | --- | --- | --- | --- | --- | --- | --- |
+  | percentile of max − min (v1) | .00 | .44 | .89 | .93 | .96 | .97 | .96 |
+  | bias-corrected percentile | .00 | .77 | .86 | .85 | .86 | .90 | .93 |
+  | from the pairwise max-t intervals (v2) | .96 | .97 | 1.0 | .99 | .99 | .99 | .98 |
+
+  at a cost of width (median .12–.23 against .10–.18). The signed differences' simultaneous
+  intervals covered .97–.99. With a validation split's composition (5 malignant in FST V–VI: too
+  few to judge) the pairs with that group covered .87–.90. tests/uncertainty_coverage.py
   measures coverage against SynthDerm's ground truth.
 - Missed malignant cases (false-negative rate at the 0.5 threshold, MEDFAIR's fnr_at_thres) per
   group: a Wilson score interval (a proportion of the group's malignant cases; the bootstrap
@@ -46,12 +66,23 @@ from engine.task import GROUPS
 CI_LEVEL = 0.95
 N_RESAMPLES = 2000
 SEED = 20_261_124
+_V1 = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} resamples, fixed seed; AUCs: logit "
+       "interval from the resamples' spread; worst-group AUC and gap: percentile interval; "
+       "missed malignant cases: Wilson score interval")
 METHOD = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} resamples, fixed seed; AUCs: logit "
-          "interval from the resamples' spread; worst-group AUC and gap: percentile interval; "
-          "missed malignant cases: Wilson score interval")
+          "interval from the resamples' spread; worst-group AUC: percentile interval; differences between "
+          "skin-tone groups' AUCs: simultaneous bootstrap max-t intervals over every pair of groups; gap (max − "
+          "min): the range those pairwise intervals allow for the largest difference (it reaches 0 when every "
+          "pair's interval includes 0); groups told apart: bootstrap max-t test of equal group AUCs; missed "
+          "malignant cases: Wilson score interval")
 # What a stored summary says (kept short: every evaluated event carries it); METHODS spells it out.
-METHOD_ID = f"stratified-bootstrap-{N_RESAMPLES}-v1"
-METHODS = {METHOD_ID: METHOD}
+METHOD_ID = f"stratified-bootstrap-{N_RESAMPLES}-v2"
+METHODS = {f"stratified-bootstrap-{N_RESAMPLES}-v1": _V1, METHOD_ID: METHOD}
+GROUP_TEST = "bootstrap max-t test of equal skin-tone group AUCs"
+# The differences a clinician reads: the darkest group against each lighter one (and the third
+# pair, so that a test that tells groups apart always shows the pair that does).
+SIGNED_PAIRS = ((("group_2", "group_0"), "dark − light"), (("group_2", "group_1"), "dark − medium"),
+                (("group_1", "group_0"), "medium − light"))
 DIGITS = 4  # interval bounds are stored to 4 decimals
 MIN_CASES = 10  # fewer malignant (or benign) cases than this in a group: too few to judge its AUC
 FNR_THRESHOLD = 0.5
@@ -198,6 +229,73 @@ def wilson(successes: int, trials: int, level: float = CI_LEVEL) -> Interval | N
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+@dataclass(frozen=True)
+class GroupDifferences:
+    """Every pair of skin-tone groups' AUC difference (a − b) with its simultaneous interval, and
+    the max-t test of equal group AUCs."""
+
+    pairs: tuple[tuple[str, str], ...]
+    diff: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    p: float
+
+    @property
+    def apart(self) -> bool:
+        """Some pair's interval excludes 0: at least two groups' AUCs differ."""
+        return bool(np.any((self.low > 0) | (self.high < 0)))
+
+    def gap(self) -> Interval:
+        """The interval of the largest |difference| (the gap) that the pairwise intervals allow."""
+        far = np.where(self.low > 0, self.low, np.where(self.high < 0, -self.high, 0.0))
+        return float(far.max()), float(min(1.0, np.maximum(np.abs(self.low), np.abs(self.high)).max()))
+
+    def pair(self, a: str, b: str) -> tuple[float, float, float] | None:
+        """(a − b, low, high); None when either group has no AUC."""
+        for i, p in enumerate(self.pairs):
+            if p == (a, b):
+                return float(self.diff[i]), float(self.low[i]), float(self.high[i])
+            if p == (b, a):
+                return -float(self.diff[i]), -float(self.high[i]), -float(self.low[i])
+        return None
+
+
+def group_differences(rep: Replicates, group_point: Mapping[str, float | None],
+                      level: float = CI_LEVEL) -> GroupDifferences | None:
+    """Simultaneous max-t intervals of every pair's AUC difference over the same resamples; None
+    with fewer than two groups that have an AUC."""
+    names = [n for n in rep.group_auc if group_point.get(n) is not None]
+    pairs = tuple((a, b) for i, a in enumerate(names) for b in names[i + 1:])
+    if not pairs:
+        return None
+    stacked = np.vstack([rep.group_auc[a] - rep.group_auc[b] for a, b in pairs])
+    diff = np.array([float(group_point[a]) - float(group_point[b]) for a, b in pairs])  # type: ignore[arg-type]
+    spread = stacked.std(axis=1, ddof=1)
+    spread = np.where(spread > 0, spread, np.finfo(float).tiny)  # a pair that never varies: no spread
+    deviation = np.max(np.abs(stacked - diff[:, None]) / spread[:, None], axis=0)
+    # inverted-CDF quantile and p = share of resamples at least as extreme: a pair's interval
+    # excludes 0 exactly when p <= 1 - level, so the words and the test never disagree
+    critical = float(np.quantile(deviation, level, method="inverted_cdf"))
+    observed = float(np.max(np.abs(diff) / spread))
+    p = int(np.count_nonzero(deviation >= observed)) / deviation.size
+    return GroupDifferences(pairs, diff, diff - critical * spread, diff + critical * spread, p)
+
+
+def difference_fields(differences: GroupDifferences | None, names: Sequence[str]) -> dict[str, Any]:
+    """`signed` (dark − light, dark − medium, medium − light: diff, low, high) and `groups_apart`
+    (method, p, apart)."""
+    if differences is None:
+        return {}
+    signed = []
+    for (a, b), words in SIGNED_PAIRS:
+        found = differences.pair(a, b) if a in names and b in names else None
+        if found is not None:
+            diff, low, high = (round(v, DIGITS) for v in found)
+            signed.append({"pair": words, "groups": [a, b], "diff": diff, "low": low, "high": high})
+    return {"signed": signed, "groups_apart": {"method": GROUP_TEST, "p": round(differences.p, DIGITS),
+                                               "apart": differences.apart}}
+
+
 def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float | None]:
     if interval is None:
         return [None, None]
@@ -213,7 +311,10 @@ def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point:
       figure has none);
     - `cases`: [images, malignant, missed malignant] per group;
     - `ci_groups`: the groups' names, in both lists' order, only when not the three skin-tone groups;
-    - `ci_method`: the method's id (METHODS spells it out).
+    - `ci_method`: the method's id (METHODS spells it out);
+    - `signed`: [{pair: "dark − light", groups, diff, low, high}, …] and `groups_apart`: {method, p,
+      apart} (difference_fields; absent with fewer than two groups that have an AUC, and in
+      summaries recorded before METHOD_ID v2).
     `point`: the summary's point estimates (auc, group_auc, worst_auc, auc_gap)."""
     s = np.asarray(scores, dtype=float)
     rep = replicates(s, strata, shared_counts(strata) if counts is None else counts)
@@ -223,7 +324,9 @@ def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point:
     ci += _rounded(logit_interval(rep.auc, float(point["auc"]))) if point.get("auc") is not None else [None, None]
     ci += _rounded(percentile(rep.worst)) if rep.worst is not None and point.get("worst_auc") is not None \
         else [None, None]
-    ci += _rounded(percentile(rep.gap)) if rep.gap is not None and point.get("auc_gap") is not None else [None, None]
+    differences = group_differences(rep, group_point)
+    gap = differences.gap() if differences is not None else (percentile(rep.gap) if rep.gap is not None else None)
+    ci += _rounded(gap) if gap is not None and point.get("auc_gap") is not None else [None, None]
     cases: list[int] = []
     for name in strata.names:
         values = rep.group_auc.get(name)
@@ -231,7 +334,8 @@ def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point:
             if values is not None and group_point.get(name) is not None else [None, None]
         idx = strata.groups == name
         cases += [int(idx.sum()), int(y[idx].sum()), int(((s < FNR_THRESHOLD) & idx & (y == 1)).sum())]
-    fields: dict[str, Any] = {"ci": ci, "cases": cases, "ci_method": METHOD_ID}
+    fields: dict[str, Any] = {"ci": ci, "cases": cases, "ci_method": METHOD_ID,
+                              **difference_fields(differences, strata.names)}
     if tuple(strata.names) != GROUPS:
         fields["ci_groups"] = list(strata.names)
     return fields

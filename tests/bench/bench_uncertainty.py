@@ -8,7 +8,11 @@
 - opening a 1,000-node session (load its events from SQLite, fold them, lay out its tree and
   choose its best nodes) with the new fields (intervals in every summary, a `compared` event per
   node, predictions kept) against the same database without them, in the same run; both with the
-  full MEDFAIR metric set in every evaluation, as the harness records it.
+  full MEDFAIR metric set in every evaluation, as the harness records it;
+- the per-node statistics issue 34 added (the gap's interval from the pairwise max-t intervals, the
+  signed differences and the test of equal group AUCs) against the v1 interval fields without
+  them (percentile gap), on the same predictions and resamples, in the same run (target ratio
+  <= 1.5).
 """
 from __future__ import annotations
 
@@ -76,6 +80,39 @@ def _interval_rows() -> list[dict[str, Any]]:
          "value": later, "unit": "ms", "reference": "MEDFAIR metric set without intervals",
          "ratio": later / metric_set, "note": f"the metric set itself: {metric_set:.1f} ms"},
     ]
+
+
+def _v1_fields(s: np.ndarray, strata: Any, point: dict[str, Any]) -> dict[str, Any]:
+    """The interval fields as METHOD_ID v1 computed them: a percentile interval of max − min for the
+    gap, no signed differences and no test (the reference for what issue 34's statistics cost)."""
+    from engine.evaluation.uncertainty import logit_interval, percentile, replicates, shared_counts
+
+    rep = replicates(s, strata, shared_counts(strata))
+    ci = [*logit_interval(rep.auc, float(point["auc"])), *percentile(rep.worst), *percentile(rep.gap)]
+    for name in strata.names:
+        ci += logit_interval(rep.group_auc[name], float(point["group_auc"][name]))
+    return {"ci": ci}
+
+
+def _group_statistics_rows() -> list[dict[str, Any]]:
+    from engine.evaluation.metrics import compute_metrics
+    from engine.evaluation.uncertainty import Strata, interval_fields, shared_counts
+
+    y, s, g = _ddi_like()
+    point = compute_metrics(y, s, g).summary()
+    strata = Strata.of(y, g, ("group_0", "group_1", "group_2"))
+    shared_counts(strata)
+    # alternate, so that a busy moment of the machine does not favour one side
+    before, after = [], []
+    for _ in range(5):
+        before.append(_median_ms(lambda: _v1_fields(s, strata, point), 5))
+        after.append(_median_ms(lambda: interval_fields(s, strata, point), 5))
+    v1, v2 = statistics.median(before), statistics.median(after)
+    return [{"name": "interval fields of one node with the gap's pairwise interval, signed differences and "
+                     "the test of equal group AUCs (656 test images, resamples kept)",
+             "value": v2, "unit": "ms", "reference": "the v1 interval fields (percentile gap, no pairwise "
+                                                     "statistics), same predictions and resamples",
+             "ratio": v2 / v1, "note": f"target ratio <= 1.5; v1: {v1:.1f} ms"}]
 
 
 def _realistic(events: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -170,4 +207,4 @@ def _open_rows() -> list[dict[str, Any]]:
 
 
 def run() -> list[dict[str, Any]]:
-    return _interval_rows() + _open_rows()
+    return _interval_rows() + _group_statistics_rows() + _open_rows()

@@ -64,7 +64,7 @@ def test_show_text(db, capsys):
     assert "✎ guidance #1 (global): 'reweight dark skin in the loss'" in out
     assert "[ST][PG][RW]" in out and "★ follows validation: node 12" in out
     # figures with ± half their 95 % interval; node 3 claimed .9731, measured .762
-    assert "● 3 draft  val .76 ±.06 · gap .11 ±.13  test .63 ±.05 · gap .23 ±.12  [PG][≠]" in out
+    assert "● 3 draft  val .76 ±.06 · gap .11 ±.16  test .63 ±.05 · gap .23 ±.15  [PG][≠]" in out
     assert "final choice: claimed → 3, validation → 12, minimax → 12, robust → 12" in out
     # the session summary, once it ended: each choice with its intervals and how sure it is
     assert "Session summary · fairness-metric" in out and "⚠ simulated agent" in out

@@ -62,7 +62,7 @@ def test_intervals_contain_the_estimate_and_are_deterministic():
     assert [found.counts(g)[:2] for g in GROUPS] == [(208, 49), (241, 74), (207, 48)]
     assert "ci_groups" not in summary   # the three skin-tone groups: their order goes without saying
     assert compute_metrics(y, s, g, intervals=True).summary() == summary
-    assert summary["ci_method"] == f"stratified-bootstrap-{N_RESAMPLES}-v1"
+    assert summary["ci_method"] == f"stratified-bootstrap-{N_RESAMPLES}-v2"
 
 
 def test_the_resampling_agrees_with_scipy_bootstrap():

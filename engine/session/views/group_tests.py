@@ -1,0 +1,86 @@
+"""Whether a node's skin-tone groups can be told apart, in words, and the signed differences a
+clinician reads (dark − light, dark − medium AUC), from a stored `evaluated` summary.
+
+The figures come from engine.evaluation.uncertainty (`signed`, `groups_apart`: simultaneous
+bootstrap max-t intervals of every pair's AUC difference and the test of equal group AUCs they
+make). A summary recorded before them (METHOD_ID v1, or without intervals) has no words here.
+Beside the "too few to judge" rule: "cannot be told apart" about groups too small to judge says
+little, and the words say so.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.session import figures
+from engine.session.figures import fmt
+
+CANNOT_TELL = "skin-tone groups cannot be told apart"
+TOLD_APART = "skin-tone groups' AUCs differ"
+APART_HELP = ("Skin-tone groups cannot be told apart when every pair of groups' AUC difference has a 95 % "
+              "interval that includes 0 (the intervals hold together: a bootstrap max-t band). It is not a "
+              "proof that the groups are equal: with few malignant images the intervals are wide.")
+
+
+@dataclass(frozen=True)
+class SignedDifference:
+    """One group's AUC minus another's, with its simultaneous 95 % interval."""
+
+    pair: str          # dark − light | dark − medium
+    groups: tuple[str, str]
+    diff: float
+    low: float
+    high: float
+
+    def text(self) -> str:
+        """`dark − light -.082 (-.164 to .011)`."""
+        return f"{self.pair} {fmt(self.diff)} ({fmt(self.low)} to {fmt(self.high)})"
+
+    @property
+    def includes_zero(self) -> bool:
+        return self.low <= 0 <= self.high
+
+
+def signed(summary: Mapping[str, Any] | None) -> list[SignedDifference]:
+    """The summary's signed differences; [] for one recorded without them."""
+    out = []
+    for row in (summary or {}).get("signed") or []:
+        try:
+            a, b = row.get("groups") or ("", "")
+            out.append(SignedDifference(str(row["pair"]), (str(a), str(b)), float(row["diff"]), float(row["low"]),
+                                        float(row["high"])))
+        except (KeyError, TypeError, ValueError):
+            continue   # a malformed row is left out, the others still shown
+    return out
+
+
+def groups_apart(summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """{method, p, apart}; None for a summary recorded without the test."""
+    found = (summary or {}).get("groups_apart")
+    return found if isinstance(found, Mapping) and "apart" in found else None
+
+
+def words(summary: Mapping[str, Any] | None) -> str | None:
+    """What a node's screen says about its groups, e.g. "skin-tone groups cannot be told apart (their
+    AUCs' differences all include 0: dark − light -.030 (-.120 to .060); …; bootstrap max-t test of equal
+    skin-tone group AUCs, p = .41)"; None without the test."""
+    test = groups_apart(summary)
+    if test is None:
+        return None
+    shown = "; ".join(d.text() for d in signed(summary))
+    method = f"{test.get('method', 'method not recorded')}, p {_p(test.get('p'))}"
+    if test.get("apart"):
+        why = "at least one pair's interval excludes 0"
+        return f"{TOLD_APART} ({why}: {shown}; {method})" if shown else f"{TOLD_APART} ({why}; {method})"
+    why = "their AUCs' differences all include 0"
+    text = f"{CANNOT_TELL} ({why}: {shown}; {method})" if shown else f"{CANNOT_TELL} ({why}; {method})"
+    small = ", ".join(figures.GROUP_WORDS.get(key, key) for key in figures.too_few_groups(summary))
+    return f"{text}; {figures.TOO_FEW} in {small}, so that says little" if small else text
+
+
+def _p(value: Any) -> str:
+    """`= .412`, `< .001`."""
+    if not isinstance(value, (int, float)):
+        return "not recorded"
+    return "< .001" if value < 0.001 else f"= {fmt(float(value), 3)}"
