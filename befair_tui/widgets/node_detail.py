@@ -17,6 +17,7 @@ from textual.widgets import Log, Static, TabbedContent, TabPane
 from engine.session import figures, views
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
+from engine.session.views import group_tests
 
 from befair_tui.format import running_line
 from befair_tui.widgets.conversation import ConversationView
@@ -230,6 +231,7 @@ class NodeDetail(Vertical):
                 parts.append(Text(f"\ntest: hidden ({views.blinded_note(state)})", style="dim italic"))
                 continue
             parts.append(_split_groups(split, summary, node.eval_verdicts.get(split), node.eval_reasons.get(split)))
+            parts += [Text(said, style="dim")] if (said := group_tests.words(summary)) else []
         parts.append(Text(f"\n{figures.INTERVAL_HELP} {figures.TOO_FEW_HELP}", style="dim"))
         parts.append(Text("validation: held-out split of the training data · test: DDI-format test set; "
                           "both measured here", style="dim"))
