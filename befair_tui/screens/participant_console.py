@@ -105,6 +105,12 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         if mono - self._respawned < RESPAWN_AFTER:
             return
         self._respawned = mono
+        waiting = people.waiting_line(self.store, self.spec, self.position.cell)
+        if waiting is not None:  # the study's cap on sessions at once: it starts here once a place is free
+            if not self._note.startswith("waiting"):
+                self.notify(waiting[0].upper() + waiting[1:] + ".", title="Session", timeout=15)
+            self._note, self._attempts = waiting, 0
+            return
         self._attempts += 1
         if self._attempts > MAX_ATTEMPTS:
             if self._attempts == MAX_ATTEMPTS + 1:
@@ -112,7 +118,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
                 self.notify(f"The session could not be started {MAX_ATTEMPTS} times; please tell the researcher "
                             f"(its log: {log_dir(self.store.path, self.spec.name)}).", severity="error", timeout=30)
             return
-        if participant_flow(self.app).ensure_runner():
+        if participant_flow(self.app).ensure_runner() and self.state.status != "new":
             self._note = "the session was interrupted; it is resuming…"
             self.notify("The agent was interrupted (the server or the machine restarted); it is resuming where "
                         "it was. Nothing recorded is lost.", title="Session", timeout=8)

@@ -17,17 +17,27 @@ listed (`[people] order`), repeats in blocks. Where they are is read from the da
 Each cell's session runs in a detached study worker (`python -m engine.study.worker --detached`)
 that outlives the tab and the server; starting one that already runs is harmless (the worker
 claims its cell first).
+
+`[people] max_running` caps the study's sessions running at once. A start beyond it waits: the
+cell stays live with no session, its participant reads `waiting_line`, and the tab's next
+`ensure_runner` starts it once a place is free. Places go first come, first started: by each
+cell's first `cell_started` event (the Start press), among the participants whose tab is open, so
+the queue is the database's and holds across server restarts, and an absent participant holds no
+one up (their cell takes its place again when they come back).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.errors import UsageError
+from engine.session.liveness import pid_alive
 from engine.session import participants as log
 from engine.session.store import SessionNotFound, SessionStore
 from engine.study import grid
@@ -164,8 +174,9 @@ def answer(store: SessionStore, spec: StudySpec, participant: str, cell: Cell, a
 
 def start_cell(store: SessionStore, spec: StudySpec, participant: str,
                position: Position) -> subprocess.Popen[bytes] | None:
-    """Start (or resume) the participant's current cell: record it and make sure a worker runs it.
-    Returns the worker process started here (None when one already ran it)."""
+    """Start (or resume) the participant's current cell: record it (the start request, whose place
+    in the log is its place in the queue) and make sure a worker runs it unless it must wait.
+    Returns the worker process started here (None when one already ran it, or it waits)."""
     cell = position.cell
     if cell is None or cell.participant != participant:
         raise UsageError("no cell to start")
@@ -175,11 +186,91 @@ def start_cell(store: SessionStore, spec: StudySpec, participant: str,
 
 
 def ensure_runner(store: SessionStore, spec: StudySpec, cell: Cell) -> subprocess.Popen[bytes] | None:
-    """A detached worker for the cell unless something already runs it or it ended."""
-    rows = [r for r in grid.grid_rows(store, spec.name) if r["cell"] == cell.index]
-    if not rows or rows[0]["state"] not in grid.RUNNABLE:
+    """A detached worker for the cell unless something already runs it, it ended, or it waits for
+    a free place (`[people] max_running`: see waiting_line).
+
+    Counting the places and claiming the cell for the new worker happen in one write transaction,
+    so two tabs never both take the last free place; the claim, in the worker's name, counts as
+    running until the worker's session runs (engine.study.worker accepts it as its own)."""
+    with store.transaction():
+        rows = grid.grid_rows(store, spec.name)
+        row = next((r for r in rows if r["cell"] == cell.index), None)
+        if row is None or row["state"] not in grid.RUNNABLE or _claimed(row):
+            return None
+        if not queue_place(store, spec, cell, rows).free:
+            return None
+        proc = spawn_worker(store.path, spec.name, cell.index)
+        store.mark_cell_claimed(spec.name, cell.index, status=grid.RUNNING,
+                                runner=f"{socket.gethostname()}:{proc.pid}", at=time.time())
+    return proc
+
+
+@dataclass(frozen=True)
+class QueuePlace:
+    """A cell's place under the study's cap on sessions running at once."""
+
+    running: int            # the study's sessions running now (or their workers starting)
+    limit: int | None       # `[people] max_running` (None: no limit)
+    ahead: int              # start requests before this cell's, still waiting, their participant here
+
+    @property
+    def free(self) -> bool:
+        return self.limit is None or self.running + self.ahead < self.limit
+
+
+def queue_place(store: SessionStore, spec: StudySpec, cell: Cell,
+                rows: list[dict[str, Any]] | None = None) -> QueuePlace:
+    """Where the cell stands: the sessions running, and the waiting start requests before its own
+    (first `cell_started` event per cell; only participants whose tab is open, and this cell)."""
+    rows = grid.grid_rows(store, spec.name) if rows is None else rows
+    running = sum(1 for r in rows if _running(r))
+    limit = people_of(spec).max_running
+    if limit is None:
+        return QueuePlace(running, None, 0)
+    waiting = {r["cell"] for r in rows if r["state"] in grid.RUNNABLE and not _claimed(r)}
+    here = {p["participant_id"] for p in log.participants(store, spec.name) if p["online"]}
+    owner = {c.index: c.participant for c in spec.cells()}
+    requested: dict[int, int] = {}
+    for event in log.events(store, spec.name, kinds=(log.CELL_STARTED,)):
+        if event.cell is not None:
+            requested.setdefault(event.cell, event.seq)
+    mine = requested.get(cell.index, float("inf"))
+    ahead = sum(1 for c, seq in requested.items()
+                if c != cell.index and seq < mine and c in waiting and owner.get(c) in here)
+    return QueuePlace(running, limit, ahead)
+
+
+def waiting_line(store: SessionStore, spec: StudySpec, cell: Cell | None) -> str | None:
+    """What a participant whose session waits for a free place reads; None when it does not wait
+    (no cap, a place is free, or the session runs or ended)."""
+    if cell is None or people_of(spec).max_running is None:
         return None
-    return spawn_worker(store.path, spec.name, cell.index)
+    rows = grid.grid_rows(store, spec.name)
+    row = next((r for r in rows if r["cell"] == cell.index), None)
+    if row is None or row["state"] not in grid.RUNNABLE or _claimed(row):
+        return None
+    place = queue_place(store, spec, cell, rows)
+    if place.free:
+        return None
+    sessions = "1 session" if place.running == 1 else f"{place.running} sessions"
+    ahead = ""
+    if place.ahead:
+        ahead = f", {place.ahead} {'participant' if place.ahead == 1 else 'participants'} ahead of you"
+    return (f"waiting for a free place: {sessions} running (the study runs at most {place.limit} at once)"
+            f"{ahead}; you start automatically")
+
+
+def _running(row: dict[str, Any]) -> bool:
+    """A cell takes a place: its session's runner is alive, or a live worker claimed it."""
+    return row["state"] == grid.RUNNING or _claimed(row)
+
+
+def _claimed(row: dict[str, Any]) -> bool:
+    """Claimed by a worker that is still alive (on another host: trusted, as engine.study.grid does)."""
+    if row.get("status") != grid.RUNNING or not row.get("runner"):
+        return False
+    host, _, pid = str(row["runner"]).rpartition(":")
+    return host != socket.gethostname() or pid_alive(pid) is True
 
 
 def spawn_worker(db: Path, study: str, cell: int) -> subprocess.Popen[bytes]:

@@ -120,12 +120,18 @@ def main(argv: list[str] | None = None) -> int:
         watch_parent(os.getppid())
         return _run(args.db, args.study, args.cell)
     store = SessionStore(args.db)
-    if not grid.claim(store, args.study, args.cell):
+    if not (_claimed_for_me(store, args.study, args.cell) or grid.claim(store, args.study, args.cell)):
         return EXIT_BUSY  # running elsewhere, or finished
     code = _run(args.db, args.study, args.cell)
     error = None if code in (0, EXIT_INTERRUPTED, EXIT_BUSY) else f"the worker exited with code {code}"
     grid.settle(store, args.study, args.cell, exit_code=code, error=error)
     return code
+
+
+def _claimed_for_me(store: SessionStore, study: str, cell: int) -> bool:
+    """The tab that started this worker claimed the cell in its name (engine.study.people.ensure_runner)."""
+    row = store.grid_cell(study, cell)
+    return row is not None and row.get("status") == grid.RUNNING and row.get("runner") == grid.runner_id()
 
 
 def _run(db: Path, study: str, cell: int) -> int:
