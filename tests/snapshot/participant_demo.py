@@ -28,7 +28,7 @@ NOW = TS0 + 400.0
 
 SPEC = '''
 name = "{name}"
-levels = ["base", "fairness-methods"]
+levels = ["fairness-metric", "base"]
 participants = ["p01", "p02"]
 steps = 4
 seed = 1
