@@ -104,10 +104,16 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
         return None
 
     def _signed_in(self, via: str) -> None:
+        """This tab becomes the participant's live one; a tab reconnecting after a server restart
+        does not take back what another tab took over meanwhile (it says so, and offers to)."""
         assert self.participant is not None
+        self.set_interval(PRESENCE_S, self._touch)
+        live, _ = log.live_tab(self.store, self.study, self.participant)
+        if via == "reconnect" and live not in (None, self.tab):
+            self._show_taken_over()
+            return
         log.claim_tab(self.store, self.study, self.participant, self.tab, via=via)
         self.advance()
-        self.set_interval(PRESENCE_S, self._touch)
 
     def take_back(self) -> None:
         """This tab steers again (the page shown after another tab took over)."""

@@ -25,11 +25,14 @@ import secrets
 import shlex
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import BefairError, UsageError
 from engine.paths import add_db_arg, db_from_args
+
+from befair_tui.cli.people import CODE_ENV
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -57,19 +60,51 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_serve)
 
 
+@dataclass(frozen=True)
+class TabCommand:
+    """What one browser tab runs: its argv, the environment it adds (a participant's code: secrets
+    stay off command lines), the tab's id, and the participant it signs in (None: asked)."""
+
+    argv: list[str]
+    tab: str
+    participant: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+
 def console_command(db: Path | str) -> str:
-    return shlex.join([sys.executable, "-m", "befair_tui.cli", "--db", str(db)])
+    return shlex.join(_console_argv(db))
 
 
-def participant_command(db: Path | str, study: str, participant: str | None = None) -> str:
+def _console_argv(db: Path | str) -> list[str]:
+    return [sys.executable, "-m", "befair_tui.cli", "--db", str(db)]
+
+
+def participant_command(db: Path | str, study: str, participant: str | None = None, *, code: str | None = None,
+                        tab: str | None = None, via: str | None = None) -> str:
+    """`befair participate` as a command line (the code on it only when given: the server passes it in
+    the environment instead, see TabCommand)."""
+    return shlex.join(_participant_argv(db, study, participant, code=code, tab=tab, via=via))
+
+
+def _participant_argv(db: Path | str, study: str, participant: str | None, *, code: str | None = None,
+                      tab: str | None = None, via: str | None = None) -> list[str]:
     argv = [sys.executable, "-m", "befair_tui.cli", "participate", "--study", study, "--db", str(db)]
-    if participant:
-        argv += ["--participant", participant]
-    return shlex.join(argv)
+    for flag, value in (("--participant", participant), ("--code", code), ("--tab", tab), ("--via", via)):
+        if value:
+            argv += [flag, value]
+    return argv
 
 
 def researcher_command(db: Path | str, study: str) -> str:
-    return shlex.join([sys.executable, "-m", "befair_tui.cli", "study", "watch", study, "--db", str(db)])
+    return shlex.join(_researcher_argv(db, study))
+
+
+def _researcher_argv(db: Path | str, study: str) -> list[str]:
+    return [sys.executable, "-m", "befair_tui.cli", "study", "watch", study, "--db", str(db)]
 
 
 def is_loopback(host: str) -> bool:
@@ -101,15 +136,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
                           port=args.port)
     _announce(args, db, study, token, local)
     server.serve()
+    print(f"befair: stopped ({server.stop_summary()})", file=sys.stderr, flush=True)
+    if study is not None:
+        print(f"befair: {_left_running(db, study)}", file=sys.stderr, flush=True)
     return 0
 
 
 def _prepare_study(db: Path, args: argparse.Namespace) -> str:
-    """Record the study of a spec file (or find a recorded one), check it can run, build its data."""
+    """Record the study of a spec file (or find a recorded one), check it can run, build its data;
+    each participant has their link's code from here on."""
     from engine.progress import task_progress
     from engine.session.lifecycle import open_store
     from engine.session.store import SessionStore
-    from engine.study import grid, people
+    from engine.study import grid, links, people
     from engine.study.pool import prepare_data
     from engine.study.spec import load_spec
 
@@ -127,6 +166,7 @@ def _prepare_study(db: Path, args: argparse.Namespace) -> str:
                 raise UsageError("--dry-run takes the study's spec file (--study SPEC.toml), not a name")
             spec = grid.stored_spec(store, args.study)
             people.people_of(spec)
+        links.ensure_codes(store, spec)   # a study recorded before links had none
     finally:
         store.close()
     _check_coders(spec)
@@ -160,13 +200,56 @@ def _announce(args: argparse.Namespace, db: Path, study: str | None, token: str 
         say(f"befair: serving the researcher's view of study {study} on {url} (this machine only; database {db}); "
             "Ctrl+C stops")
     else:
-        say(f"befair: serving study {study} to its participants on {url}/?participant=ID (database {db})")
+        say(f"befair: serving study {study} to its participants on {url} (database {db}); each participant opens "
+            f"their own link: befair study links {study} --base-url {url} prints them")
         say(f"befair: the researcher's view (keep this link to yourself): {url}/?researcher={token}")
         if not local:
-            say(f"befair: listening on {args.host}: anyone who can reach port {args.port} can open a participant's "
-                "view with a participant id; the researcher's view needs the token; nothing is encrypted (use a "
-                "trusted network, or a TLS proxy in front)")
-        say("befair: Ctrl+C stops the server; participants' sessions keep running and resume when it is back")
+            say(f"befair: listening on {args.host}: a participant's view needs their link's code, the researcher's "
+                "view the token; nothing is encrypted (use a trusted network, or a TLS proxy in front)")
+        say("befair: Ctrl+C stops the server; participants' sessions keep running, their tabs reconnect when it is "
+            "back")
+
+
+def _left_running(db: Path, study: str) -> str:
+    """The participants' sessions whose workers go on after the server stopped."""
+    from engine.session.store import SessionStore
+    from engine.study import grid
+
+    store = SessionStore(db)
+    try:
+        rows = [r for r in grid.grid_rows(store, study) if r["state"] == grid.RUNNING]
+    finally:
+        store.close()
+    if not rows:
+        return "no participant session left running"
+    shown = ", ".join(f"{r['participant_id']} ({r['level']}{', paused' if r['session_status'] == 'paused' else ''})"
+                      for r in rows)
+    return (f"left {len(rows)} participant session{'s' if len(rows) != 1 else ''} running: {shown}; they go on, "
+            "and their tabs reconnect when the server is back")
+
+
+# --------------------------------------------------------------------------- the server
+
+
+TAB_RE = re.compile(r"^[A-Za-z0-9_-]{16,32}$")
+HALT_GRACE_S = 0.4      # a tab's app gets this long to quit when asked, then SIGTERM, then as long again: SIGKILL
+CLOSE_TIMEOUT_S = 0.5   # a browser gets this long to answer a websocket's close
+ENDED_KEPT_S = 600.0    # how long the server remembers a tab whose app ended (its page asks)
+
+
+def new_tab() -> str:
+    return secrets.token_urlsafe(12)
+
+
+@dataclass
+class TabRecord:
+    """A tab this server runs: "running", or "ended" when its app stopped on its own."""
+
+    command: TabCommand
+    service: Any
+    websocket: Any
+    state: str = "running"
+    ended_at: float | None = None
 
 
 def _make_server_class() -> type:
@@ -175,18 +258,55 @@ def _make_server_class() -> type:
     from textual_serve.server import Server
 
     class _BefairServer(Server):
-        """textual-serve's server, with the command a tab runs chosen when its page is asked for."""
+        """textual-serve's server, with the command a tab runs chosen when its page is asked for,
+        its own page (befair_tui.serve_page), and a stop that takes well under 2 s."""
 
         def __init__(self, db: Path, *, study: str | None, researcher_only: bool, token: str | None,
                      host: str, port: int) -> None:
             self.db, self.study, self.researcher_only, self.token = db, study, researcher_only, token
-            self.tickets: dict[str, tuple[str, float]] = {}
+            self.tickets: dict[str, tuple[TabCommand, float]] = {}
+            self.tabs: dict[str, TabRecord] = {}
+            self.stopping: float | None = None
+            self.stopped_tabs = 0
+            self.codes: dict[str, str] = {}
+            self._store: Any = None
             title = f"befair · study {study}" if study else "befair"
             super().__init__(console_command(db), host=host, port=port, title=title)
 
-        def command_for(self, query: Any) -> str:
-            """What a tab with this URL runs (web.HTTPForbidden / HTTPBadRequest when nothing)."""
-            return _command_for(self.db, self.study, self.researcher_only, self.token, query)
+        @property
+        def store(self) -> Any:
+            if self._store is None:
+                from engine.session.store import SessionStore
+
+                self._store = SessionStore(self.db)
+            return self._store
+
+        def command_for(self, query: Any) -> TabCommand:
+            """What a tab with this URL runs (an aiohttp HTTP error with a page saying why when nothing)."""
+            if self.study is not None and not self.researcher_only and not self.codes:
+                from engine.study import links
+
+                self.codes = links.codes(self.store, self.study)
+            return _command_for(self, query)
+
+        def serve(self, debug: bool = False) -> None:
+            import signal
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
+                        print=lambda *_: None, shutdown_timeout=CLOSE_TIMEOUT_S)
+
+        def request_exit(self) -> None:
+            self.stopping = time.monotonic()
+            super().request_exit()
+
+        def stop_summary(self) -> str:
+            took = "" if self.stopping is None else f" in {time.monotonic() - self.stopping:.1f} s"
+            return f"{self.stopped_tabs} open tab{'s' if self.stopped_tabs != 1 else ''} closed{took}"
 
         async def _make_app(self) -> web.Application:
             return _web_app(self)
@@ -194,51 +314,107 @@ def _make_server_class() -> type:
         async def on_startup(self, app: web.Application) -> None:
             pass  # befair's own lines are printed before the server starts
 
+        async def on_shutdown(self, app: web.Application) -> None:
+            """Close every tab at once: its browser told to reconnect, its app stopped."""
+            await _close_tabs(self)
+
         async def handle_index(self, request: web.Request) -> web.Response:
             command = self.command_for(request.query)
             now = time.monotonic()
+            self.tabs = {k: r for k, r in self.tabs.items() if r.ended_at is None or now - r.ended_at < ENDED_KEPT_S}
             self.tickets = {k: v for k, v in self.tickets.items() if now - v[1] < TICKET_TTL}
             ticket = secrets.token_urlsafe(18)
             self.tickets[ticket] = (command, now)
             scheme = "wss" if request.secure else "ws"
             host = request.host  # as the browser reached us: works behind 0.0.0.0 and proxies alike
             context = _page_context(request.query, request.scheme, scheme, host, ticket, self.title)
+            context["tab"] = command.tab
             response = render_template("app_index.html", request, context)
             response.headers["Cache-Control"] = "no-store"
-            response.headers["Referrer-Policy"] = "no-referrer"  # the researcher's token stays in this URL
+            response.headers["Referrer-Policy"] = "no-referrer"  # the token or code stays in this URL
             return response
+
+        async def handle_tab(self, request: web.Request) -> web.Response:
+            """What became of a tab (its page asks when its websocket closed): running, ended, unknown."""
+            record = self.tabs.get(request.query.get("tab", ""))
+            state = "unknown" if record is None else record.state
+            return web.json_response({"state": state}, headers={"Cache-Control": "no-store"})
 
         async def handle_ticket(self, request: web.Request) -> web.WebSocketResponse:
             found = self.tickets.pop(request.match_info["ticket"], None)
             if found is None or time.monotonic() - found[1] >= TICKET_TTL:
                 raise web.HTTPForbidden(text="befair: this page's ticket is used or expired; reload the page\n")
-            command = found[0]
-            websocket = web.WebSocketResponse(heartbeat=15)
+            websocket = web.WebSocketResponse(heartbeat=15, timeout=CLOSE_TIMEOUT_S)
             width = _int(request.query.get("width"), 80)
             height = _int(request.query.get("height"), 24)
-            await _run_tab(self, request, websocket, command, width, height)
+            await _run_tab(self, request, websocket, found[0], width, height)
             return websocket
 
     return _BefairServer
 
 
-def _command_for(db: Path, study: str | None, researcher_only: bool, token: str | None, query: Any) -> str:
-    """The command a tab with this URL's query runs (web.HTTPForbidden / HTTPBadRequest when nothing)."""
+def _command_for(server: Any, query: Any) -> TabCommand:
+    """The command a tab with this URL's query runs (an aiohttp HTTP error with a page when nothing)."""
     from aiohttp import web
 
+    db, study = server.db, server.study
+    given_tab = query.get("tab") or ""
+    known = server.tabs.get(given_tab)
+    # this tab again (after a restart, or its app ended); a copy of a URL whose tab is open is a new tab
+    reconnect = bool(TAB_RE.match(given_tab)) and (known is None or known.state == "ended")
+    tab = given_tab if reconnect else new_tab()
     if study is None:
-        return console_command(db)
-    if researcher_only:
-        return researcher_command(db, study)
+        return TabCommand(_console_argv(db), tab)
+    if server.researcher_only:
+        return TabCommand(_researcher_argv(db, study), tab)
     given = query.get("researcher")
     if given is not None:
-        if token is None or not hmac.compare_digest(given.encode(), token.encode()):
+        if server.token is None or not hmac.compare_digest(given.encode(), server.token.encode()):
             raise web.HTTPForbidden(text="befair: wrong researcher token\n")
-        return researcher_command(db, study)
+        return TabCommand(_researcher_argv(db, study), tab)
     participant = (query.get("participant") or "").strip() or None
-    if participant is not None and not PARTICIPANT_RE.match(participant):
-        raise web.HTTPBadRequest(text="befair: a participant id is letters, digits, '.', '_' or '-'\n")
-    return participant_command(db, study, participant)
+    if participant is None:
+        return _form_or_reconnect(server, tab if reconnect else None, tab)
+    code = _checked_code(server, participant, query.get("code"))
+    return TabCommand(_participant_argv(db, study, participant, tab=tab, via="reconnect" if reconnect else "link"),
+                      tab, participant, {CODE_ENV: code})
+
+
+def _form_or_reconnect(server: Any, reconnecting: str | None, tab: str) -> TabCommand:
+    """No id in the URL: the sign-in form, or the participant this tab signed in before a restart."""
+    from engine.session import participants as log
+
+    participant = None if reconnecting is None else log.participant_of_tab(server.store, server.study, reconnecting)
+    if participant is None or participant not in server.codes:
+        return TabCommand(_participant_argv(server.db, server.study, None, tab=tab, via="form"), tab)
+    return TabCommand(_participant_argv(server.db, server.study, participant, tab=tab, via="reconnect"), tab,
+                      participant, {CODE_ENV: server.codes[participant]})
+
+
+def _checked_code(server: Any, participant: str, code: str | None) -> str:
+    """The participant's code when the link's is theirs; else an error page saying what to do."""
+    from aiohttp import web
+
+    from engine.study.links import LinkRefused, check
+
+    title = f"befair · study {server.study}"
+    if not PARTICIPANT_RE.match(participant):
+        raise _page(web.HTTPBadRequest, title, "A participant id is letters, digits, '.', '_' or '-': this link is "
+                    "damaged.", "Open the exact link you were given, or ask the researcher for your link.")
+    try:
+        check(server.codes, server.study, participant, code)
+    except LinkRefused as refused:
+        kind = web.HTTPNotFound if refused.unknown else web.HTTPForbidden
+        raise _page(kind, title, f"This link does not open a session: {refused}.",
+                    "Your link is in the researcher's invitation; it ends in ?participant=ID&code=CODE.") from None
+    return str(server.codes[participant])
+
+
+def _page(kind: Any, title: str, problem: str, what_to_do: str) -> Any:
+    from befair_tui.serve_page import error_page
+
+    return kind(text=error_page(title, problem, what_to_do), content_type="text/html",
+                headers={"Cache-Control": "no-store"})
 
 
 def _web_app(server: Any) -> web.Application:
@@ -247,10 +423,13 @@ def _web_app(server: Any) -> web.Application:
     import jinja2
     from aiohttp import web
 
+    from befair_tui.serve_page import PAGE
+
     app = web.Application()
-    aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(server.templates_path))
+    aiohttp_jinja2.setup(app, loader=jinja2.DictLoader({"app_index.html": PAGE}), autoescape=True)
     app.add_routes([
         web.get("/", server.handle_index, name="index"),
+        web.get("/tab", server.handle_tab, name="tab"),
         web.get("/ws/{ticket}", server.handle_ticket, name="websocket"),
         web.get("/download/{key}", server.handle_download, name="download"),
         web.static("/static", server.statics_path, name="static"),
@@ -270,29 +449,105 @@ def _page_context(query: Any, page_scheme: str, ws_scheme: str, host: str, ticke
     }
 
 
-async def _run_tab(server: Any, request: Any, websocket: Any, command: str, width: int, height: int) -> None:
-    """One browser tab's terminal: the command run by textual-serve's AppService until the tab goes."""
+# --------------------------------------------------------------------------- a tab's app
+
+
+def _tab_service_class() -> type:
+    import json
+
     from textual_serve.app_service import AppService
+
+    class TabService(AppService):
+        """textual-serve's AppService running a TabCommand: its argv without a shell (so the process
+        it stops is the app itself), its environment added, and whether the app exited on its own."""
+
+        def __init__(self, command: TabCommand, **kw: Any) -> None:
+            super().__init__(command.command, **kw)
+            self.tab_command = command
+            self.exited = False
+
+        async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
+            env = {**self._build_environment(width=width, height=height), **self.tab_command.env}
+            self._process = process = await asyncio.create_subprocess_exec(
+                *self.tab_command.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env)
+            self._stdin = process.stdin
+            return process
+
+        async def on_meta(self, data: bytes) -> None:
+            if json.loads(data).get("type") == "exit":
+                self.exited = True
+            await super().on_meta(data)
+
+        async def halt(self) -> None:
+            """Stop the app now: asked to quit, then SIGTERM, then SIGKILL (HALT_GRACE_S each)."""
+            process = self._process
+            if process is None or process.returncode is not None:
+                return
+            await self.send_meta({"type": "quit"})
+            for stop in (process.terminate, process.kill):
+                try:
+                    await asyncio.wait_for(process.wait(), HALT_GRACE_S)
+                    return
+                except TimeoutError:
+                    try:
+                        stop()
+                    except ProcessLookupError:
+                        return
+            await process.wait()
+
+    return TabService
+
+
+async def _run_tab(server: Any, request: Any, websocket: Any, command: TabCommand, width: int, height: int) -> None:
+    """One browser tab's terminal: the command run until the tab goes or its app ends."""
+
     from textual_serve.server import log
 
-    app_service: AppService | None = None
+    service: Any = None
     try:
         await websocket.prepare(request)
-        app_service = AppService(command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
-                                 close=websocket.close, download_manager=server.download_manager,
-                                 debug=server.debug)
-        await app_service.start(width, height)
-        try:
-            await server._process_messages(websocket, app_service)
-        finally:
-            await app_service.stop()
+        service = _tab_service_class()(command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
+                                       close=websocket.close, download_manager=server.download_manager,
+                                       debug=server.debug)
+        record = server.tabs[command.tab] = TabRecord(command, service, websocket)
+        await service.start(width, height)
+        messages = asyncio.ensure_future(server._process_messages(websocket, service))
+        await asyncio.wait({messages, service._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not messages.done():  # the app ended on its own (or died): the page says so, not "Session ended"
+            record.state, record.ended_at = "ended", time.monotonic()
+            messages.cancel()
+            await websocket.close()
     except asyncio.CancelledError:
         await websocket.close()
     except Exception as error:  # noqa: BLE001 - one tab's failure is logged, the server goes on
         log.exception(error)
     finally:
-        if app_service is not None:
-            await app_service.stop()
+        if service is not None:
+            await service.halt()
+            await service.stop()
+        found = server.tabs.get(command.tab)
+        if found is not None and found.service is service and found.state == "running":
+            del server.tabs[command.tab]
+
+
+async def _close_tabs(server: Any) -> None:
+    """Every open tab at once: its browser told the server restarts (it reconnects), its app stopped."""
+
+    from aiohttp import WSCloseCode
+
+    records = [r for r in server.tabs.values() if r.state == "running"]
+    server.stopped_tabs = len(records)
+
+    async def close(record: TabRecord) -> None:
+        try:
+            await asyncio.wait_for(record.websocket.close(code=WSCloseCode.SERVICE_RESTART,
+                                                          message=b"the server is stopping"), CLOSE_TIMEOUT_S)
+        except (TimeoutError, ConnectionError, RuntimeError):
+            pass
+        await record.service.halt()
+
+    await asyncio.gather(*(close(r) for r in records), return_exceptions=True)
 
 
 def _int(value: str | None, default: int) -> int:

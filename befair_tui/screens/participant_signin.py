@@ -14,6 +14,7 @@ from textual.widgets import Button, Footer, Input, Static
 from engine.study import people
 from engine.study.spec import StudySpec
 
+from befair_tui.format import reflow
 from befair_tui.navigation import participant_flow
 from befair_tui.widgets.toggles import PlainCheckbox
 
@@ -97,8 +98,8 @@ class ConsentScreen(Screen[None]):
         with VerticalScroll(id="page"):
             yield Static(f"befair · study {self.spec.name}", classes="page-title")
             if p.instructions:
-                yield Static(Text(p.instructions), classes="page-text", id="instructions")
-            yield Static(Text(p.consent or "Your steering and your answers are recorded for this study."),
+                yield Static(Text(reflow(p.instructions)), classes="page-text", id="instructions")
+            yield Static(Text(reflow(p.consent or "Your steering and your answers are recorded for this study.")),
                          classes="page-text", id="consent-text")
             yield PlainCheckbox("I have read this and I agree", id="consent-agree")  # blank until ticked
             yield Static("", id="consent-problem", classes="page-problem")
@@ -140,6 +141,9 @@ class TakenOverScreen(Screen[None]):
                          "again (the other one then stops steering).", classes="page-hint")
             yield from page_button("Steer from this tab", "takeover-go")
         yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#takeover-go", Button).focus()
 
     @on(Button.Pressed, "#takeover-go")
     def action_go(self) -> None:
