@@ -42,13 +42,15 @@ from engine.study.choice import choice_metrics
 from engine.study.spec import StudySpec
 
 NO_PROFILE = "(no profile)"
+DARK_GROUP = "group_2"   # FST V–VI (DDI's 56) in an evaluated summary
 NO_INTERVAL = "no interval"
 STEERING = ("pauses", "guidance", "guidance_chars", "prunes", "expands", "refused")
 STEERING_KINDS = {ev.PAUSED: "pauses", ev.GUIDANCE: "guidance", ev.PRUNED: "prunes", ev.EXPAND_REQUESTED: "expands"}
 SESSION_COLUMNS = [
     "study", "cell", "session_id", "participant", "role", "years_dermatology", "years_ml", "level",
     "instruction_level", "agent", "repeat", "position", "status", "finish_reason", "node_id", "test_auc",
-    "test_auc_ci_lo", "test_auc_ci_hi", "test_auc_gap", "test_auc_gap_ci_lo", "test_auc_gap_ci_hi", "excluded",
+    "test_auc_ci_lo", "test_auc_ci_hi", "test_auc_gap", "test_auc_gap_ci_lo", "test_auc_gap_ci_hi",
+    "test_sensitivity_dark", "test_sensitivity_dark_ci_lo", "test_sensitivity_dark_ci_hi", "excluded",
     "pauses", "guidance", "guidance_chars", "guidance_mean_chars", "prunes", "expands", "refused",
     "researcher_actions", "steps", "nodes", "seconds_to_first_measured", "active_seconds", "answered_at",
 ]
@@ -105,8 +107,21 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
     for name, key in (("test_auc", "auc"), ("test_auc_gap", "auc_gap")):
         lo, hi = _interval(figures.interval(test, key))
         out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = lo, hi
+    out.update(_dark_sensitivity(test))
     out.update(steering_counts(events, participant))
     return out
+
+
+def _dark_sensitivity(test: dict[str, Any]) -> dict[str, Any]:
+    """Sensitivity on dark skin (FST V–VI) at the session's operating point on test, with its Wilson
+    interval (engine.evaluation.operating_point); empty for a node measured before operating points."""
+    from engine.evaluation.operating_point import OperatingPoint
+
+    point = OperatingPoint.of(test)
+    dark = point.group(DARK_GROUP) if point is not None else None
+    value, ci = dark.sensitivity if dark is not None else (None, None)
+    lo, hi = _interval(ci)
+    return {"test_sensitivity_dark": value, "test_sensitivity_dark_ci_lo": lo, "test_sensitivity_dark_ci_hi": hi}
 
 
 def _interval(value: Any) -> tuple[float | None, float | None]:
@@ -182,7 +197,7 @@ def by_expertise(spec: StudySpec, rows: Sequence[dict[str, Any]],
             done = [r for r in members if not r.get("excluded")]
             entry: dict[str, Any] = {"group": group, "level": level, "sessions": len(members), "n": len(done),
                                      "participants": sorted({r["participant"] for r in members})}
-            for column in ("test_auc", "test_auc_gap"):
+            for column in ("test_auc", "test_auc_gap", "test_sensitivity_dark"):
                 entry[column] = describe([float(r[column]) for r in done if r.get(column) is not None])
                 entry[f"{column}_session_intervals"] = sum(1 for r in done if r.get(f"{column}_ci_lo") is not None)
             for column in (*STEERING, "researcher_actions"):
@@ -280,6 +295,9 @@ OUTCOME_MEASURES = {
                  "interval in ci_lo, ci_hi)"),
     "test_auc_gap": ("AUC, 0–1", "the final choice's skin-tone AUC gap on the test set: the largest minus the "
                      "smallest AUC of the groups FST I–II, III–IV, V–VI (MEDFAIR)"),
+    "test_sensitivity_dark": ("share, 0–1", "the final choice's sensitivity on dark skin (FST V–VI) on the test set "
+                              "at the session's operating point (the cut-off chosen on validation; its Wilson "
+                              "interval in ci_lo, ci_hi); empty for a session measured before operating points"),
 }
 STEERING_MEASURES = {
     "pauses": ("count", "pauses the participant made"),

@@ -62,8 +62,11 @@ class Plan:
     power: float | None            # the simulated power at n
     target_power: float
     alpha: float                   # the threshold each simulated test used (α / pairs)
+    why_not: str | None = None     # no plan could be drawn (a spread of zero, none measured)
 
     def sentence(self) -> str:
+        if self.why_not:
+            return f"{self.label}: no plan: {self.why_not}"
         if self.n is None:
             return f"{self.label}: more than {MAX_N} {self.unit} for {self.target_power:.0%} power"
         return f"{self.label}: {self.n} {self.unit} (simulated power {self.power:.2f})"
@@ -175,7 +178,13 @@ def plan(spread: Spread, effects: Sequence[tuple[float, str]], *, within: bool, 
     threshold = alpha / max(1, pairs)
     unit = "participants" if within else "runs per level"
     out = []
+    why_not = ("no value was measured" if not spread.residuals else
+               "the measured spread is zero (every value alike), so it cannot say how much runs vary"
+               if spread.sd <= 1e-12 else None)
     for effect, label in effects:
+        if why_not:
+            out.append(Plan(effect, label, unit, None, None, power, threshold, why_not))
+            continue
         n, reached = needed(spread, effect, within=within, alpha=threshold, power=power, simulations=simulations)
         out.append(Plan(effect, label, unit, n, reached, power, threshold))
     notes = [_spread_note(spread, within)]

@@ -15,9 +15,9 @@ each person.
   the pairs of levels of one measure (statsmodels.stats.multitest). Told apart when the corrected
   p < .05.
 
-Measures: the final choice's test AUC and skin-tone AUC gap (sessions left out of the statistics
-are left out here too), and each answer on a scale. The operating point's sensitivity on dark skin
-is not among them: the evaluated payload records no operating point yet.
+Measures: the final choice's test AUC, skin-tone AUC gap and sensitivity on dark skin (FST V–VI)
+at the session's operating point (sessions left out of the statistics are left out here too; a
+session measured before operating points has no sensitivity), and each answer on a scale.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ import numpy as np
 
 MIN_PARTICIPANTS = 4
 ALPHA = 0.05
-OUTCOMES = {"test_auc": "test AUC", "test_auc_gap": "skin-tone AUC gap"}
+OUTCOMES = {"test_auc": "test AUC", "test_auc_gap": "skin-tone AUC gap",
+            "test_sensitivity_dark": "sensitivity on dark skin at the operating point"}
 MODEL_METHOD = ("linear mixed model: outcome ~ level × expertise, random intercept per participant "
                 "(statsmodels MixedLM, REML); 95 % Wald intervals")
 PAIRED_METHOD = ("paired differences within participant (repeats averaged): mean over participants with "

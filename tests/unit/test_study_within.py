@@ -203,3 +203,40 @@ def test_preregistration_is_recorded_once_before_the_first_session_and_refused_a
     assert listed[0].startswith("preregistered late") and "another criterion: final choices by minimax" in listed[1]
     assert "session left out: cell 1 (base r1): the session is failed" in listed[2]
     store.close()
+
+
+# --------------------------------------------------------------------------- befair study plan
+
+
+def test_study_plan_from_an_imported_study_prints_its_assumptions(tmp_path, capsys):
+    import json
+
+    from befair_tui.cli import main
+
+    from .test_import_be_fair import _cli, _metadata, _tree
+
+    db = tmp_path / "plan.db"
+    assert _cli("import", "be-fair", _tree(tmp_path / "be-fair"), "--metadata", _metadata(tmp_path / "ddi.csv"),
+                "--db", db) == 0
+    capsys.readouterr()
+    assert main(["study", "plan", "be-fair", "--effect", "0.05", "--observed", "--db", str(db), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["design"] == "between runs" and [r["agent"] for r in out["results"]] == ["AIDE", "MLZero"]
+    aide = out["results"][0]
+    assert aide["assumptions"]["pairs"] == 1 and aide["assumptions"]["spread"]["kind"] == "runs"
+    assert aide["assumptions"]["spread"]["values"] == 2          # AIDE's two base runs; one fairness-hint run
+    assert [p["label"] for p in aide["plans"]][0] == "a difference of 0.05"
+    assert aide["plans"][1]["label"].startswith("observed base − fairness-hint (AIDE)")
+
+    people = tmp_path / "people.toml"
+    people.write_text('name = "ppl"\nlevels = ["base", "fairness-hint", "fairness-methods"]\nparticipants = ["p1"]\n'
+                      '[people]\nconsent = "I agree."\n[coder]\nname = "offline"\n')
+    assert main(["study", "plan", str(people), "--from", "be-fair", "--agent", "AIDE", "--effect", "0.05",
+                 "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "participants to detect a difference" in text and "3 pairs of levels" in text
+    assert "the difference of two independent runs" in text and "rests on 2 values only" in text
+    assert main(["study", "plan", "be-fair", "--db", str(db)]) == 2
+    assert "give --effect" in capsys.readouterr().err
+    assert main(["study", "plan", "nope", "--effect", "0.05", "--db", str(db)]) == 2
+    assert "no study 'nope'" in capsys.readouterr().err
