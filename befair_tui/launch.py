@@ -27,6 +27,7 @@ def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
         "--level", choices.level, "--steps", str(int(choices.steps)),
         "--coder", choices.coder, "--best", choices.best, "--feedback", choices.feedback,
         "--step-timeout", str(float(choices.step_timeout)), "--seed", str(int(choices.seed)),
+        "--operating-point", choices.operating_point,
     ]
     if choices.level == "custom":
         argv += ["--custom-text", choices.custom_text]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import BEST_CRITERIA, FEEDBACK, SessionConfig
+from engine.evaluation.operating_point import canonical as canonical_operating_point
 from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
 from engine.data.synth import FULL as SYNTH_FULL
 from engine.paths import cache_dir
@@ -57,6 +58,7 @@ class SetupChoices:
     best: str = _CONFIG.best
     feedback: str = _CONFIG.feedback or "auc"   # what the agent is shown of befair's measurements
     blind_test: bool = _CONFIG.blind_test
+    operating_point: str = _CONFIG.operating_point   # where a lesion is called malignant (per-group figures)
     participant: str = ""
     seed: int = _CONFIG.seed
 
@@ -91,6 +93,10 @@ class SetupChoices:
             out.best = cls.best
         if out.feedback not in FEEDBACK:
             out.feedback = cls.feedback
+        try:
+            out.operating_point = canonical_operating_point(out.operating_point)
+        except ValueError:
+            out.operating_point = cls.operating_point
         if out.data not in ("synth", "workspace"):
             out.data = cls.data
         if out.coder not in ("offline", "openai"):

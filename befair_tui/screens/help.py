@@ -103,8 +103,24 @@ TERMS: list[tuple[str, str]] = [
     ("cannot be told apart", "The scoreboard says when the best node cannot be told apart from others: the "
                              "95 % interval of their difference, on the same validation images resampled "
                              "the same way, contains 0. Any of them could be the better one."),
-    ("missed malignant", "In the Groups tab: how many of a skin-tone group's malignant images the pipeline "
-                         "scored below 0.5 (it would have missed them), with an interval."),
+    ("operating point", "A dermatologist triaging lesions picks a cut-off by how many melanomas it must catch. "
+                        "befair sets the cut-off where the model would catch 9 of 10 melanomas on the "
+                        "validation images (all skin tones together), then shows, in the Groups tab and the "
+                        "report, what that same cut-off means for each skin tone, on validation and on test: "
+                        "sensitivity (melanomas caught), specificity (benign lesions rightly left alone) and "
+                        "melanomas missed per 100, each with its 95 % interval and the counts behind it. A model "
+                        "that catches 9 of 10 overall may catch 7 of 10 on dark skin: that is the difference to "
+                        "look for. Setup's Cut-off (or befair run --operating-point) asks for 95 % instead, or a "
+                        "fixed probability."),
+    ("calibration", "Whether a model's probability can be read as a risk: of lesions scored 0.3, about 3 in 10 "
+                    "malignant. Brier score: the mean squared difference between probability and outcome (0 is "
+                    "perfect; always saying 0.5 scores .25). Calibration slope: 1 when the probabilities can be "
+                    "taken at their word, below 1 when they are too sure, above 1 when too timid (a logistic "
+                    "regression of the outcome on the probability's logit, Cox's method, Wald interval). Shown "
+                    "per skin tone: a model can be calibrated on light skin and not on dark."),
+    ("missed malignant (at 0.5)", "Sessions recorded before the operating point count, in the Groups tab, the "
+                                  "malignant images scored below 0.5, with an interval: a cut-off that means "
+                                  "little for a model whose probabilities are not calibrated."),
     ("best: " + selection.CRITERION_LABEL["claimed"], "The node whose own printed metric is highest, as the "
                                                       "AIDE agent chooses. It is the agent's report, not a "
                                                       "measurement (see badges ! and ≠); it has no interval."),

@@ -1,6 +1,7 @@
 """Setup: instruction level (full text shown, or a custom text), data, coder (for an
 OpenAI-compatible server: its address, model and an API key for this session only), budget, time
-limit, seed, what "best" means, blinded test metrics and a participant id.
+limit, seed, what "best" means, blinded test metrics, the cut-off per-group figures use (the
+operating point) and a participant id.
 
 Every number is checked against befair_tui.settings.LIMITS as it is typed, with a message that
 says what is allowed. Defaults are `befair run`'s (SessionConfig, SynthDerm DEFAULTS); choices are
@@ -52,6 +53,12 @@ BEST_HINT = ("Which node is marked ★, which one the search builds on next, and
 FEEDBACK_HINT = ("What the agent is told of befair's own measurements of its earlier pipelines. The same at every "
                  "instruction level, so that two levels differ in their instruction alone: turning skin-tone "
                  "groups on is itself a way of steering, and is recorded.")
+CUT_OFF_HINT = ("Cut-off: where a lesion is called malignant in each skin tone's sensitivity, specificity and "
+                "melanomas missed per 100. Set by sensitivity, it is chosen on each pipeline's validation images.")
+# the cut-offs offered (SessionConfig.operating_point); `befair run --operating-point` takes any other
+CUT_OFFS = [("catch 90 % of malignant", "sensitivity:0.90"), ("catch 95 % of malignant", "sensitivity:0.95"),
+            ("catch 80 % of malignant", "sensitivity:0.80"), ("fixed probability 0.5", "probability:0.50"),
+            ("fixed probability 0.3", "probability:0.30")]
 PARTICIPANT_HINT = "For user studies: recorded with the session (never remembered for the next one)."
 OFFLINE_NOTE = ("A simulated agent, no language model: it writes real, runnable pipelines from a set of "
                 "building blocks (models, image preparation, fairness methods), led by the instruction level "
@@ -220,7 +227,11 @@ class SetupScreen(Screen[None]):
                 yield Label("The agent is shown")
                 yield Select([(FEEDBACK_LABEL[f], f) for f in FEEDBACK], value=c.feedback, allow_blank=False,
                              id="feedback")
-            yield Static(f"[dim]{FEEDBACK_HINT}[/dim]", classes="hint")
+                yield Label("Cut-off")
+                offered = CUT_OFFS + ([] if c.operating_point in dict(CUT_OFFS).values()
+                                      else [(c.operating_point, c.operating_point)])
+                yield Select(offered, value=c.operating_point, allow_blank=False, id="operating-point")
+            yield Static(f"[dim]{FEEDBACK_HINT} {CUT_OFF_HINT}[/dim]", classes="hint")
 
     def _compose_start(self) -> ComposeResult:
         with Vertical(classes="start-row"):
@@ -367,6 +378,7 @@ class SetupScreen(Screen[None]):
         c.scaffold = self.query_one("#scaffold", Checkbox).value
         c.best = str(self.query_one("#best", Select).value)
         c.feedback = str(self.query_one("#feedback", Select).value)
+        c.operating_point = str(self.query_one("#operating-point", Select).value)
         c.blind_test = self.query_one("#blind", Checkbox).value
         c.participant = self.query_one("#participant", Input).value.strip()
         return c, problems

@@ -14,7 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
-from engine.session import figures, views
+from engine.evaluation.operating_point import OperatingPoint
+from engine.session import figures, report, views
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
 from engine.session.views import group_tests
@@ -221,9 +222,10 @@ class NodeDetail(Vertical):
         return Group(*parts)
 
     def _groups(self, state: SessionState, node: NodeState) -> Group:
-        """Each skin-tone group's AUC with its 95 % interval, its malignant cases and how many of
-        them the pipeline missed, on validation and (when visible) on test; a group with too few
-        malignant cases says so instead of a bare number."""
+        """Each skin-tone group's AUC with its 95 % interval, on validation and (when visible) on
+        test, and at the session's operating point its sensitivity, specificity, melanomas missed per
+        100 and calibration (a summary recorded before operating points: missed cases at 0.5); a
+        group with too few malignant cases says so instead of a bare number."""
         parts: list[RenderableType] = []
         blinded = views.test_withheld(state, node)
         for split, summary in (("validation", node.validation), ("test", None if blinded else node.test)):
@@ -233,6 +235,8 @@ class NodeDetail(Vertical):
             parts.append(_split_groups(split, summary, node.eval_verdicts.get(split), node.eval_reasons.get(split)))
             parts += [Text(said, style="dim")] if (said := group_tests.words(summary)) else []
         parts.append(Text(f"\n{figures.INTERVAL_HELP} {figures.TOO_FEW_HELP}", style="dim"))
+        if any(OperatingPoint.of(s) is not None for s in (node.validation, node.test)):
+            parts.append(Text(report.POINT_HELP, style="dim"))
         parts.append(Text("validation: held-out split of the training data · test: DDI-format test set; "
                           "both measured here", style="dim"))
         return Group(*parts)
@@ -300,16 +304,54 @@ def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | Non
     head.append(f" · {n} images" + (f", {malignant} malignant" if malignant else ""), style="dim")
     if not figures.has_intervals(summary):
         head.append(f" · {figures.NO_INTERVAL}", style="yellow")
+    point = OperatingPoint.of(summary)
     table = Table(expand=True, box=None, pad_edge=False)
-    for column in ("skin tone · malignant", "AUC (95 %)", "missed malignant (at 0.5)"):
+    columns = ("skin tone · malignant", "AUC (95 %)") + (() if point else ("missed malignant (at 0.5)",))
+    for column in columns:
         table.add_column(column, justify="left", ratio=1)
     for g in figures.groups(summary):
         auc = Text(g.auc_text(), style="yellow" if g.too_few else "")
         who = Text(g.words)
         if g.malignant is not None:
             who.append(f"\n{g.malignant} of {g.n} images", style="dim")
-        table.add_row(who, auc, g.missed_text() if g.malignant is not None else "–")
+        table.add_row(who, auc, *(() if point else (g.missed_text() if g.malignant is not None else "–",)))
     for label, key in (("overall", "auc"), ("worst group", "worst_auc"), ("gap (best − worst)", "auc_gap")):
-        table.add_row(label, figures.with_interval(summary.get(key), figures.interval(summary, key)), "")
-    return Group(head, table)
+        table.add_row(label, figures.with_interval(summary.get(key), figures.interval(summary, key)),
+                      *(() if point else ("",)))
+    return Group(head, table, *(_point_tables(point) if point else ()))
 
+
+def _point_tables(point: OperatingPoint) -> list[RenderableType]:
+    """At the operating point: each group's sensitivity, specificity and melanomas missed per 100,
+    then its calibration; each figure with its 95 % interval and, below it, the counts it rests on."""
+    head = Text(f"\nat the operating point · {report.point_heading(point)} · 95 % intervals",
+                style="yellow" if point.threshold is None else "")
+    rows = [*point.groups, point.overall]
+    names = [report.group_name(g) for g in rows]
+    parts: list[RenderableType] = [head]
+    if point.threshold is not None:
+        parts.append(_table(("skin tone", "sensitivity", "specificity", "missed per 100 malignant"), [
+            (name, report.sensitivity_parts(g), report.specificity_parts(g), report.missed_per_100_parts(g))
+            for name, g in zip(names, rows, strict=True)]))
+    calibration = [(name, *report.calibration_parts(g)) for name, g in zip(names, rows, strict=True)]
+    parts.append(Text(""))
+    parts.append(_table(("skin tone", "Brier score", "calibration slope"),
+                        [(name, (brier, n), (slope, "")) for name, brier, slope, n in calibration]))
+    return parts
+
+
+def _table(columns: tuple[str, ...], rows: list[tuple[str, *tuple[tuple[str, str], ...]]]) -> Table:
+    """A table whose cells are a figure and, dimmed below it, what it rests on."""
+    table = Table(expand=True, box=None, pad_edge=False)
+    table.add_column(columns[0], justify="left", no_wrap=True)
+    for column in columns[1:]:
+        table.add_column(column, justify="left", ratio=1)
+    for name, *cells in rows:
+        shown = []
+        for figure, counts in cells:
+            cell = Text(figure)
+            if counts:
+                cell.append(f"\n{counts}", style="dim")
+            shown.append(cell)
+        table.add_row(name, *shown)
+    return table
