@@ -28,8 +28,10 @@ def participant_help_content() -> Group:
     return Group(
         Text("Help · Esc, q, ? or F1 closes · ↑ ↓ PgUp PgDn scroll", style="dim"),
         _heading("Steering the agent"),
-        Text("The session ends by itself when its step budget or its time limit is reached (the bar at the "
-             "bottom shows the time left); then a few questions follow, and the next session."),
+        Text("The session ends by itself when its step budget or its time limit is reached; then a few "
+             "questions follow, and the next session. The bar at the bottom shows the steps taken of the budget "
+             "(the nodes the agent created, the running one included) and the time left. While the session is "
+             "paused, the line at the top says whether its clock keeps running (the study decides)."),
         _pairs(PARTICIPANT_KEYS, "bold yellow"),
         _heading("Words on screen"), _pairs(TERMS),
         _heading("Where a number comes from"), _pairs(SOURCES),

@@ -326,3 +326,15 @@ async def test_the_questions_after_a_session_that_is_not_the_last_say_the_next_o
         await pilot.pause(0.3)
         text = screen_text(pages)
         assert "before the next session" in text and "Save and go on to the next session" in text
+
+
+async def test_the_participants_help_says_what_the_bar_counts_and_what_the_clock_does():
+    from befair_tui.screens.participant_help import ParticipantHelp
+
+    pages = _Pages()
+    async with pages.run_test(size=(100, 40)) as pilot:
+        await pages.push_screen(ParticipantHelp())
+        await pilot.pause(0.3)
+        text = " ".join(line.strip("│ ") for line in screen_text(pages).splitlines())
+        assert "steps taken of the budget" in text and "whether its clock keeps running" in text
+        assert "r " not in [line.strip()[:2] for line in screen_text(pages).splitlines()]   # no summary key
