@@ -244,8 +244,16 @@ def calibration_parts(g: GroupAtPoint) -> tuple[str, str, str]:
     if not g.n:
         return "no images", "–", ""
     brier = figures.with_interval(g.brier[0], g.brier[1:], 2) if g.brier else "–"
-    slope = figures.with_interval(g.slope[0], g.slope[1:], 2) if g.slope else "none (one class, or separated)"
-    return brier, slope, f"n {g.n}"
+    return brier, _slope_text(g.slope), f"n {g.n}"
+
+
+def _slope_text(slope: list[float] | None) -> str:
+    """`.55 (.38–.72)`; `-.05 (-.22 to .12)` where a bound is negative (a dash would read as a minus)."""
+    if slope is None:
+        return "none (one class, or separated)"
+    if slope[1] < 0:
+        return f"{figures.fmt(slope[0], 2)} ({figures.fmt(slope[1], 2)} to {figures.fmt(slope[2], 2)})"
+    return figures.with_interval(slope[0], slope[1:], 2)
 
 
 def _joined(parts: tuple[str, ...]) -> str:

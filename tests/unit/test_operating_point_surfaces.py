@@ -107,3 +107,30 @@ def test_a_node_measured_before_operating_points_keeps_its_old_columns(store, tm
     with (tmp_path / "out" / "nodes.csv").open() as fh:
         (row,) = list(csv.DictReader(fh))
     assert row["val_op_sensitivity_56"] == "" and row["val_missed_56"] != "" and row["val_auc"] != ""
+
+
+def test_a_slope_interval_below_zero_reads_with_to_not_a_dash():
+    from engine.session.report import calibration_text
+
+    g = op.GroupAtPoint(name="group_2", n=207, malignant=48, benign=159, caught=8, cleared=130,
+                        brier=[.24, .21, .27], slope=[-.05, -.22, .12])
+    assert calibration_text(g) == "Brier .24 (.21–.27) · slope -.05 (-.22 to .12) · n 207"
+
+
+def test_the_published_run_at_0_5_and_at_a_cut_off_catching_90_percent(shared_data):
+    """One published be-fair run (AIDE, base level) on DDI: at 0.5 it misses 40 of 48 dark-skin
+    melanomas; at the cut-off that catches 90 % overall (chosen here on the same test images, the
+    run has no validation set) it still misses 12 of 48 on dark skin and 1 of 49 on light."""
+    from engine.evaluation.heldout import score_predictions
+    from engine.evaluation.scoring import read_predictions
+
+    predictions = read_predictions(shared_data / "befair_run_example" / "5-basic_prompt_DDI_predictions.csv")
+    _, _, metrics = score_predictions(predictions, shared_data / "ddi_metadata.csv")
+    y, s, g = metrics.scored
+    at_half = op.OperatingPoint.of({op.KEY: op.block(op.Setting.parse("probability:0.5"), 0.5, y, s, g, GROUPS)})
+    assert (at_half.group("group_2").missed, at_half.group("group_2").malignant) == (40, 48)
+    assert at_half.group("group_2").missed == round(metrics.groups[2].fnr_at_thres * 48)   # MEDFAIR's FNR at 0.5
+    threshold = op.sensitivity_threshold(y, s, 0.9)
+    point = op.OperatingPoint.of({op.KEY: op.block(op.Setting.parse(op.DEFAULT), threshold, y, s, g, GROUPS)})
+    assert point.overall.sensitivity[0] >= 0.9
+    assert (point.group("group_2").missed, point.group("group_0").missed) == (12, 1)
