@@ -164,3 +164,13 @@ def test_a_bad_operating_point_is_refused_before_anything_starts(tmp_path):
     assert out.returncode == 2
     assert "--operating-point: the operating point must be a sensitivity or a probability" in out.stderr
     assert not (tmp_path / "b.db").exists() or "session" not in out.stdout
+
+
+def test_the_run_option_becomes_the_session_setting_in_one_spelling(tmp_path):
+    from befair_tui.cli import build_parser
+    from befair_tui.cli.run import validate_run_args
+
+    base = ["run", "--headless", "--db", str(tmp_path / "b.db")]
+    args = build_parser().parse_args([*base, "--operating-point", "sensitivity:95%"])
+    assert validate_run_args(args).operating_point == "sensitivity:0.95"
+    assert validate_run_args(build_parser().parse_args(base)).operating_point == "sensitivity:0.90"
