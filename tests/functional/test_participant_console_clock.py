@@ -112,3 +112,25 @@ def test_a_running_clock_ends_the_session_while_it_is_paused(tmp_path, study_env
     assert not [e for e in events if e.kind == ev.RESUMED]
     assert LIMIT <= active_seconds(events) < LIMIT + 30
     store.close()
+
+
+def _event(kind: str, ts: float) -> ev.Event:
+    return ev.Event(seq=0, kind=kind, ts=ts)
+
+
+def test_time_paused_counts_only_where_the_clock_runs_when_paused():
+    """Started at 100, paused 130-190, a restart at 500 while paused again from 520, alive at 600."""
+    events = [_event(ev.SESSION_STARTED, 100), _event(ev.PAUSED, 130), _event(ev.RESUMED, 190),
+              _event(ev.NODE_CREATED, 200), _event(ev.PAUSED, 210), _event(ev.SESSION_RESUMED, 500),
+              _event(ev.NODE_CREATED, 510), _event(ev.PAUSED, 520)]
+    assert active_seconds(events, now=600) == 110 + 100             # the runners' lifetimes, pauses included
+    # without the pauses: 100-130 and 190-210 in the first lifetime (its last pause ends with it), 500-520
+    assert active_seconds(events, now=600, count_paused=False) == 30 + 20 + 20
+    assert active_seconds(events, count_paused=False) == 30 + 20 + 20   # still paused: the clock stands
+    events.append(_event(ev.RESUMED, 700))
+    assert active_seconds(events, now=760, count_paused=False) == 30 + 20 + 20 + 60
+
+
+def test_a_session_records_whether_its_clock_runs_when_paused():
+    assert clock_runs_when_paused({}) and clock_runs_when_paused({"extra": {"study": {"cell": 1}}})
+    assert not clock_runs_when_paused({"extra": {"study": {"clock_runs_when_paused": False}}})
