@@ -23,7 +23,8 @@ cell stays live with no session, its participant reads `waiting_line`, and the t
 `ensure_runner` starts it once a place is free. Places go first come, first started: by each
 cell's first `cell_started` event (the Start press), among the participants whose tab is open, so
 the queue is the database's and holds across server restarts, and an absent participant holds no
-one up (their cell takes its place again when they come back).
+one up (their cell takes its place again when they come back). `$BEFAIR_MAX_RUNNING` overrides
+the spec's cap for the processes that see it (`befair serve --max-running N` sets it for its tabs).
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from engine.study.spec import Cell, StudySpec, parse_spec
 CONSENT, PROFILE, READY, LIVE, QUESTIONS, DONE = "consent", "profile", "ready", "live", "questions", "done"
 OVER = ("finished", "failed")  # a study session over for good; "stopped" only when a person stopped it
 DRY_RUN_SUFFIX = "-dry-run"
+MAX_RUNNING_ENV = "BEFAIR_MAX_RUNNING"
 
 
 class UnknownParticipant(UsageError):
@@ -205,6 +207,16 @@ def ensure_runner(store: SessionStore, spec: StudySpec, cell: Cell) -> subproces
     return proc
 
 
+def max_running(spec: StudySpec) -> int | None:
+    """The study's cap on sessions running at once: $BEFAIR_MAX_RUNNING, else `[people] max_running`."""
+    raw = os.environ.get(MAX_RUNNING_ENV, "").strip()
+    if not raw:
+        return people_of(spec).max_running
+    if not raw.isdigit() or int(raw) < 1:
+        raise UsageError(f"${MAX_RUNNING_ENV} must be a whole number of 1 or more, not {raw!r}")
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class QueuePlace:
     """A cell's place under the study's cap on sessions running at once."""
@@ -224,7 +236,7 @@ def queue_place(store: SessionStore, spec: StudySpec, cell: Cell,
     (first `cell_started` event per cell; only participants whose tab is open, and this cell)."""
     rows = grid.grid_rows(store, spec.name) if rows is None else rows
     running = sum(1 for r in rows if _running(r))
-    limit = people_of(spec).max_running
+    limit = max_running(spec)
     if limit is None:
         return QueuePlace(running, None, 0)
     waiting = {r["cell"] for r in rows if r["state"] in grid.RUNNABLE and not _claimed(r)}
@@ -243,7 +255,7 @@ def queue_place(store: SessionStore, spec: StudySpec, cell: Cell,
 def waiting_line(store: SessionStore, spec: StudySpec, cell: Cell | None) -> str | None:
     """What a participant whose session waits for a free place reads; None when it does not wait
     (no cap, a place is free, or the session runs or ended)."""
-    if cell is None or people_of(spec).max_running is None:
+    if cell is None or max_running(spec) is None:
         return None
     rows = grid.grid_rows(store, spec.name)
     row = next((r for r in rows if r["cell"] == cell.index), None)

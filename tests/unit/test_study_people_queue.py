@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.errors import UsageError
 from engine.session import participants as log
 from engine.session.store import SessionStore
 from engine.study import grid, people
@@ -217,6 +218,14 @@ def test_no_cap_starts_every_session_at_once(tmp_path, study_env, monkeypatch):
     procs = [press_start(store, spec, pid) for pid in ("p01", "p02")]
     assert all(proc is not None for proc in procs)
     assert people.waiting_line(store, spec, cell_of(spec, "p02")) is None
+    monkeypatch.setenv(people.MAX_RUNNING_ENV, "1")   # befair serve --max-running 1: over the spec's
+    assert press_start(store, spec, "p03") is None
+    assert people.waiting_line(store, spec, cell_of(spec, "p03")).startswith(
+        "waiting for a free place: 2 sessions running (the study runs at most 1 at once)")
+    monkeypatch.setenv(people.MAX_RUNNING_ENV, "none")
+    with pytest.raises(UsageError, match="BEFAIR_MAX_RUNNING must be a whole number of 1 or more, not 'none'"):
+        people.ensure_runner(store, spec, cell_of(spec, "p03"))
+    monkeypatch.delenv(people.MAX_RUNNING_ENV)
     assert [proc.wait(timeout=240) for proc in procs] == [0, 0]
     store.close()
 
