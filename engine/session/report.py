@@ -280,9 +280,10 @@ def calibration_text(g: GroupAtPoint) -> str:
 
 POINT_HELP = ("Operating point: one cut-off for all skin tones, chosen on the validation images; a lesion at or "
               "above it is called malignant. Sensitivity: malignant lesions caught; specificity: benign lesions "
-              "cleared; intervals: Wilson. Calibration: Brier score (0 is perfect; normal interval) and the "
-              "calibration slope (1: the probabilities can be taken at their word; below 1: too extreme; "
-              "logistic regression on logit(probability), Wald interval).")
+              "cleared; intervals: Wilson. On validation all groups together reach the target by construction; "
+              "test says what the cut-off does on new images. Calibration: Brier score (0 is perfect; normal "
+              "interval) and the calibration slope (1: the probabilities can be taken at their word; below 1: too "
+              "extreme; logistic regression on logit(probability), Wald interval).")
 
 
 def group_name(g: GroupAtPoint) -> str:
