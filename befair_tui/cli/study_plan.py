@@ -106,7 +106,7 @@ def print_design(report: Any, args: argparse.Namespace, out: Any = None) -> None
         print(f"  deviations ({len(report.deviations)}):" if report.deviations else "  deviations: none", file=out)
         for d in report.deviations:
             print(f"  - {d}", file=out)
-    else:
+    elif not report.data.get("imported"):   # a published study's runs were not ours to preregister
         print("not preregistered (befair study preregister SPEC --hypotheses FILE, before the first session)",
               file=out)
     for what, path in (("long CSV", args.long_csv), ("preregistration", args.preregistration_md)):

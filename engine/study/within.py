@@ -192,8 +192,11 @@ def _fit(fit: ModelFit, obs: Sequence[Observation], levels: list[str], groups: l
         fit.status, fit.why = "singular fit", (f"{x.shape[0]} sessions cannot estimate the {x.shape[1]} fixed "
                                                "effects of level × expertise")
         return
-    if np.ptp(y) == 0:
-        fit.status, fit.why = "singular fit", "every session has the same value: no variance to model"
+    cell_means = {key: np.mean([o.value for o in obs if (o.level, o.group) == key])
+                  for key in {(o.level, o.group) for o in obs}}
+    if all(abs(o.value - cell_means[(o.level, o.group)]) < 1e-12 for o in obs):
+        fit.status, fit.why = "singular fit", ("every participant of an expertise group has the same value at each "
+                                               "level: no variance between or within participants to model")
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -293,5 +296,5 @@ def analyse(rows: Sequence[dict[str, Any]], *, level_order: Sequence[str], group
         pairs = paired(obs, measure=measure, label=label, level_order=level_order)
         out["measures"].append({"measure": measure, "label": label, "model": fit.to_json(),
                                 "paired": [p.to_json() for p in pairs],
-                                "fallback": None if fit.fitted else f"{fit.why}: {FALLBACK}"})
+                                "fallback": None if fit.fitted else f"{fit.why}: {FALLBACK}" if pairs else fit.why})
     return out
