@@ -231,11 +231,12 @@ def _report(store: Any, name: str) -> Any:
 def cmd_preregister(args: argparse.Namespace) -> int:
     from engine.session.lifecycle import open_store
     from engine.session.store import SessionStore
-    from engine.study import prereg
+    from engine.study import grid, prereg
 
     if args.hypotheses is None:
         store = open_store(db_from_args(args))
         name = args.study if not Path(args.study).exists() else _spec(args).name
+        grid.study_row(store, name)   # StudyNotFound names the studies there
         found = prereg.find(store, name)
         if found is None:
             raise UsageError(f"study {name} has no preregistration; record one with --hypotheses FILE")

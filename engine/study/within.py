@@ -162,7 +162,7 @@ def fit_model(obs: Sequence[Observation], *, measure: str, label: str, level_ord
         fit.status, fit.why = "too few participants", (
             f"{len(people)} participant(s) have this measure; the model needs at least {MIN_PARTICIPANTS}")
     else:
-        _fit(fit, obs, levels, groups, people)
+        _fit(fit, obs, levels, groups)
     return fit
 
 
@@ -179,8 +179,7 @@ def _row(level: str, group: str, cols: Sequence[tuple[str, str | None, str | Non
     return [1.0 if (lv is None or lv == level) and (g is None or g == group) else 0.0 for _, lv, g in cols]
 
 
-def _fit(fit: ModelFit, obs: Sequence[Observation], levels: list[str], groups: list[str],
-         people: list[str]) -> None:
+def _fit(fit: ModelFit, obs: Sequence[Observation], levels: list[str], groups: list[str]) -> None:
     from statsmodels.regression.mixed_linear_model import MixedLM
 
     cols = _columns(levels, groups)
