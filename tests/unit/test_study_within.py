@@ -240,3 +240,17 @@ def test_study_plan_from_an_imported_study_prints_its_assumptions(tmp_path, caps
     assert "give --effect" in capsys.readouterr().err
     assert main(["study", "plan", "nope", "--effect", "0.05", "--db", str(db)]) == 2
     assert "no study 'nope'" in capsys.readouterr().err
+
+
+def test_a_study_with_one_run_per_level_plans_from_its_runs_own_intervals():
+    from engine.study.report import StudyReport
+
+    sessions = [{"session_id": f"s{i}", "model": "AIDE", "prompt": level, "test_auc_gap": 0.1 + 0.01 * i,
+                 "test_auc_gap_ci": [0.0 + 0.01 * i, 0.2 + 0.01 * i]} for i, level in enumerate(LEVELS)]
+    report = StudyReport(study="pilot", criterion="validation", data={}, synthetic=True, counts={},
+                         sessions=sessions, excluded=[], table=[])
+    spread = plan.measured_spread(report, "gap")
+    assert spread.kind == "per-run intervals" and spread.values == 3
+    assert spread.sd == pytest.approx(0.2 / 3.92, rel=0.05)
+    _, plans = plan.plan(spread, [(0.05, "a .05 difference")], within=False)
+    assert plans[0].n is not None and "lower bound" in plan._spread_note(spread, within=False)
