@@ -129,7 +129,8 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         self._sync_guidance_input()
         runner = None if self.runner == "stopped" else self.runner  # no "u: resume": it resumes by itself
         self.query_one(StatusBar).sync(self.state, read_only=False, now=self.clock(), replay=None, runner=runner,
-                                       steps=False, paused_clock=self.paused_clock())
+                                       steps=False, paused_clock=(paused := self.paused_clock()),
+                                       elapsed_clock=paused is None)   # a time limit: the bar's time left
         self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
         key = (self.state.status, self.runner, self.state.stop_requested)
         if key != self._bindings_key:

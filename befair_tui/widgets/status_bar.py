@@ -95,15 +95,17 @@ class StatusBar(Static):
 
     def sync(self, state: SessionState, *, read_only: bool, now: float | None = None,
              replay: str | None = None, runner: str | None = None, criterion: str | None = None,
-             live: dict[str, Any] | None = None, steps: bool = True, paused_clock: bool | None = None) -> None:
+             live: dict[str, Any] | None = None, steps: bool = True, paused_clock: bool | None = None,
+             elapsed_clock: bool = True) -> None:
         """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown);
         `criterion`: a reader's own view of what ★ follows (None: the session's); `live`: the LLM
         call in progress (tokens so far, tokens/s), from the side channel (default: the state's);
         `steps`: say the step count (a participant's bar says it instead); `paused_clock`: whether
-        a paused session's time limit runs on, said beside PAUSED (None: not said)."""
+        a paused session's time limit runs on, said beside PAUSED (None: not said); `elapsed_clock`:
+        show the time since the start (a participant's bar shows the time left of the limit instead)."""
         self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner,
                                    "criterion": criterion, "live": live, "steps": steps,
-                                   "paused_clock": paused_clock})
+                                   "paused_clock": paused_clock, "elapsed_clock": elapsed_clock})
         word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
                 "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
         if state.status == "running" and state.stop_requested:
@@ -147,8 +149,9 @@ class StatusBar(Static):
         # the call in progress outlasts "agent sees …" (the summary, `befair show` and the help say it too)
         parts, extras = (parts, [*call, best, sees]) if compact else ([*parts, best], [*call, sees])
         # a dead runner: the clock stops at its last event instead of ticking on
-        extras += [(f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""),
-                   (f" · {tokens(total)} tok ${state.cost:.2f}", "")]
+        if elapsed_clock:
+            extras.append((f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""))
+        extras.append((f" · {tokens(total)} tok ${state.cost:.2f}", ""))
         text = _fitted(text, parts, extras, (self.size.width - 2) if self.size.width else None, compact)
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw

@@ -208,6 +208,7 @@ async def test_the_participant_is_told_whether_a_paused_sessions_clock_runs(tmp_
             await pilot.pause(0.6)
             status = region_text(app, console.query_one(StatusBar))
             assert " PAUSED  · " + ("the clock keeps running" if runs else "clock stopped") in status
+            assert not re.search(r"\d\d:\d\d", status)   # no time since the start beside it: the bar has the time left
             bar = region_text(app, console.query_one(ParticipantBar))
             # 600 s of time limit: 40 s ran, then 100 s paused, which count only when the clock runs
             minutes, seconds = re.search(r"time left (\d\d):(\d\d)", bar).groups()
