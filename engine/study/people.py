@@ -197,7 +197,7 @@ def ensure_runner(store: SessionStore, spec: StudySpec, cell: Cell) -> subproces
     with store.transaction():
         rows = grid.grid_rows(store, spec.name)
         row = next((r for r in rows if r["cell"] == cell.index), None)
-        if row is None or row["state"] not in grid.RUNNABLE or _claimed(row):
+        if row is None or not _waits(store, row):
             return None
         if not queue_place(store, spec, cell, rows).free:
             return None
@@ -239,16 +239,17 @@ def queue_place(store: SessionStore, spec: StudySpec, cell: Cell,
     limit = max_running(spec)
     if limit is None:
         return QueuePlace(running, None, 0)
-    waiting = {r["cell"] for r in rows if r["state"] in grid.RUNNABLE and not _claimed(r)}
     here = {p["participant_id"] for p in log.participants(store, spec.name) if p["online"]}
     owner = {c.index: c.participant for c in spec.cells()}
+    by_cell = {r["cell"]: r for r in rows}
     requested: dict[int, int] = {}
     for event in log.events(store, spec.name, kinds=(log.CELL_STARTED,)):
         if event.cell is not None:
             requested.setdefault(event.cell, event.seq)
     mine = requested.get(cell.index, float("inf"))
     ahead = sum(1 for c, seq in requested.items()
-                if c != cell.index and seq < mine and c in waiting and owner.get(c) in here)
+                if c != cell.index and seq < mine and owner.get(c) in here and c in by_cell
+                and _waits(store, by_cell[c]))
     return QueuePlace(running, limit, ahead)
 
 
@@ -259,7 +260,7 @@ def waiting_line(store: SessionStore, spec: StudySpec, cell: Cell | None) -> str
         return None
     rows = grid.grid_rows(store, spec.name)
     row = next((r for r in rows if r["cell"] == cell.index), None)
-    if row is None or row["state"] not in grid.RUNNABLE or _claimed(row):
+    if row is None or not _waits(store, row):
         return None
     place = queue_place(store, spec, cell, rows)
     if place.free:
@@ -270,6 +271,15 @@ def waiting_line(store: SessionStore, spec: StudySpec, cell: Cell | None) -> str
         ahead = f", {place.ahead} {'participant' if place.ahead == 1 else 'participants'} ahead of you"
     return (f"waiting for a free place: {sessions} running (the study runs at most {place.limit} at once)"
             f"{ahead}; you start automatically")
+
+
+def _waits(store: SessionStore, row: dict[str, Any]) -> bool:
+    """Nothing runs the cell and its session has not ended: not started, or interrupted (a session
+    stopped by a person is over: its participant answers the questions)."""
+    if row["state"] not in grid.RUNNABLE or _claimed(row):
+        return False
+    sid = row.get("session_id")
+    return not (row.get("session_status") == "stopped" and sid and store.state(str(sid)).stop_requested)
 
 
 def _running(row: dict[str, Any]) -> bool:

@@ -262,3 +262,25 @@ async def test_the_participants_console_says_it_waits_and_starts_by_itself(tmp_p
         assert "interrupted" not in screen_text(app)
         assert app.procs[sid].wait(timeout=240) == 0
     store.close()
+
+
+@pytest.mark.slow
+def test_a_session_a_researcher_stopped_frees_its_place(tmp_path, study_env, monkeypatch):
+    """Stopped by a person, a session is over (its participant answers the questions): it neither
+    holds a place nor waits for one, though its cell reads interrupted in the grid."""
+    monkeypatch.setenv(SLEEP_ENV, "2")
+    spec, store = signed_in(tmp_path, "stopped", max_running=1)
+    with OpenTabs(store, spec):
+        first = press_start(store, spec, "p01")
+        assert first is not None and press_start(store, spec, "p02") is None
+        sid = cell_of(spec, "p01").session_id
+        wait_for(lambda: store.state(sid).nodes, what="p01's first node")
+        store.issue_command(sid, "stop", {"interrupt": True}, by="researcher")
+        assert first.wait(timeout=240) != 0
+        assert store.state(sid).stop_requested and finished(store, spec, "p01")
+        assert grid.grid_rows(store, spec.name)[cell_of(spec, "p01").index]["state"] == grid.INTERRUPTED
+        assert people.ensure_runner(store, spec, cell_of(spec, "p01")) is None    # over: not resumed
+        assert people.waiting_line(store, spec, cell_of(spec, "p02")) is None
+        second = people.ensure_runner(store, spec, cell_of(spec, "p02"))
+        assert second is not None and second.wait(timeout=240) == 0
+    store.close()
