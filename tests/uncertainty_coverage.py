@@ -48,7 +48,7 @@ TRUTH_SEED, DRAW_SEED = 9001, 9002
 FIGURES = ("auc", "worst_auc", "auc_gap", "group_0", "group_1", "group_2")
 LEVELLED_GAPS = (0.0, 0.02, 0.05)            # the levelled pipelines' target true gaps
 BANDS = ((0.0, 0.03, "under .03"), (0.03, 0.08, ".03–.08"), (0.08, 1.01, "over .08"))
-BAND_FIGURES = ("auc_gap", "dark − light", "dark − medium")
+BAND_FIGURES = ("auc_gap", "dark − light", "dark − medium", "medium − light")
 BINORMAL_GAPS = (0.0, 0.01, 0.03, 0.05, 0.08, 0.12, 0.2)
 DDI_TEST = {"group_0": (208, 49), "group_1": (241, 74), "group_2": (207, 48)}   # the default test split
 
@@ -173,7 +173,9 @@ def signed_truth(truth: dict[str, float | None]) -> dict[str, float]:
 def banded(summary: dict[str, Any], truth: dict[str, float | None], tallies: dict[str, Tally]) -> None:
     """Count one draw's gap and signed-difference intervals against the truth (`tallies`: the
     band's, by figure)."""
-    signed = {row["pair"]: [row["low"], row["high"]] for row in summary.get("signed") or []}
+    from engine.session.views.group_tests import signed as stored_signed
+
+    signed = {d.pair: [d.low, d.high] for d in stored_signed(summary)}
     tallies["auc_gap"].add(float(truth["auc_gap"]), _interval(summary, "auc_gap"))  # type: ignore[arg-type]
     for words, true in signed_truth(truth).items():
         tallies[words].add(true, signed.get(words))
@@ -310,6 +312,7 @@ def binormal_coverage(cells: dict[str, tuple[int, int]] | None = None, gaps: Ite
     from engine.evaluation.uncertainty import (
         SIGNED_PAIRS, Strata, difference_fields, group_differences, percentile, replicates,
     )
+    from engine.session.views.group_tests import signed as stored_signed
 
     cells = cells or DDI_TEST
     names = tuple(cells)
@@ -333,8 +336,8 @@ def binormal_coverage(cells: dict[str, tuple[int, int]] | None = None, gaps: Ite
             tallies["gap"].add(gap, list(differences.gap()))
             tallies["percentile"].add(gap, list(percentile(rep.gap)))  # type: ignore[arg-type]
             tallies["bias_corrected"].add(gap, _bias_corrected(rep.gap, estimates[-1]))  # type: ignore[arg-type]
-            for row in difference_fields(differences, names)["signed"]:
-                tallies[row["pair"]].add(truth[row["pair"]], [row["low"], row["high"]])
+            for d in stored_signed(difference_fields(differences, names)):
+                tallies[d.pair].add(truth[d.pair], [d.low, d.high])
         rows.append({"true_gap": gap, "data_sets": data_sets, "mean_estimate": round(statistics.fmean(estimates), 4),
                      **{f"{k}_coverage": round(v.covered / v.pairs, 4) for k, v in tallies.items()},
                      **{f"{k}_median_width": round(statistics.median(v.widths), 4) for k, v in tallies.items()
@@ -342,7 +345,8 @@ def binormal_coverage(cells: dict[str, tuple[int, int]] | None = None, gaps: Ite
     return rows
 
 
-def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 4000) -> dict[str, Any]:
+def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 4000,
+             splits: tuple[str, ...] = ("test", "validation")) -> dict[str, Any]:
     """Coverage at two sizes: the product's default SynthDerm splits (656 test images; a 386-image
     validation split) and the small session's own (120 test; 58 validation)."""
     from engine.evaluation.heldout import load_labels
@@ -357,7 +361,7 @@ def coverage(root: Path, *, steps: int = 8, n_draws: int = 40, truth_n: int = 40
     bands: list[dict[str, Any]] = []
     per_node: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []
-    for split, pool in pools.items():
+    for split, pool in ((s, pools[s]) for s in splits):
         sizes = {"default": default[split], "small": own[split]}
         truth_images, truth_labels = pool(root / f"{split}-truth", TRUTH_SEED, truth_n)
         # test format: the pool has the draws' composition; training format: a 2,000-image set's
@@ -414,18 +418,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--binormal", action="store_true", help="the fast binormal simulation only")
     p.add_argument("--data-sets", type=int, default=500, help="binormal: data sets per true gap")
-    p.add_argument("--split", choices=("test", "validation"), default="test",
-                   help="binormal: the default SynthDerm split whose composition the data sets have")
+    p.add_argument("--split", choices=("test", "validation"), default=None,
+                   help="only this split (binormal: the default SynthDerm split whose composition the data "
+                        "sets have; default test)")
     args = p.parse_args(argv)
     if args.binormal:
         from engine.data.adequacy import synth_counts
 
-        out: Any = binormal_coverage(synth_counts(2000, 656)[args.split], data_sets=args.data_sets)
+        out: Any = binormal_coverage(synth_counts(2000, 656)[args.split or "test"], data_sets=args.data_sets)
         for row in out:
             print("  ".join(f"{k} {v}" for k, v in row.items()))
     else:
         with tempfile.TemporaryDirectory(prefix="befair-coverage-") as tmp:
-            out = coverage(Path(tmp), steps=args.steps, n_draws=args.draws, truth_n=args.truth)
+            out = coverage(Path(tmp), steps=args.steps, n_draws=args.draws, truth_n=args.truth,
+                           splits=(args.split,) if args.split else ("test", "validation"))
         _print(out)
     if args.out:
         args.out.write_text(json.dumps(out, indent=2) + "\n")

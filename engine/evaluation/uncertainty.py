@@ -73,7 +73,7 @@ METHOD = (f"bootstrap stratified by skin-tone group and label, {N_RESAMPLES} res
           "interval from the resamples' spread; worst-group AUC: percentile interval; differences between "
           "skin-tone groups' AUCs: simultaneous bootstrap max-t intervals over every pair of groups; gap (max − "
           "min): the range those pairwise intervals allow for the largest difference (it reaches 0 when every "
-          "pair's interval includes 0); groups told apart: bootstrap max-t test of equal group AUCs; missed "
+          "pair's interval includes 0); groups told apart: bootstrap max-t test of equal skin-tone group AUCs; missed "
           "malignant cases: Wilson score interval")
 # What a stored summary says (kept short: every evaluated event carries it); METHODS spells it out.
 METHOD_ID = f"stratified-bootstrap-{N_RESAMPLES}-v2"
@@ -282,18 +282,16 @@ def group_differences(rep: Replicates, group_point: Mapping[str, float | None],
 
 
 def difference_fields(differences: GroupDifferences | None, names: Sequence[str]) -> dict[str, Any]:
-    """`signed` (dark − light, dark − medium, medium − light: diff, low, high) and `groups_apart`
-    (method, p, apart)."""
+    """`signed`: [diff, low, high] of each of SIGNED_PAIRS in turn (dark − light, dark − medium,
+    medium − light; nulls where a group has no AUC) and `groups_apart`: {p, apart} (the test is
+    METHODS' "groups told apart"). Compact: every evaluated event carries them."""
     if differences is None:
         return {}
-    signed = []
-    for (a, b), words in SIGNED_PAIRS:
+    signed: list[float | None] = []
+    for (a, b), _ in SIGNED_PAIRS:
         found = differences.pair(a, b) if a in names and b in names else None
-        if found is not None:
-            diff, low, high = (round(v, DIGITS) for v in found)
-            signed.append({"pair": words, "groups": [a, b], "diff": diff, "low": low, "high": high})
-    return {"signed": signed, "groups_apart": {"method": GROUP_TEST, "p": round(differences.p, DIGITS),
-                                               "apart": differences.apart}}
+        signed += [round(v, DIGITS) for v in found] if found is not None else [None, None, None]
+    return {"signed": signed, "groups_apart": {"p": round(differences.p, DIGITS), "apart": differences.apart}}
 
 
 def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float | None]:
@@ -312,9 +310,9 @@ def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point:
     - `cases`: [images, malignant, missed malignant] per group;
     - `ci_groups`: the groups' names, in both lists' order, only when not the three skin-tone groups;
     - `ci_method`: the method's id (METHODS spells it out);
-    - `signed`: [{pair: "dark − light", groups, diff, low, high}, …] and `groups_apart`: {method, p,
-      apart} (difference_fields; absent with fewer than two groups that have an AUC, and in
-      summaries recorded before METHOD_ID v2).
+    - `signed`: [diff, low, high] per pair of SIGNED_PAIRS and `groups_apart`: {p, apart}
+      (difference_fields; engine.session.views.group_tests reads them; absent with fewer than two
+      groups that have an AUC, and in summaries recorded before METHOD_ID v2).
     `point`: the summary's point estimates (auc, group_auc, worst_auc, auc_gap)."""
     s = np.asarray(scores, dtype=float)
     rep = replicates(s, strata, shared_counts(strata) if counts is None else counts)

@@ -8,7 +8,7 @@ import pytest
 
 from engine.evaluation.metrics import compute_metrics
 from engine.evaluation.uncertainty import (
-    METHOD_ID, METHODS, N_RESAMPLES, Intervals, Strata, group_differences, replicates, shared_counts,
+    GROUP_TEST, METHOD_ID, METHODS, N_RESAMPLES, Intervals, Strata, group_differences, replicates, shared_counts,
 )
 from engine.session import figures
 from engine.session.views import group_tests
@@ -44,16 +44,17 @@ def test_summary_stores_signed_differences_and_the_test_with_its_method():
     assert summary["ci_method"] == METHOD_ID == f"stratified-bootstrap-{N_RESAMPLES}-v2"
     assert "max-t" in METHODS[METHOD_ID] and "percentile" in METHODS[f"stratified-bootstrap-{N_RESAMPLES}-v1"]
     aucs = summary["group_auc"]
-    (light, medium, third) = summary["signed"]
-    assert third["pair"] == "medium − light"
-    assert (light["pair"], light["groups"]) == ("dark − light", ["group_2", "group_0"])
-    assert (medium["pair"], medium["groups"]) == ("dark − medium", ["group_2", "group_1"])
+    assert len(summary["signed"]) == 9               # [diff, low, high] per pair, compact
+    (light, medium, third) = group_tests.signed(summary)
+    assert third.pair == "medium − light"
+    assert (light.pair, light.groups) == ("dark − light", ("group_2", "group_0"))
+    assert (medium.pair, medium.groups) == ("dark − medium", ("group_2", "group_1"))
     for row, other in ((light, "group_0"), (medium, "group_1")):
-        assert row["diff"] == pytest.approx(aucs["group_2"] - aucs[other], abs=1e-4)
-        assert row["low"] <= row["diff"] <= row["high"]
+        assert row.diff == pytest.approx(aucs["group_2"] - aucs[other], abs=1e-4)
+        assert row.low <= row.diff <= row.high
     test = summary["groups_apart"]
-    assert test["method"] == "bootstrap max-t test of equal skin-tone group AUCs"
     assert test["apart"] is True and test["p"] <= 0.05
+    assert GROUP_TEST == "bootstrap max-t test of equal skin-tone group AUCs" and GROUP_TEST in METHODS[METHOD_ID]
     lo, hi = figures.interval(summary, "auc_gap")
     assert lo <= summary["auc_gap"] <= hi and lo > 0       # told apart: the gap's interval excludes 0
 
@@ -63,7 +64,7 @@ def test_groups_alike_cannot_be_told_apart_and_their_gap_interval_reaches_zero()
     summary = compute_metrics(y, s, g, intervals=True).summary()
     assert summary["auc_gap"] > 0                          # max − min of noisy AUCs is never 0
     assert summary["groups_apart"]["apart"] is False and summary["groups_apart"]["p"] > 0.05
-    assert all(row["low"] <= 0 <= row["high"] for row in summary["signed"])
+    assert all(row.includes_zero for row in group_tests.signed(summary))
     assert figures.interval(summary, "auc_gap")[0] == 0.0
 
 
@@ -87,7 +88,8 @@ def test_apart_is_exactly_some_pair_interval_excluding_zero_and_the_gap_follows_
 def test_a_group_with_one_class_leaves_the_other_pair_and_one_group_leaves_none():
     y, s, g = _data(3, (1.0, 0.8, 0.3), sizes=((208, 49), (241, 74), (40, 0)))
     summary = compute_metrics(y, s, g, intervals=True).summary()
-    assert [row["pair"] for row in summary["signed"]] == ["medium − light"]   # no AUC in the dark group
+    assert summary["signed"][:6] == [None] * 6                 # no AUC in the dark group: no dark − x
+    assert [row.pair for row in group_tests.signed(summary)] == ["medium − light"]
     assert "groups_apart" in summary and figures.interval(summary, "auc_gap") is not None
     y, s, g = _data(4, (1.0, 0.8, 0.3), sizes=((208, 49), (30, 0), (40, 0)))
     summary = compute_metrics(y, s, g, intervals=True).summary()
@@ -116,10 +118,9 @@ def test_the_words_name_the_method_and_warn_when_groups_are_too_few_to_judge():
     assert said.startswith(group_tests.TOLD_APART) and "p < .001" in said
 
 
-def test_a_malformed_signed_row_is_left_out_not_fatal():
-    summary = {"signed": [{"pair": "dark − light"}, {"pair": "dark − medium", "groups": ["group_2", "group_1"],
-                                                       "diff": -0.02, "low": -0.1, "high": 0.06}],
-               "groups_apart": {"method": "m", "p": 0.5, "apart": False}}
+def test_a_malformed_signed_entry_is_left_out_not_fatal():
+    summary = {"signed": [0.1, "x", None, -0.02, -0.1, 0.06], "groups_apart": {"p": 0.5, "apart": False}}
     (only,) = group_tests.signed(summary)
     assert only.pair == "dark − medium" and only.includes_zero
     assert "dark − medium -.020 (-.100 to .060)" in group_tests.words(summary)
+    assert group_tests.signed({"signed": "garbage"}) == [] and group_tests.words({"groups_apart": 3}) is None

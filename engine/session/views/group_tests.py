@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.evaluation.uncertainty import GROUP_TEST, SIGNED_PAIRS
 from engine.session import figures
 from engine.session.figures import fmt
 
@@ -43,20 +44,21 @@ class SignedDifference:
 
 
 def signed(summary: Mapping[str, Any] | None) -> list[SignedDifference]:
-    """The summary's signed differences; [] for one recorded without them."""
+    """The summary's signed differences (uncertainty.SIGNED_PAIRS' order); [] for one recorded
+    without them. A pair without figures (a group with no AUC) is left out."""
+    stored = (summary or {}).get("signed")
+    if not isinstance(stored, list):
+        return []
     out = []
-    for row in (summary or {}).get("signed") or []:
-        try:
-            a, b = row.get("groups") or ("", "")
-            out.append(SignedDifference(str(row["pair"]), (str(a), str(b)), float(row["diff"]), float(row["low"]),
-                                        float(row["high"])))
-        except (KeyError, TypeError, ValueError):
-            continue   # a malformed row is left out, the others still shown
+    for i, (groups, pair) in enumerate(SIGNED_PAIRS):
+        values = stored[3 * i:3 * i + 3]
+        if len(values) == 3 and all(isinstance(v, (int, float)) for v in values):
+            out.append(SignedDifference(pair, groups, float(values[0]), float(values[1]), float(values[2])))
     return out
 
 
 def groups_apart(summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """{method, p, apart}; None for a summary recorded without the test."""
+    """{p, apart} of the test of equal group AUCs (GROUP_TEST); None for a summary recorded without it."""
     found = (summary or {}).get("groups_apart")
     return found if isinstance(found, Mapping) and "apart" in found else None
 
@@ -69,7 +71,7 @@ def words(summary: Mapping[str, Any] | None) -> str | None:
     if test is None:
         return None
     shown = "; ".join(d.text() for d in signed(summary))
-    method = f"{test.get('method', 'method not recorded')}, p {_p(test.get('p'))}"
+    method = f"{GROUP_TEST}, p {_p(test.get('p'))}"
     if test.get("apart"):
         why = "at least one pair's interval excludes 0"
         return f"{TOLD_APART} ({why}: {shown}; {method})" if shown else f"{TOLD_APART} ({why}; {method})"
