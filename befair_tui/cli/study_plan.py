@@ -95,6 +95,7 @@ def print_design(report: Any, args: argparse.Namespace, out: Any = None) -> None
     """The within-participant analysis, then the preregistration and its deviations."""
     out = out or sys.stdout
     if report.within is not None:
+        _print_dark_sensitivity(report.people_rows, out)
         _print_within(report.within, out)
     if report.preregistration is not None:
         from engine.study.prereg import iso
@@ -113,6 +114,21 @@ def print_design(report: Any, args: argparse.Namespace, out: Any = None) -> None
         if path:
             print(f"{what}: {path}" + (f" (codebook: {Path(path).with_name(Path(path).stem + '.codebook.md')})"
                                        if what == "long CSV" else ""), file=out)
+
+
+def _print_dark_sensitivity(rows: list[dict[str, Any]], out: Any) -> None:
+    """Per expertise group × level: the final choice's sensitivity on dark skin at its operating point."""
+    from engine.study.aggregate import describe
+    from engine.study.people_report import fmt_outcome
+
+    kept = [r for r in rows if not r.get("excluded")]
+    print("sensitivity on dark skin (FST V–VI) at the operating point, test set (mean ± std [95 % interval] over "
+          "sessions):", file=out)
+    for group, level in dict.fromkeys((r["role"], r["level"]) for r in rows):
+        values = [float(r["test_sensitivity_dark"]) for r in kept if (r["role"], r["level"]) == (group, level)
+                  and r.get("test_sensitivity_dark") is not None]
+        shown = fmt_outcome(describe(values)) if values else "- (no session measured at an operating point)"
+        print(f"  {group} · {level:<18} n={len(values)}  {shown}", file=out)
 
 
 def _print_within(within: dict[str, Any], out: Any) -> None:

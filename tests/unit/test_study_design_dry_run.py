@@ -141,3 +141,4 @@ def test_a_preregistered_dry_run_gives_the_within_participant_statistics(tmp_pat
     out = capsys.readouterr().out
     assert "within participant" in out and "mixed model (4 participants" in out and "Holm" in out
     assert "deviations (" in out and "another criterion" in out
+    assert "sensitivity on dark skin (FST V–VI) at the operating point" in out and "dermatologist · base" in out
