@@ -39,8 +39,10 @@ computed for all resamples at once from cumulative weights: O(resamples × image
   | from the pairwise max-t intervals (v2) | .96 | .97 | 1.0 | .99 | .99 | .99 | .98 |
 
   at a cost of width (median .12–.23 against .10–.18). The signed differences' simultaneous
-  intervals covered .97–.99. With a validation split's composition (5 malignant in FST V–VI: too
-  few to judge) the pairs with that group covered .87–.90. tests/uncertainty_coverage.py
+  intervals covered .97–.99. With the default validation split's composition (187/147/52
+  images, 29/18/5 malignant: FST V–VI too few to judge) the bootstrap understates the spread of
+  an AUC resting on 5 cases: the gap covered .84 at a true gap of 0 and .91–.99 above, dark −
+  light .88–.92, dark − medium .92–.93 (`--split validation`). tests/uncertainty_coverage.py
   measures coverage against SynthDerm's ground truth.
 - Missed malignant cases (false-negative rate at the 0.5 threshold, MEDFAIR's fnr_at_thres) per
   group: a Wilson score interval (a proportion of the group's malignant cases; the bootstrap
