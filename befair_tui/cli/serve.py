@@ -370,7 +370,8 @@ def _command_for(server: Any, query: Any) -> TabCommand:
     given = query.get("researcher")
     if given is not None:
         if server.token is None or not hmac.compare_digest(given.encode(), server.token.encode()):
-            raise web.HTTPForbidden(text="befair: wrong researcher token\n")
+            raise web.HTTPForbidden(text="befair: wrong researcher token (befair serve prints a new one each time it "
+                                         "starts: open the link it printed last)\n")
         return TabCommand(_researcher_argv(db, study), tab)
     participant = (query.get("participant") or "").strip() or None
     if participant is None:

@@ -175,3 +175,61 @@ def test_participate_in_a_terminal_refuses_an_id_without_its_code(store):
         assert run.returncode == 2 and message in run.stderr and "ask the researcher for your link" in run.stderr, (
             run.returncode, run.stderr)
         assert "Traceback" not in run.stderr
+
+
+async def test_the_server_refuses_a_link_at_once_and_gives_a_good_one_its_tab(store):
+    """`befair serve --study`'s pages over real HTTP (aiohttp's test server; no tab's app is started
+    until a page's websocket connects): what each link gets, and the tab a page is given."""
+    pytest.importorskip("textual_serve", reason="textual-serve is not installed (pip install 'befair[serve]')")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from befair_tui.cli.serve import BefairServer
+
+    codes = links.codes(store, "lk")
+    server = BefairServer(store.path, study="lk", researcher_only=False, token="tok", host="127.0.0.1", port=8000)
+    async with TestClient(TestServer(await server._make_app())) as client:
+        for query, status, words in (
+                (f"participant=p02&code={codes['p01']}", 403, "this code is not participant p02&#x27;s"),
+                ("participant=p02", 403, "the code for participant p02 is missing"),
+                (f"participant=p99&code={codes['p01']}", 404, "&#x27;p99&#x27; is not a participant of study lk"),
+                ("participant=p%3Cb%3E&code=x", 400, "this link is damaged"),
+                ("researcher=wrong", 403, "wrong researcher token")):
+            answer = await client.get(f"/?{query}")
+            body = await answer.text()
+            assert answer.status == status and words in body, (query, answer.status, body)
+            assert "<b>" not in body
+        page = await client.get(f"/?participant=p01&code={codes['p01']}")
+        body = await page.text()
+        assert page.status == 200 and "Reconnecting to the server" in body and "Session ended" not in body
+        tab = body.split('data-tab="')[1].split('"')[0]
+        assert len(tab) >= 16
+        command, _ = next(iter(server.tickets.values()))
+        assert command.participant == "p01" and command.tab == tab and command.env == {
+            "BEFAIR_PARTICIPANT_CODE": codes["p01"]}
+        assert codes["p01"] not in command.command and "--via link" in command.command   # the code off the command line
+        again = await client.get(f"/?participant=p01&code={codes['p01']}&tab={tab}")   # a reload, no app running
+        assert again.status == 200 and f'data-tab="{tab}"' in await again.text()
+        assert "--via reconnect" in list(server.tickets.values())[-1][0].command
+        state = await client.get(f"/tab?tab={tab}")
+        assert await state.json() == {"state": "unknown"}              # this server runs no app for it: reload
+    assert not log.events(store, "lk")                                  # a page starts nothing by itself
+
+
+async def test_a_tab_signed_in_through_the_form_comes_back_by_its_id_alone(store):
+    """After a restart, a page with no id in its URL but its tab's id reconnects as the participant that
+    tab signed in (their live tab), with nothing typed; any other tab id gets the sign-in form."""
+    pytest.importorskip("textual_serve", reason="textual-serve is not installed (pip install 'befair[serve]')")
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from befair_tui.cli.serve import BefairServer
+
+    live, other = "T" * 16, "U" * 16
+    log.claim_tab(store, "lk", "p02", live, via="form")
+    server = BefairServer(store.path, study="lk", researcher_only=False, token="tok", host="127.0.0.1", port=8000)
+    async with TestClient(TestServer(await server._make_app())) as client:
+        for tab, participant in ((live, "p02"), (other, None)):
+            answer = await client.get(f"/?tab={tab}")
+            assert answer.status == 200
+            command = list(server.tickets.values())[-1][0]
+            assert (command.participant, command.tab) == (participant, tab)
+            assert ("--via reconnect" if participant else "--via form") in command.command
