@@ -26,7 +26,7 @@ from befair_tui.screens.session_picker import SessionPicker
 from befair_tui.screens.study import cell_session
 
 REFRESH = 2.0
-COLUMNS = ("who", "role", "tab", "#", "level", "state", "steps", "val AUC", "val gap", "answered", "now")
+COLUMNS = ("who", "role", "tab", "#", "level", "state", "steps taken", "val AUC", "val gap", "answered", "now")
 
 
 class PeopleGridRead(Message):
