@@ -211,3 +211,67 @@ def test_links_one_live_tab_and_a_restart_in_a_browser(tmp_path):
     finally:
         driver.quit()
         serve.stop()
+
+
+def test_four_participant_tabs_at_once_each_their_own_and_the_researchers_grid(tmp_path):
+    """Four participants open their links at the same time: each tab is its own participant's (their
+    consent under their id only, four distinct live tabs), and the researcher's grid sees all four."""
+    pytest.importorskip("textual_serve", reason="textual-serve is not installed (pip install 'befair[serve]')")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (dev extra)")
+    from selenium.webdriver.chrome.service import Service
+
+    from engine.session.store import SessionStore
+    from engine.study import grid, people
+
+    spec = tmp_path / "pilot.toml"
+    spec.write_text(SPEC.replace('participants = ["p01", "p02"]', 'participants = ["p01", "p02", "p03", "p04"]'))
+    db_path = tmp_path / "pilot.db"
+    db = Db(db_path)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    env = dict(os.environ, BEFAIR_HOME=str(tmp_path / "home"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "BEFAIR_DB"):
+        env.pop(var, None)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = Serve(spec, db_path, port, env)
+    codes = dict(db.rows("select participant_id, code from participant_links where study = 'pilot'"))
+    token = next(line.split("researcher=")[1].split()[0] for line in serve.lines if "researcher=" in line)
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,700",
+                "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    options.binary_location = CHROMIUM
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        tabs: dict[str, Tab] = {}
+        for number, pid in enumerate(sorted(codes)):
+            if number:
+                driver.switch_to.new_window("tab")
+            tabs[pid] = Tab(driver, driver.current_window_handle, shots)
+            tabs[pid].show().driver.get(f"{url}/?participant={pid}&code={codes[pid]}")  # all four start at once
+        for tab in tabs.values():
+            tab.wait_painted(120)
+            tab.keys(" ", "\ue004", "\ue007")                  # consent: tick, Tab to Continue, Enter
+        wait_until(lambda: len(db.study_events("consent")) == 4, 60, "four consents")
+        assert sorted(pid for _, pid, *_ in db.study_events("consent")) == ["p01", "p02", "p03", "p04"]
+        live = {p: c for p, (c, _) in live_tabs(db).items()}
+        assert sorted(live) == ["p01", "p02", "p03", "p04"] and len(set(live.values())) == 4
+        for pid, tab in tabs.items():                          # each page is its own participant's tab
+            assert f"tab={live[pid]}" in tab.show().driver.current_url
+        opened = db.study_events("tab_opened")
+        assert sorted((pid, json.loads(p)["tab"]) for _, pid, _, _, p in opened) == sorted(live.items())
+
+        driver.switch_to.new_window("tab")
+        Tab(driver, driver.current_window_handle, shots).open(f"{url}/?researcher={token}").shot("researcher-grid-4")
+        store = SessionStore(db_path)
+        try:
+            rows = people.live_grid(store, grid.stored_spec(store, "pilot"))   # what the researcher's grid shows
+        finally:
+            store.close()
+        assert {r["participant"] for r in rows if r["online"]} == {"p01", "p02", "p03", "p04"}
+        assert len(tab_processes(db_path)) == 4
+    finally:
+        driver.quit()
+        serve.stop()

@@ -2,13 +2,13 @@
 driven by selenium with the system's chromedriver: nothing is downloaded).
 
 Two participants in two tabs at once run a pilot of a 2-level study end to end: p01 signs in by
-the URL, p02 by the form; each gives consent and their profile, steers their own sessions (pause,
-guidance, prune), answers the questions after each, and reaches the closing page. Midway, with
-both sessions paused, `befair serve` is killed (SIGKILL, its whole process group) and p02's
-session worker with it; the server is started again, both tabs reload, both participants resume
-where they were, and no event is lost or duplicated. A wrong researcher token and a forged
-websocket ticket are refused; the researcher's tab shows the live grid. Afterwards the report by
-expertise and its long CSV come from `befair study report`.
+their link (id and code in the URL), p02 by the form (id and code typed); each gives consent and
+their profile, steers their own sessions (pause, guidance, prune), answers the questions after each,
+and reaches the closing page. Midway, with both sessions paused, `befair serve` is killed (SIGKILL,
+its whole process group) and p02's session worker with it; the server is started again, both tabs
+reload, both participants resume where they were, and no event is lost or duplicated. A wrong
+researcher token and a forged websocket ticket are refused; the researcher's tab shows the live
+grid. Afterwards the report by expertise and its long CSV come from `befair study report`.
 
 What each tab shows is checked where it lands (the study's events and each session's events in
 the database) and kept as screenshots; the participant's view is the README's screenshot
@@ -212,12 +212,18 @@ class Db:
         return found[0][0] if found else None
 
 
-def sign_in_and_profile(tab: Tab, db: Db, pid: str, role_down: int, years: tuple[str, str], *, by_form: bool):
-    if by_form:
-        tab.keys(*pid, "\ue007")   # the id form: type it, Enter
+def codes(db: Db) -> dict[str, str]:
+    """Each participant's link code (engine.study.links), as `befair study links` prints it."""
+    return dict(db.rows("select participant_id, code from participant_links where study = 'pilot'"))
+
+
+def sign_in_and_profile(tab: Tab, db: Db, pid: str, role: int, years: tuple[str, str], *, code: str | None = None):
+    if code is not None:
+        tab.keys(*pid, "\ue007", *code, "\ue007")   # the form: the id, Enter, the link's code, Enter
     tab.keys(" ", "\ue004", "\ue007")             # consent: tick, Tab to Continue, Enter
     wait_until(lambda: db.study_events("consent", pid), 30, f"{pid}'s consent")
-    tab.keys(*(["\ue015"] * role_down), "\ue007")  # role: Down to it, Enter
+    time.sleep(1.5)                                 # the profile page drawn: a key before it is lost
+    tab.keys(*(["\ue015"] * (role + 1)), "\ue007")  # role: nothing highlighted at first; Down to it, Enter
     tab.keys("\ue004", *years[0], "\ue004", *years[1], "\ue004", *"lab", "\ue007")
     wait_until(lambda: db.study_events("profile", pid), 30, f"{pid}'s profile")
 
@@ -231,7 +237,7 @@ def start_cell(tab: Tab, db: Db, pid: str, number: int) -> str:
 
 
 def answer(tab: Tab, db: Db, pid: str, number: int, scale: int, comment: str) -> None:
-    tab.keys(*(["\ue014"] * (scale - 1)), " ")   # the scale: Right to the value, Space picks it
+    tab.keys(*(["\ue014"] * scale), " ")   # the scale: nothing highlighted at first; Right to the value, Space
     tab.keys("\ue004", *comment, "\ue007")         # Tab to the comment, Enter saves
     wait_until(lambda: len(db.study_events("answers", pid)) >= number, 30, f"{pid}'s answers {number}")
 
@@ -268,11 +274,12 @@ def test_two_participants_pilot_in_two_tabs_with_serve_killed_midway(tmp_path):
             assert refused.value.code == 403
 
         # -- two tabs at once: p01 by the URL, p02 by the form -----------------------------------
-        a = Tab(driver, driver.current_window_handle, shots).open(f"{url}/?participant=p01")
+        code = codes(db)
+        a = Tab(driver, driver.current_window_handle, shots).open(f"{url}/?participant=p01&code={code['p01']}")
         driver.switch_to.new_window("tab")
         b = Tab(driver, driver.current_window_handle, shots).open(url)
-        sign_in_and_profile(a, db, "p01", 0, ("12", "1"), by_form=False)
-        sign_in_and_profile(b, db, "p02", 1, ("0", "6"), by_form=True)
+        sign_in_and_profile(a, db, "p01", 0, ("12", "1"))
+        sign_in_and_profile(b, db, "p02", 1, ("0", "6"), code=code["p02"])
         a_first, b_first = start_cell(a, db, "p01", 1), start_cell(b, db, "p02", 1)
         assert (a_first, b_first) == ("pilot-p01-base-r0", "pilot-p02-fairness-methods-r0")  # the Latin square
 
@@ -305,9 +312,9 @@ def test_two_participants_pilot_in_two_tabs_with_serve_killed_midway(tmp_path):
         os.kill(int(b_worker), signal.SIGKILL)
         time.sleep(1)
         serve = Serve(spec, db_path, port, env)
-        a.open(f"{url}/?participant=p01")
+        a.open(f"{url}/?participant=p01&code={code['p01']}")
         b.open(url)
-        b.keys(*"p02", "\ue007")
+        b.keys(*"p02", "\ue007", *code["p02"], "\ue007")
         # p02's worker was killed: the tab resumes the session (running again, as `befair resume` does)
         wait_until(lambda: "session_resumed" in db.kinds(b_first), 90, "p02's session resumed")
         wait_until(lambda: db.status(b_first) == "running", 60, "p02's session running again")
@@ -352,7 +359,7 @@ def test_two_participants_pilot_in_two_tabs_with_serve_killed_midway(tmp_path):
     events = db.rows("select seq, kind from study_events where study = 'pilot' order by seq")
     assert [s for s, _ in events] == list(range(1, len(events) + 1))
     assert Counter(k for _, k in events) == {"consent": 2, "profile": 2, "cell_started": 4, "answers": 4,
-                                             "completed": 2}
+                                             "completed": 2, "tab_opened": 4}   # each tab opened anew after the kill
 
     # -- the report by expertise, and its long CSV ------------------------------------------------
     sessions_csv, figure = tmp_path / "sessions.csv", tmp_path / "figure2.png"
