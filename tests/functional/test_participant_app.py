@@ -82,6 +82,19 @@ def participant_app(db, store, study: str, participant: str, **kw) -> Participan
                           poll_interval=0.05, **kw)
 
 
+def defunct_children() -> list[int]:
+    """This process's children that ended and were never waited for (shown as <defunct>)."""
+    found = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+                    found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
 async def click(pilot, selector: str) -> None:
     """Click a widget and let a button's press effect (0.2 s, during which it ignores clicks) end."""
     await pilot.click(selector)
@@ -158,6 +171,8 @@ async def test_a_participant_goes_through_the_whole_study(db, store, study):
             await wait_for(pilot, lambda: not isinstance(app.screen, QuestionsScreen), what="the next page")
             await pilot.pause(0.2)
         assert isinstance(app.screen, DoneScreen) and "finished all 2 sessions" in screen_text(app)
+        await wait_for(pilot, lambda: not app.procs, timeout=10, what="the finished workers reaped")
+        assert not defunct_children(), "a finished session worker was left defunct"
     guidance = [e for e in store.events("pp-p02-fairness-methods-r0") if e.kind == ev.GUIDANCE]
     assert [(g.payload["text"], g.payload["participant_id"]) for g in guidance] == [("reweight dark skin", "p02")]
     answers = log.events(store, "pp", kinds=(log.ANSWERS,))
