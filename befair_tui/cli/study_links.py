@@ -36,6 +36,7 @@ def cmd_links(args: argparse.Namespace) -> int:
     store, spec = _study(args)
     try:
         made = links.participant_links(store, spec, args.base_url)
+        tabs = _tabs_opened(store, spec.name)
     finally:
         store.close()
     if args.csv is not None:
@@ -46,7 +47,7 @@ def cmd_links(args: argparse.Namespace) -> int:
           "key to their sessions (keep this list to yourself).")
     width = max((len(m.participant) for m in made), default=0)
     for m in made:
-        print(f"  {m.participant:<{width}}  {m.link}")
+        print(f"  {m.participant:<{width}}  {m.link}{tabs.get(m.participant, '')}")
     if args.base_url == DEFAULT_BASE_URL:
         print("(addresses on this machine only; give --base-url with the address participants reach, "
               "e.g. --base-url http://HOST:8000)", file=sys.stderr)
@@ -75,6 +76,19 @@ def _study(args: argparse.Namespace) -> tuple[Any, Any]:
         store.close()
         raise
     return store, spec
+
+
+def _tabs_opened(store: Any, study: str) -> dict[str, str]:
+    """Per participant: how many tabs became their live one, and how many of those took over an open
+    one (engine.session.participants: `tab_opened` events); a link forwarded to someone shows here."""
+    from engine.session import participants as log
+
+    counts: dict[str, list[int]] = {}
+    for event in log.events(store, study, kinds=(log.TAB_OPENED,)):
+        seen = counts.setdefault(str(event.participant_id), [0, 0])
+        seen[0] += 1
+        seen[1] += bool(event.payload.get("previous_online"))
+    return {p: f"   ({n} tab{'s' if n != 1 else ''} opened, {t} took over an open one)" for p, (n, t) in counts.items()}
 
 
 def _write_csv(path: Path, made: list[Any]) -> None:

@@ -139,7 +139,11 @@ def test_study_links_prints_and_exports_the_links(tmp_path, store):
                "--base-url", "https://study.example.org"]
     printed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert printed.returncode == 0, printed.stderr
-    assert f"p01  https://study.example.org/?participant=p01&code={codes['p01']}" in printed.stdout
+    assert f"p01  https://study.example.org/?participant=p01&code={codes['p01']}\n" in printed.stdout
+    log.claim_tab(store, "lk", "p02", "tabA", via="link")
+    log.claim_tab(store, "lk", "p02", "tabB", via="link")                # while tabA is open: a takeover
+    printed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert f"participant=p02&code={codes['p02']}   (2 tabs opened, 1 took over an open one)" in printed.stdout
     run = subprocess.run([*command, "--csv", str(out_csv)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "2 participant links written" in run.stderr, run.stderr
     rows = list(csv.DictReader(out_csv.open()))
