@@ -39,9 +39,11 @@ class Serve:
     """`befair serve --study` in its own process group; every stderr line kept."""
 
     def __init__(self, spec: Path, db: Path, port: int, env: dict[str, str]):
+        out = (db.parent / "serve-stdout.txt").open("ab")   # what a tab's app wrote to its stderr
         self.proc = subprocess.Popen([sys.executable, "-m", "befair_tui.cli", "serve", "--study", str(spec),
                                       "--db", str(db), "--port", str(port)], cwd=ROOT, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                                     stdout=out, stderr=subprocess.PIPE, start_new_session=True)
+        out.close()
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
         wait_until(lambda: any("researcher=" in line for line in self.lines) or self.proc.poll() is not None, 240,
@@ -68,6 +70,19 @@ class Serve:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+
+
+def defunct_children(pid: int) -> list[int]:
+    """The process's children that ended and were never waited for (<defunct>)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if Path(f"/proc/{child}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+                    found.append(int(child))
+            except OSError:
+                continue
+    return found
 
 
 def tab_processes(db: Path) -> list[int]:
@@ -185,6 +200,7 @@ def test_links_one_live_tab_and_a_restart_in_a_browser(tmp_path):
         wait_until(lambda: db.current_session("p01") and db.status(db.current_session("p01")) == "running", 120,
                    "p01's session running")
         wait_until(lambda: len(tab_processes(db_path)) == 2, 15, "the closed tab's app to stop")
+        assert not defunct_children(serve.proc.pid)           # the server reaped it
         took = serve.sigterm()
         print(f"befair serve stopped {took:.2f} s after SIGTERM with 2 tabs open")
         assert took < 2.0, f"befair serve took {took:.1f} s to stop on SIGTERM"
