@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import hmac
 import ipaddress
+import os
 import re
 import secrets
 import shlex
@@ -56,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="the researcher's view in every tab (with --study: its live grid), on this machine only")
     p.add_argument("--dry-run", action="store_true",
                    help="with --study SPEC: the study with the offline coder (no API key), as NAME-dry-run")
+    p.add_argument("--max-running", type=int, default=None, metavar="N",
+                   help="with --study: at most N of the study's sessions running at once; later starts wait "
+                   "(overrides [people] max_running)")
     add_db_arg(p)
     p.set_defaults(func=cmd_serve)
 
@@ -116,6 +120,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _cap_running(args: argparse.Namespace) -> None:
+    """--max-running reaches every tab's app through the environment (textual-serve copies it)."""
+    if args.max_running is None:
+        return
+    if not args.study:
+        raise UsageError("--max-running needs --study SPEC: it caps a study's sessions")
+    if args.max_running < 1:
+        raise UsageError(f"--max-running must be 1 or more, not {args.max_running}")
+    from engine.study.people import MAX_RUNNING_ENV
+
+    os.environ[MAX_RUNNING_ENV] = str(args.max_running)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from textual_serve.server import Server  # noqa: F401 - checked before anything else
@@ -125,6 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be between 1 and 65535, not {args.port}")
     if args.dry_run and not args.study:
         raise UsageError("--dry-run needs --study SPEC")
+    _cap_running(args)
     local = is_loopback(args.host)
     if not local and (args.researcher or not args.study):
         raise UsageError(f"--host {args.host}: the whole console (and a researcher's view) is served on this machine "
