@@ -248,8 +248,9 @@ def levelled(truth_scores: np.ndarray, truth_labels: pd.DataFrame, draw_scores: 
              draw_labels: pd.DataFrame, seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """A node's levelled pipelines: (name, truth scores, draw scores) for each target true gap in
     LEVELLED_GAPS. Every group above worst + target gets seeded per-image noise on its logits until
-    its true AUC is worst + target; the noise is drawn once per pool row (a fixed function of the
-    image)."""
+    its true AUC is worst + target (noise cannot take an AUC below .5); the noise is drawn once per
+    pool row (a fixed function of the image). A target the node already meets gives nothing (the
+    node itself is counted once)."""
     from engine.evaluation.metrics import auc
 
     groups = [str(g) for g in sorted(set(truth_labels["group"]))]
@@ -265,12 +266,14 @@ def levelled(truth_scores: np.ndarray, truth_labels: pd.DataFrame, draw_scores: 
     out = []
     for target in LEVELLED_GAPS:
         t_logit, d_logit = _logit(truth_scores), _logit(draw_scores)
-        for g, a in known.items():
-            if a > worst + target:
-                t_in, d_in = t_group == g, d_group == g
-                strength = _noise_for_auc(t_logit[t_in], t_y[t_in], t_noise[t_in], worst + target)
-                t_logit[t_in] += strength * t_noise[t_in]
-                d_logit[d_in] += strength * d_noise[d_in]
+        above = [g for g, a in known.items() if a > worst + target]
+        if not above:
+            continue   # already within the target: the node itself, counted once
+        for g in above:
+            t_in, d_in = t_group == g, d_group == g
+            strength = _noise_for_auc(t_logit[t_in], t_y[t_in], t_noise[t_in], worst + target)
+            t_logit[t_in] += strength * t_noise[t_in]
+            d_logit[d_in] += strength * d_noise[d_in]
         out.append((f"levelled to {target:.2f}", 1 / (1 + np.exp(-t_logit)), 1 / (1 + np.exp(-d_logit))))
     return out
 
