@@ -106,13 +106,8 @@ class StatusBar(Static):
         self._last_args = (state, {"read_only": read_only, "now": now, "replay": replay, "runner": runner,
                                    "criterion": criterion, "live": live, "steps": steps,
                                    "paused_clock": paused_clock, "elapsed_clock": elapsed_clock})
-        word = {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
-                "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())
-        if state.status == "running" and state.stop_requested:
-            word = "STOPPING"
         dead = runner == "stopped" and state.status in ("running", "paused") and not read_only
-        if dead:
-            word = RUNNER_STOPPED
+        word = RUNNER_STOPPED if dead else _status_word(state)
         compact = bool(self.size.width) and self.size.width < COMPACT_BELOW
         text = Text(no_wrap=True, overflow="ellipsis")
         if not compact:
@@ -130,13 +125,12 @@ class StatusBar(Static):
         if dead:
             text.append(" (u: resume)", style="bold red")
         if paused_clock is not None and state.status == "paused" and not dead and not replay:
-            text.append(f" · {paused_clock_words(paused_clock)}", style="bold yellow")
+            text.append(" · ")
+            text.append(paused_clock_words(paused_clock), style="bold yellow")
+            text.append(" ·")   # then the level: "PAUSED · clock stopped · base · …"
         if state.status == "new" and not state.level and not replay:  # nothing recorded yet: say what happens
             text.append(" the session's process is setting up (data, sandbox, agent)…", style="italic")
-            key = (text.plain, tuple(text.spans), compact)
-            if key != getattr(self, "_last_key", None):
-                self._last_key = key
-                self.update(text, layout=False)
+            self._show(text, compact)
             return
         total = state.tokens_in + state.tokens_out
         best, sees = _agent_settings(state, criterion, compact)
@@ -152,7 +146,9 @@ class StatusBar(Static):
         if elapsed_clock:
             extras.append((f" · {clock(elapsed(state, read_only=read_only or dead, now=now))}", ""))
         extras.append((f" · {tokens(total)} tok ${state.cost:.2f}", ""))
-        text = _fitted(text, parts, extras, (self.size.width - 2) if self.size.width else None, compact)
+        self._show(_fitted(text, parts, extras, (self.size.width - 2) if self.size.width else None, compact), compact)
+
+    def _show(self, text: Text, compact: bool) -> None:
         key = (text.plain, tuple(text.spans), compact)
         if key != getattr(self, "_last_key", None):  # unchanged: nothing to redraw
             self._last_key = key
@@ -171,3 +167,10 @@ class StatusBar(Static):
         if self._last_args is not None:
             state, kwargs = self._last_args
             self.sync(state, **kwargs)
+
+
+def _status_word(state: SessionState) -> str:
+    if state.status == "running" and state.stop_requested:
+        return "STOPPING"
+    return {"new": "STARTING", "running": "RUNNING", "paused": "PAUSED", "finished": "FINISHED",
+            "stopped": "STOPPED", "failed": "FAILED"}.get(state.status, state.status.upper())

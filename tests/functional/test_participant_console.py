@@ -207,7 +207,8 @@ async def test_the_participant_is_told_whether_a_paused_sessions_clock_runs(tmp_
             await wait_for(pilot, lambda: console.runner == "alive", what="the runner seen alive")
             await pilot.pause(0.6)
             status = region_text(app, console.query_one(StatusBar))
-            assert " PAUSED  · " + ("the clock keeps running" if runs else "clock stopped") in status
+            words = "the clock keeps running" if runs else "clock stopped"
+            assert f" PAUSED  · {words} · fairness-metric" in status   # then the level, after a separator
             assert not re.search(r"\d\d:\d\d", status)   # no time since the start beside it: the bar has the time left
             bar = region_text(app, console.query_one(ParticipantBar))
             # 600 s of time limit: 40 s ran, then 100 s paused, which count only when the clock runs
