@@ -317,7 +317,8 @@ def test_two_participants_pilot_in_two_tabs_with_serve_killed_midway(tmp_path):
         b.keys(*"p02", "\ue007", *code["p02"], "\ue007")
         # p02's worker was killed: the tab resumes the session (running again, as `befair resume` does)
         wait_until(lambda: "session_resumed" in db.kinds(b_first), 90, "p02's session resumed")
-        wait_until(lambda: db.status(b_first) == "running", 60, "p02's session running again")
+        # running again, or already at its end: 3 steps on an idle machine can finish between two polls
+        wait_until(lambda: db.status(b_first) in ("running", "finished"), 60, "p02's session running again")
         # p01's worker ran on, paused: p01 resumes it from the reloaded tab
         assert db.status(a_first) == "paused"
         a.keys("p")
