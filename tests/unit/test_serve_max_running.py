@@ -26,6 +26,10 @@ def test_the_cap_reaches_the_environment_the_tabs_inherit(monkeypatch):
 
     from befair_tui.cli.serve import _cap_running
 
-    monkeypatch.delenv(MAX_RUNNING_ENV, raising=False)
+    monkeypatch.setenv(MAX_RUNNING_ENV, "")   # recorded, so the cap set below is undone after the test
     _cap_running(argparse.Namespace(max_running=3, study="pilot.toml"))
     assert os.environ[MAX_RUNNING_ENV] == "3"
+
+
+def test_the_cap_does_not_outlive_its_test():   # runs after the one above: a leaked cap overrode every study's
+    assert not os.environ.get(MAX_RUNNING_ENV)
