@@ -5,7 +5,8 @@ Three ways, each browser tab getting its own process on the same session databas
 - `befair serve` (or `--researcher`): the whole console in every tab. It listens on this machine
   only (127.0.0.1): the console starts, steers, exports and deletes any session.
 - `befair serve --study SPEC.toml|NAME`: a study with people. Every tab gets the participant's
-  app (`befair participate`): their id (from `?participant=ID` in the URL or a form), the study's
+  app (`befair participate`): their id and secret code (from their link, `?participant=ID&code=…`
+  from `befair study links`, or a form), the study's
   instructions and consent, then their own sessions with steering only. The researcher's view (the
   live grid and the whole console, `befair study watch`) needs the token printed at start:
   `/?researcher=TOKEN`. Only this mode may listen beyond this machine (`--host 0.0.0.0`).
