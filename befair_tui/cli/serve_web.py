@@ -63,7 +63,7 @@ def _participant_argv(db: Path | str, study: str, participant: str | None, *, co
     argv = [sys.executable, "-m", "befair_tui.cli", "participate", "--study", study, "--db", str(db)]
     for flag, value in (("--participant", participant), ("--code", code), ("--tab", tab), ("--via", via)):
         if value:
-            argv += [flag, value]
+            argv.append(f"{flag}={value}")   # one word: a value starting with "-" is not taken for a flag
     return argv
 
 

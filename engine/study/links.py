@@ -1,7 +1,7 @@
 """Participant links: each participant of a study with people holds a secret code, and their link
 (`http://HOST:PORT/?participant=ID&code=CODE`) is the only way into their sessions.
 
-The ids (p01, p02, …) are what anyone would guess; the code is not (secrets.token_urlsafe, 72
+The ids (p01, p02, …) are what anyone would guess; the code is not (12 random letters and digits, 71
 bits). `befair serve --study` refuses an id without its code, and so do the sign-in form and
 `befair participate`: a participant can open their own sessions only, and the steering recorded
 under their id is theirs. The codes are made once, when the study is recorded (grid.ensure_study)
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import string
 import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -20,7 +21,8 @@ from engine.errors import UsageError
 from engine.session.store import SessionStore
 from engine.study.spec import StudySpec
 
-CODE_BYTES = 9  # 12 characters of base64url: 72 bits, far beyond guessing over HTTP
+CODE_ALPHABET = string.ascii_letters + string.digits   # no "-": a code never reads as a command-line flag
+CODE_LENGTH = 12  # 62^12: 71 bits, far beyond guessing over HTTP
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 
 
@@ -40,7 +42,7 @@ class ParticipantLink:
 
 
 def new_code() -> str:
-    return secrets.token_urlsafe(CODE_BYTES)
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
 
 
 def ensure_codes(store: SessionStore, spec: StudySpec) -> dict[str, str]:

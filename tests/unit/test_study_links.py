@@ -210,10 +210,10 @@ async def test_the_server_refuses_a_link_at_once_and_gives_a_good_one_its_tab(st
         command, _ = next(iter(server.tickets.values()))
         assert command.participant == "p01" and command.tab == tab and command.env == {
             "BEFAIR_PARTICIPANT_CODE": codes["p01"]}
-        assert codes["p01"] not in command.command and "--via link" in command.command   # the code off the command line
+        assert codes["p01"] not in command.command and "--via=link" in command.command   # the code off the command line
         again = await client.get(f"/?participant=p01&code={codes['p01']}&tab={tab}")   # a reload, no app running
         assert again.status == 200 and f'data-tab="{tab}"' in await again.text()
-        assert "--via reconnect" in list(server.tickets.values())[-1][0].command
+        assert "--via=reconnect" in list(server.tickets.values())[-1][0].command
         state = await client.get(f"/tab?tab={tab}")
         assert await state.json() == {"state": "unknown"}              # this server runs no app for it: reload
     assert not log.events(store, "lk")                                  # a page starts nothing by itself
@@ -236,4 +236,18 @@ async def test_a_tab_signed_in_through_the_form_comes_back_by_its_id_alone(store
             assert answer.status == 200
             command = list(server.tickets.values())[-1][0]
             assert (command.participant, command.tab) == (participant, tab)
-            assert ("--via reconnect" if participant else "--via form") in command.command
+            assert ("--via=reconnect" if participant else "--via=form") in command.command
+
+
+def test_codes_and_tab_ids_never_read_as_command_line_flags():
+    from befair_tui.cli.serve_web import _participant_argv
+    from engine.study import links as participant_links
+
+    codes = {participant_links.new_code() for _ in range(2000)}
+    assert len(codes) == 2000 and all(c.isalnum() and len(c) == 12 for c in codes)
+    argv = _participant_argv("x.db", "lk", "p01", code="-old-code", tab="-tab-id")   # a code made before
+    assert "--code=-old-code" in argv and "--tab=-tab-id" in argv
+    from befair_tui.cli import build_parser  # noqa: E402
+
+    args = build_parser().parse_args(argv[3:])
+    assert (args.code, args.tab) == ("-old-code", "-tab-id")
