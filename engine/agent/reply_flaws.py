@@ -121,7 +121,7 @@ def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
 
 
 def _pil_method_on_image(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str | None:
-    """`img.convert("RGB")` for each img of X (lm9, unsteered s2's node 6): a numpy array has no
+    """`img.convert("RGB")` for each img of X (a small model's habit): a numpy array has no
     convert(); the images are arrays, not PIL images."""
     if not isinstance(fn, ast.FunctionDef) or not fn.args.args:
         return None
@@ -140,7 +140,7 @@ def _pil_method_on_image(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassD
 def features_uses_training_names(code: str, tree: ast.Module, own: set[str]) -> str | None:
     """A features() (or a helper of the reply's that it calls) that reads a name only the scaffold's
     `__main__` block binds (skin_tone, y, X_tr): it is there while training, and predict(folder),
-    which has the images only, fails with a NameError (lm9, unsteered s0's node 4)."""
+    which has the images only, fails with a NameError."""
     main = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
     stored = {n.id for m in main for n in ast.walk(m) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     elsewhere = {n.id for stmt in tree.body if stmt not in main for n in ast.walk(stmt)

@@ -1,8 +1,8 @@
 """The audit of a scaffolded pipeline reads the model's part only.
 
 The scaffold itself reads the skin-tone column (to hand train() each image's value and to split
-the data by group and label), so auditing the whole file flagged every scaffolded node as reading
-skin tone, whatever the model wrote. Here the audit reads what the reply wrote (Scaffold.written),
+the data by group and label), so the whole file would read as skin-tone use whatever the model
+wrote. The audit reads what the reply wrote (Scaffold.written),
 and the model reads skin tone when its train() uses the skin_tone argument it is handed. Evidence
 lines are numbered as in the whole file, which is what the Code tab shows.
 """
