@@ -61,10 +61,12 @@ def decode_image(path: str | os.PathLike[str], resize: int) -> np.ndarray:
 
 def decode_images(paths: Sequence[str | os.PathLike[str]], resize: int) -> torch.Tensor:
     """Decode every image once into one uint8 tensor N x 3 x resize x resize."""
-    out = torch.empty((len(paths), 3, resize, resize), dtype=torch.uint8)
+    # numpy does the HWC -> CHW copy: torch's copy starts its intra-op thread pool per image, and in
+    # the decoding processes (one per core) those pools oversubscribe the CPU (H100 host: 131 img/s).
+    out = np.empty((len(paths), 3, resize, resize), dtype=np.uint8)
     for i, p in enumerate(paths):
-        out[i] = torch.from_numpy(decode_image(p, resize)).permute(2, 0, 1)
-    return out
+        out[i] = decode_image(p, resize).transpose(2, 0, 1)
+    return torch.from_numpy(out)
 
 
 # --------------------------------------------------------------------------- augmentation
