@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-from textual.app import App
+from typing import TYPE_CHECKING
 
 from engine.paths import add_db_arg, db_from_args
+
+if TYPE_CHECKING:  # textual loads with the console, so `befair data` and `befair baselines` run without it
+    from textual.app import App
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
