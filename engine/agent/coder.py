@@ -7,6 +7,7 @@ which the search records as a failed step.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -29,6 +30,8 @@ class LlmCall:
     first_token_s: float | None = None   # streamed: seconds until the first token (prompt reading)
     tokens_per_s: float | None = None    # streamed: writing speed after the first token
     server_model: str | None = None      # the model id the server's reply named
+    check: dict[str, Any] | None = None  # the reply rule its reply hit: {rule, attempt, message}
+                                         # (engine.agent.reply_rules); None: none, or not checked
 
 
 @dataclass
@@ -97,10 +100,32 @@ class Review:
     lower_is_better: bool | None = None    # the metric's direction, as the review says (AIDE's)
 
 
+StreamHook = Callable[[str, str], None]        # (role, the reply so far)
+ProgressHook = Callable[[str, Any], None]      # (role, engine.agent.llm_client.StreamStats)
+
+
+class CoderBase:
+    """What the runner asks of every coder beyond its four answers; a coder overrides what
+    applies to it (the LLM coder: its API key, its budget, its streamed replies)."""
+    secrets: tuple[str, ...] = ()      # values the runner redacts from every event it stores
+    budget_usd: float | None = None    # the session pauses when its LLM cost reaches it; None: no budget
+
+    def attach_stream(self, on_stream: StreamHook, on_progress: ProgressHook) -> None:
+        """Hand each reply on as it streams (a coder that streams calls these on its thread)."""
+
+
 class Coder(Protocol):
     name: str          # "offline" | "openai"
     label: str         # shown everywhere, e.g. "offline coder (simulated agent)"
     simulated: bool
+
+    @property
+    def secrets(self) -> tuple[str, ...]: ...
+
+    @property
+    def budget_usd(self) -> float | None: ...
+
+    def attach_stream(self, on_stream: StreamHook, on_progress: ProgressHook) -> None: ...
 
     def draft(self, ctx: CoderContext) -> CoderReply: ...
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from collections.abc import Callable
 
 from engine.agent import prompts, reply_flaws, scaffold
+from engine.agent.reply_rules import NO_CODE, UNWRITTEN, RuleHit
 from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review
 from engine.agent.llm_attempts import shorten
 from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
@@ -68,6 +69,18 @@ class LlmCoder:
         # Set by the runner for the status line: on_progress(role, StreamStats), as often.
         self.on_progress: Callable[[str, StreamStats], None] | None = None
         self._server: dict[str, Any] | None = None
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return (self.config.api_key,) if self.config.api_key else ()
+
+    @property
+    def budget_usd(self) -> float | None:
+        return self.config.budget_usd
+
+    def attach_stream(self, on_stream: Callable[[str, str], None],
+                      on_progress: Callable[[str, StreamStats], None]) -> None:
+        self.on_stream, self.on_progress = on_stream, on_progress
 
     # -- what the session records ---------------------------------------------------------
 
@@ -214,7 +227,7 @@ class LlmCoder:
         flawed: list[tuple[str, str]] = []   # (plan, code) of each complete reply with a flaw
         try:
             messages = first = prompts.to_messages(build())
-            for _ in range(CODE_ATTEMPTS):
+            for attempt in range(1, CODE_ATTEMPTS + 1):
                 res = self._complete(messages, role=role, model=self.model,
                                      temperature=self.config.temperature)
                 calls += res.calls
@@ -227,17 +240,18 @@ class LlmCoder:
                 if code is not None and not ctx.scaffold:
                     return CoderReply(plan=plan, code=code, llm_calls=calls)
                 if code is None:
+                    _record(res.calls, RuleHit(NO_CODE.id, "the reply held no ```python code block"), attempt)
                     messages = scaffold.with_note(first, None) if ctx.scaffold else messages
                     continue
                 frame = scaffold.load()
-                if why := _ast_retried(frame.unusable, code):
-                    unusable.append(why)
-                elif why := _ast_retried(frame.flaw, code, failed):
-                    unusable.append(why)
-                    flawed.append((plan, code))
-                else:
+                hit = _ast_retried(frame.check, code, failed)
+                if hit is None:
                     return CoderReply(plan=plan, code=_ast_retried(frame.assemble, code), llm_calls=calls)
-                messages = scaffold.with_note(first, why)
+                _record(res.calls, hit, attempt)
+                unusable.append(hit.message)
+                if hit.rule != UNWRITTEN.id:
+                    flawed.append((plan, code))
+                messages = scaffold.with_note(first, hit.message)
             if flawed:
                 plan, code = _to_run(flawed, failed)
                 return CoderReply(plan=plan, code=_ast_retried(scaffold.load().assemble, code), llm_calls=calls)
@@ -290,6 +304,12 @@ def _aide_reader(node: NodeView) -> ReviewReader:
             return None
         return review.verdict(node.exc_type), review.summary, review.metric, review.lower_is_better
     return read
+
+
+def _record(calls: list[LlmCall], hit: RuleHit, attempt: int) -> None:
+    """The rule the reply hit, on the call that brought the reply (its llm_call event's `check`)."""
+    if calls:
+        calls[-1].check = hit.payload(attempt)
 
 
 def _to_run(flawed: list[tuple[str, str]], failed: str | None) -> tuple[str, str]:

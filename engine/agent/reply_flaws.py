@@ -1,17 +1,6 @@
-"""What a scaffolded reply would fail on before anything of it runs, found without running it.
+"""The checks behind the reply rules (engine.agent.reply_rules): each reads a scaffolded reply,
+without running it, and says in a sentence why it would fail at once, or returns None.
 
-A small model's failed nodes were mostly of four kinds, none of which a debug step of a 1.5B
-model fixed: code that does not parse (a docstring never closed), an import of a package that
-is not here (keras, tensorflow, despite the prompt's package line, or a name a module does not
-have), a name used but never imported or defined (DecisionTreeClassifier, `skin_tones`), and a
-keyword argument a scikit-learn class does not take (RandomForestClassifier(sample_weight=...)).
-Then seven more: a module's name that is not there (scipy.misc.imresize), a Pipeline's fit()
-given sample_weight= without a step's name, a features() that reads files (the model file, not
-saved yet, or the images by name, when it is given the images), X indexed by a column name, a
-features() that makes PIL images of X's floats (or takes them for PIL images), one that reads
-what only training has (skin_tone: predict() fails), and a debug reply that hands back the code
-which just failed. Such a reply is asked again (engine.agent.llm_coder), with a note of the flaw;
-when no reply is free of flaws, the last complete one runs, so that the model sees the error.
 Pipelines run with this Python, so what imports here imports there.
 """
 from __future__ import annotations
@@ -29,29 +18,6 @@ CHECKED_FROM = ("numpy", "scipy", "sklearn", "pandas", "joblib")
 _MODULE_NAMES = frozenset({"__name__", "__file__", "__doc__", "__builtins__", "__spec__", "__loader__",
                            "__package__", "__annotations__"})
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
-
-
-def flaw(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset()) -> str | None:
-    """Why the reply, put into the scaffold as `assembled`, would fail at once; None: no such flaw.
-    Only code that runs counts: the scaffold's, and the reply's functions and classes that it
-    reaches from features() and train() (an unused helper's import or name is no flaw). `fixed`:
-    the names the scaffold defines, which the reply cannot replace."""
-    try:
-        reply = ast.parse(reply_code)
-    except SyntaxError as exc:
-        return f"the reply's code does not parse ({exc.msg}, line {exc.lineno} of its code)"
-    try:
-        tree = ast.parse(assembled)
-    except SyntaxError:
-        return None
-    own = {n.name for n in reply.body if isinstance(n, _DEFS)}
-    roots = {n.name for n in tree.body if isinstance(n, _DEFS) and n.name not in own} | {"features", "train"}
-    live = _reachable(tree, roots)
-    return (unavailable_import(tree, live) or undefined_names(assembled, tree, live)
-            or missing_attribute(tree, live) or unknown_keyword(tree, live)
-            or pipeline_fit_keyword(tree, live) or features_reads_files(tree, own - fixed) or indexes_x_by_name(tree)
-            or features_makes_pil_images(tree, own - fixed)
-            or features_uses_training_names(assembled, tree, own - fixed))
 
 
 def repeats(assembled: str, failed: str) -> str | None:
@@ -92,10 +58,10 @@ def features_reads_files(tree: ast.Module, own: set[str]) -> str | None:
     """A features() (or a helper of the reply's that it calls) that opens or loads files: it gets the
     images themselves, and the model it might load is not saved until train() has run. A features()
     that asks what X is (isinstance(X, np.ndarray)) may read files only for other input: no flaw."""
-    defs = {n.name: n for n in tree.body if isinstance(n, _DEFS) and n.name in own}
+    defs = {n.name: n for n in tree.body if isinstance(n, DEFS) and n.name in own}
     if "features" not in defs or _checks_type_of_x(defs["features"]):
         return None
-    for name in _reachable(tree, {"features"}, module_level=False) & set(defs):
+    for name in reachable(tree, {"features"}, module_level=False) & set(defs):
         for call in (n for n in ast.walk(defs[name]) if isinstance(n, ast.Call)):
             called = _dotted(call.func)
             if called is not None and (called in _READERS or called.rsplit(".", 1)[-1] in _READER_METHODS):
@@ -108,10 +74,10 @@ def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
     """A features() (or a helper of the reply's that it calls) that hands X's float images to
     Image.fromarray(), which takes bytes: PIL refuses float32 colour images ("Cannot handle this
     data type: (1, 1, 3), <f4"). A call whose argument says uint8 is no flaw."""
-    defs = {n.name: n for n in tree.body if isinstance(n, _DEFS) and n.name in own}
+    defs = {n.name: n for n in tree.body if isinstance(n, DEFS) and n.name in own}
     if "features" not in defs:
         return None
-    for name in _reachable(tree, {"features"}, module_level=False) & set(defs):
+    for name in reachable(tree, {"features"}, module_level=False) & set(defs):
         for call in (n for n in ast.walk(defs[name]) if isinstance(n, ast.Call)):
             if (_dotted(call.func) or "").endswith("fromarray") and "uint8" not in ast.unparse(call):
                 return ("the reply's features() gives X's images to Image.fromarray(), which cannot take them: "
@@ -145,8 +111,8 @@ def features_uses_training_names(code: str, tree: ast.Module, own: set[str]) -> 
     stored = {n.id for m in main for n in ast.walk(m) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     elsewhere = {n.id for stmt in tree.body if stmt not in main for n in ast.walk(stmt)
                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    only_main = stored - elsewhere - {n.name for n in tree.body if isinstance(n, _DEFS)}
-    reach = _reachable(tree, {"features"}, module_level=False) & own
+    only_main = stored - elsewhere - {n.name for n in tree.body if isinstance(n, DEFS)}
+    reach = reachable(tree, {"features"}, module_level=False) & own
     if not only_main or "features" not in reach:
         return None
     try:
@@ -208,7 +174,7 @@ def _gist(code: str) -> str | None:
         return None
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(node, (*_DEFS, ast.Module)) and isinstance(body, list) and len(body) > 1 \
+        if isinstance(node, (*DEFS, ast.Module)) and isinstance(body, list) and len(body) > 1 \
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             node.body = body[1:]
@@ -258,7 +224,7 @@ def missing_attribute(tree: ast.Module, live: set[str]) -> str | None:
     """The first `module.name` in code that runs, of a checked module imported as a module, that
     the module does not have here (scipy.misc.imresize, np.float: removed), as a sentence."""
     modules = _imported_modules(tree)
-    running = [stmt for stmt in tree.body if not isinstance(stmt, _DEFS) or stmt.name in live]
+    running = [stmt for stmt in tree.body if not isinstance(stmt, DEFS) or stmt.name in live]
     for attr in (n for stmt in running for n in ast.walk(stmt) if isinstance(n, ast.Attribute)):
         dotted = _dotted(attr)
         if dotted is None or not isinstance(attr.ctx, ast.Load) or dotted.split(".")[0] not in modules:
@@ -322,7 +288,7 @@ def unknown_keyword(tree: ast.Module, live: set[str]) -> str | None:
     imported = {a.asname or a.name: (n.module or "", a.name) for n in ast.walk(tree)
                 if isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] in CHECKED_FROM
                 for a in n.names}
-    running = [stmt for stmt in tree.body if not isinstance(stmt, _DEFS) or stmt.name in live]
+    running = [stmt for stmt in tree.body if not isinstance(stmt, DEFS) or stmt.name in live]
     for call in (n for stmt in running for n in ast.walk(stmt) if isinstance(n, ast.Call)):
         if not isinstance(call.func, ast.Name) or call.func.id not in imported:
             continue
@@ -350,14 +316,14 @@ def _parameters(module: str, name: str, method: str | None = None) -> set[str] |
     return {p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
 
 
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _reachable(tree: ast.Module, roots: set[str], module_level: bool = True) -> set[str]:
+def reachable(tree: ast.Module, roots: set[str], module_level: bool = True) -> set[str]:
     """The module's functions and classes that the roots (and its module-level statements) name."""
-    defs = {n.name: n for n in tree.body if isinstance(n, _DEFS)}
+    defs = {n.name: n for n in tree.body if isinstance(n, DEFS)}
     todo = [name for name in roots if name in defs]
-    todo += [n.id for stmt in tree.body if module_level and not isinstance(stmt, _DEFS) for n in ast.walk(stmt)
+    todo += [n.id for stmt in tree.body if module_level and not isinstance(stmt, DEFS) for n in ast.walk(stmt)
              if isinstance(n, ast.Name) and n.id in defs]
     seen: set[str] = set()
     while todo:
@@ -369,7 +335,7 @@ def _reachable(tree: ast.Module, roots: set[str], module_level: bool = True) -> 
 
 
 def _dead_imports(tree: ast.Module, live: set[str]) -> set[int]:
-    return {id(n) for d in tree.body if isinstance(d, _DEFS) and d.name not in live
+    return {id(n) for d in tree.body if isinstance(d, DEFS) and d.name not in live
             for n in ast.walk(d) if isinstance(n, ast.Import | ast.ImportFrom)}
 
 

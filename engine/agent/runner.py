@@ -92,7 +92,7 @@ class Runner:
         if self.sandbox.isolated:  # the runtime's folders must not expose what the sandbox hides
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
                                                    *[labels for _, labels in heldout_splits(self.workspace).values()]])
-        self.redactor = Redactor([getattr(getattr(self.coder, "config", None), "api_key", None)])
+        self.redactor = Redactor(list(self.coder.secrets))
         self.runs_root = runs_dir(store.path)
         self.stream_relay = self._relay_streams()
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
@@ -114,10 +114,7 @@ class Runner:
     def _relay_streams(self) -> StreamRelay:
         """A coder that streams its replies (the LLM coder) hands them to the relay as they come."""
         relay = StreamRelay(live.live_path(self.store.path, self.session_id))
-        if hasattr(self.coder, "on_stream"):
-            self.coder.on_stream = relay
-        if hasattr(self.coder, "on_progress"):
-            self.coder.on_progress = relay.progress
+        self.coder.attach_stream(relay, relay.progress)
         return relay
 
     def _evaluator(self) -> NodeEvaluator:
@@ -259,7 +256,7 @@ class Runner:
                 self.emit(et.NodeInterrupted(node_id=node.node_id, reason=reason))
 
     def _check_cost(self) -> None:
-        budget = getattr(getattr(self.coder, "config", None), "budget_usd", None) or None  # 0: no budget
+        budget = self.coder.budget_usd or None  # 0: no budget
         if budget is not None and not self._cost_paused and over_budget(self.state.cost, budget):
             self._cost_paused = True
             self.emit(et.Paused(by="engine", command_id=None,
@@ -492,7 +489,7 @@ def _call_payload(call: LlmCall, node_id: int | None) -> dict[str, Any]:
             "tokens_out": int(call.tokens_out), "latency_s": float(call.latency_s), "cost": float(call.cost),
             "ok": bool(call.ok), "error": call.error, "tokens_estimated": bool(call.tokens_estimated),
             "messages": list(call.messages or []), "reply": str(call.reply or ""),
-            **{k: getattr(call, k) for k in ("first_token_s", "tokens_per_s", "server_model")
+            **{k: getattr(call, k) for k in ("first_token_s", "tokens_per_s", "server_model", "check")
                if getattr(call, k) is not None}}
 
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from engine.agent import reply_flaws
+from engine.agent import reply_flaws, reply_rules
+from engine.agent.reply_rules import RuleHit
 
 TEMPLATES = Path(__file__).parent / "templates"
 MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
@@ -131,9 +132,10 @@ class Scaffold:
         imports, body = rest.split(after, 1)
         return (imports.strip() + "\n\n\n" + body.strip()).strip() + "\n"
 
-    def unusable(self, reply_code: str) -> str | None:
-        """Why a reply cannot go into the scaffold (it is asked again), or None. A reply that does
-        not parse is usable: running it shows the model its SyntaxError."""
+    def unwritten(self, reply_code: str) -> RuleHit | None:
+        """The rule `unwritten-parts`: a reply that leaves features() or train() unwritten cannot
+        go into the scaffold (it is asked again). A reply that does not parse is not caught here:
+        running it shows the model its SyntaxError."""
         try:
             tree = ast.parse(reply_code)
         except SyntaxError:
@@ -141,18 +143,24 @@ class Scaffold:
         written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not _placeholder(n)
                    and not _is_wrapper(n)}
         missing = [f"{name}()" for name in OWN_PARTS if name not in written]
-        return f"the reply did not write {' and '.join(missing)}" if missing else None
+        if not missing:
+            return None
+        return RuleHit(reply_rules.UNWRITTEN.id, f"the reply did not write {' and '.join(missing)}")
+
+    def check(self, reply_code: str, failed: str | None = None) -> RuleHit | None:
+        """The first reply rule (engine.agent.reply_rules) the reply hits, put into the scaffold,
+        or None. `failed`: for a debug reply, the code that failed (handing it back is a hit)."""
+        return self.unwritten(reply_code) or reply_rules.first_hit(reply_code, self.assemble(reply_code), FIXED, failed)
+
+    def unusable(self, reply_code: str) -> str | None:
+        """The message of `unwritten`, or None."""
+        hit = self.unwritten(reply_code)
+        return hit.message if hit else None
 
     def flaw(self, reply_code: str, failed: str | None = None) -> str | None:
-        """Why the assembled reply would fail at once (engine.agent.reply_flaws), or None: code that
-        does not parse, an import that fails here, a name nothing binds, a keyword a scikit-learn
-        class does not take, a features() that reads files or mistakes X for a table or PIL images,
-        and the other kinds reply_flaws lists, or (given the `failed` code a debug step fixes) that
-        code unchanged. Asked again (three replies in all); when none is free of them, the last complete
-        one runs, so that the model sees the error."""
-        assembled = self.assemble(reply_code)
-        again = reply_flaws.repeats(assembled, failed) if failed else None
-        return reply_flaws.flaw(reply_code, assembled, FIXED) or again
+        """The message of the first rule after `unwritten-parts` that the reply hits, or None."""
+        hit = reply_rules.first_hit(reply_code, self.assemble(reply_code), FIXED, failed)
+        return hit.message if hit else None
 
     def assemble(self, reply_code: str) -> str:
         """The pipeline: the scaffold with the reply's imports after its own, and the reply's

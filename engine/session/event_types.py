@@ -375,6 +375,7 @@ class LlmCall(TypedEvent):
     first_token_s: float | None | Absent = ABSENT
     tokens_per_s: float | None | Absent = ABSENT
     server_model: str | None | Absent = ABSENT
+    check: JsonMap | None | Absent = ABSENT    # the reply rule its reply hit (engine.agent.reply_rules)
 
 
 @dataclass(frozen=True, kw_only=True)

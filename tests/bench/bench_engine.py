@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.agent.coder import CoderBase
+
 ROOT = Path(__file__).resolve().parents[2]
 SYNTH = dict(seed=0, n_train=480, n_test=164, size=32)
 
@@ -33,7 +35,7 @@ if __name__ == "__main__":
 '''
 
 
-class TrivialCoder:
+class TrivialCoder(CoderBase):
     name, label, simulated = "bench", "benchmark coder (trivial pipeline)", True
 
     def _reply(self, ctx, stage):

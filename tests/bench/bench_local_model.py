@@ -156,7 +156,7 @@ def summarise(db: Path, sid: str) -> dict[str, Any]:
         "cut_by_budget": sum("time budget" in e for e in errors),
         "stalled": sum("stalled" in e for e in errors),
         "truncated_at_cap": sum("truncated" in e for e in errors),
-        "replies_not_taken": _replies_not_taken(calls),
+        "rule_hits": rule_hits(calls),
         "nodes_detail": [{"node": n.node_id, "step": n.step, "stage": n.stage, "parent": n.parent_id,
                           "auc": None if n.val_auc is None else round(n.val_auc, 4),
                           "design": _design(n.code or "") if n.val_auc is not None else None,
@@ -180,8 +180,11 @@ def _own_choice(state: Any) -> dict[str, Any] | None:
             "gap": test.get("auc_gap")}
 
 
-def _replies_not_taken(calls: list[dict[str, Any]]) -> dict[str, int]:
-    """Coding replies the scaffold did not take (asked again), by reason."""
+def rule_hits(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """Coding replies that hit a reply rule (and were asked again), by rule id
+    (engine.agent.reply_rules). A call recorded before the rules were recorded is checked again
+    from its stored reply (a debug reply's repeats-failed-code cannot be told then)."""
+    from engine.agent.reply_rules import NO_CODE
     from engine.agent.response_parsing import extract_all_code
     from engine.agent.scaffold import load
 
@@ -189,11 +192,15 @@ def _replies_not_taken(calls: list[dict[str, Any]]) -> dict[str, int]:
     for c in calls:
         if c.get("role") == "review" or not c.get("ok"):
             continue
-        code = extract_all_code(c.get("reply") or "")      # as the coder reads a scaffolded reply
-        why = load().unusable(code) if code else "the reply held no Python code"
-        if why:
-            out[why] = out.get(why, 0) + 1
-    return out
+        if "check" in c:
+            rule = (c["check"] or {}).get("rule")
+        else:
+            code = extract_all_code(c.get("reply") or "")      # as the coder reads a scaffolded reply
+            hit = load().check(code) if code else None
+            rule = hit.rule if hit else (NO_CODE.id if code is None else None)
+        if rule:
+            out[rule] = out.get(rule, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _design(code: str) -> str:
@@ -229,10 +236,21 @@ def arm_rows(sessions: list[dict[str, Any]], arm: str) -> list[dict[str, Any]]:
             sum(s["llm_stream_events"] for s in mine) / max(sum(s["llm_calls"] for s in mine), 1), 1),
          "unit": "events", "note": note + f"; {round(statistics.mean(s['stream_bytes_per_call'] or 0 for s in mine))} "
                                           "bytes of stream events per call (offsets and times only)"},
+        {"name": f"local model {arm}: coding replies that hit a reply rule", "value": sum(
+            sum(s["rule_hits"].values()) for s in mine), "unit": "replies", "note": note,
+         "by_rule": _sum_hits(s["rule_hits"] for s in mine)},
         {"name": f"local model {arm}: step of the first measured node (mean over sessions that measured one)",
          "value": round(statistics.mean(firsts), 2) if firsts else None, "unit": "step",
          "note": note + f"; per seed {[s['first_measured_step'] for s in mine]}"},
     ]
+
+
+def _sum_hits(per_session: Any) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for hits in per_session:
+        for rule, n in hits.items():
+            total[rule] = total.get(rule, 0) + n
+    return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def three_arm_rows(sessions: list[dict[str, Any]], seeds: list[int]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.agent.coder import CoderReply, Review
+from engine.agent.coder import CoderBase, CoderReply, Review
 from engine.agent.runner import run
 from engine.agent.session_setup import start_session
 from engine.config import SessionConfig
@@ -63,7 +63,7 @@ def test_a_real_offline_session_parses_event_by_event(tmp_path, workspace):
             assert set(event.payload) == EXEC_FINISHED_KEYS
 
 
-class _NoCodeCoder:
+class _NoCodeCoder(CoderBase):
     """Replies without code: the runner records a buggy node that never ran."""
     name, label, simulated = "no-code", "no-code coder (test)", True
 

@@ -345,7 +345,7 @@ def test_llm_call_fields_match_the_event_payload():
     payload = asdict(call)
     assert set(payload) == {"role", "model", "tokens_in", "tokens_out", "latency_s", "cost", "ok",
                             "error", "tokens_estimated", "messages", "reply", "first_token_s", "tokens_per_s",
-                            "server_model"}
+                            "server_model", "check"}
     json.dumps(payload)
 
 

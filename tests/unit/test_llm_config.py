@@ -15,6 +15,7 @@ from engine.agent.llm_config import (
 )
 from engine.config import SessionConfig
 from engine.errors import BefairError
+from engine.agent.coder import CoderBase
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ def test_cli_flags_roundtrip(tmp_path, clean_env):
     assert cfg.model == "m2" and cfg.problem() is None
 
 
-class _OneCallCoder:
+class _OneCallCoder(CoderBase):
     """Answers every step with no code and the LlmCalls it is given: what the runner stores."""
     name, label, simulated = "one-call", "one-call coder (test)", True
 

@@ -18,6 +18,7 @@ from engine.session import feedback, selection
 from engine.session.store import SessionStore
 from engine.task import LEVELS
 from tests.command_sink import WriterSink
+from engine.agent.coder import CoderBase
 
 PREVIEW = "Data folder: ./input\n  columns: image_name, skin_tone, alternative_skin_tone, label"
 PROTOCOLS = (("befair", None), ("be-fair", "claimed"))
@@ -132,7 +133,7 @@ def test_befair_prompts_audits_from_the_command_line():
     assert done.stdout.startswith("# example session, not a measurement"), done.stdout[:200]
 
 
-class _Recording:
+class _Recording(CoderBase):
     """The offline coder, recording every context the runner hands it."""
 
     def __init__(self, coder):

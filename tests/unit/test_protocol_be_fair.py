@@ -18,6 +18,7 @@ from engine.data.protocol import (
 )
 from engine.errors import DataError
 from engine.evaluation.evaluator import heldout_splits
+from engine.agent.coder import CoderBase
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 FITZ = DATA / "fitzpatrick17k.csv"
@@ -229,7 +230,7 @@ if __name__ == "__main__":
 '''
 
 
-class ProtocolCoder:
+class ProtocolCoder(CoderBase):
     """Pipelines written for the study's layout; records the contexts it was given."""
     name, label, simulated = "protocol-test", "be-fair layout pipelines (test)", True
 

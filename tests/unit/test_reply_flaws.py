@@ -269,7 +269,7 @@ def test_a_debug_step_runs_a_new_flawed_reply_rather_than_the_failed_code_again(
 def test_a_spurious_ast_system_error_is_checked_again_not_a_lost_step(monkeypatch):
     """CPython 3.11's ast raised "AST constructor recursion depth mismatch" once in the suite
     (python/cpython#106905): the coder reported an internal error and the node held no code."""
-    real = scaffold.Scaffold.flaw
+    real = scaffold.Scaffold.check
     raised = []
 
     def once(self, code, failed=None):
@@ -278,7 +278,7 @@ def test_a_spurious_ast_system_error_is_checked_again_not_a_lost_step(monkeypatc
             raise SystemError("AST constructor recursion depth mismatch (before=3, after=2)")
         return real(self, code, failed)
 
-    monkeypatch.setattr(scaffold.Scaffold, "flaw", once)
+    monkeypatch.setattr(scaffold.Scaffold, "check", once)
     with FakeChatServer([reply(code_reply("Colour stats.", GOOD))]) as srv:
         coder = LlmCoder(LlmConfig(model="m", base_url=srv.base_url, timeout=5.0, scaffold=True), exec_timeout=600)
         r = coder.draft(ctx())

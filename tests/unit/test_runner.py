@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.agent.coder import CoderReply, LlmCall, Review
+from engine.agent.coder import CoderBase, CoderReply, LlmCall, Review
 from engine.agent.recovery import recover, resume
 from engine.agent.runner import run
 from engine.agent.session_setup import start_session
@@ -34,7 +34,7 @@ if __name__ == "__main__":
 '''
 
 
-class StubCoder:
+class StubCoder(CoderBase):
     """Trivial pipelines that train in no time (the runner's mechanics, not the agent)."""
     name, label, simulated = "stub", "stub coder (test)", True
 
@@ -242,10 +242,8 @@ def test_coder_failures_become_buggy_nodes_and_llm_calls_are_recorded(store, wor
 
 
 def test_llm_cost_reaching_the_budget_pauses_the_session(store, workspace):
-    from types import SimpleNamespace
-
     coder = StubCoder(llm=True)  # each step's call costs $0.001
-    coder.config = SimpleNamespace(budget_usd=0.0015)
+    coder.budget_usd = 0.0015
     writer = _new(store, workspace, coder, steps=5)
     runner = threading.Thread(target=_run, args=(store, writer, workspace), daemon=True)
     runner.start()

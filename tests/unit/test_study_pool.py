@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.agent.coder import CoderReply, Review
+from engine.agent.coder import CoderBase, CoderReply, Review
 from engine.session.liveness import runner_status
 from engine.session.state import fold
 from engine.session.selection import DEFAULT_CRITERION
@@ -46,7 +46,7 @@ if __name__ == "__main__":
 '''
 
 
-class FastCoder:
+class FastCoder(CoderBase):
     """Hash-scored pipelines (seeded by the session's seed and step): the pool's mechanics, fast."""
     name, label, simulated = "fast", "fast hash coder (test)", True
 

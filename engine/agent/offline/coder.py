@@ -20,7 +20,7 @@ import random
 import re
 from typing import Any
 
-from engine.agent.coder import CoderContext, CoderReply, NodeView, Review
+from engine.agent.coder import CoderBase, CoderContext, CoderReply, NodeView, Review
 from engine.agent.offline.composer import render
 from engine.agent.offline.grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
 from engine.agent.offline.guidance import (
@@ -47,7 +47,7 @@ BUG_FIXES = {
 }
 
 
-class OfflineCoder:
+class OfflineCoder(CoderBase):
     name = "offline"
     label = LABEL
     simulated = True

@@ -54,8 +54,28 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False, be
         "tokens_in": node.tokens_in,
         "tokens_out": node.tokens_out,
         "cost": round(node.cost, 10),
+        "llm_calls": [call_json(call) for call in node.conversation],
         "children": list(node.children),
     }
+
+
+_CALL_FIELDS = ("seq", "role", "model", "ok", "error", "tokens_in", "tokens_out", "latency_s", "cost")
+
+
+def call_json(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One llm_call without its messages and reply: its usage, and the reply rule its reply hit
+    (`check`: {rule, attempt, message}, or None; engine.agent.reply_rules)."""
+    return {**{k: payload.get(k) for k in _CALL_FIELDS}, "check": payload.get("check")}
+
+
+def rule_hits(state: SessionState) -> dict[str, int]:
+    """How many replies hit each reply rule, over the session's calls."""
+    calls = [*state.unassigned_calls, *(c for n in state.nodes.values() for c in n.conversation)]
+    hits: dict[str, int] = {}
+    for check in (c.get("check") for c in calls):
+        if isinstance(check, Mapping) and isinstance(check.get("rule"), str):
+            hits[check["rule"]] = hits.get(check["rule"], 0) + 1
+    return dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def session_json(state: SessionState, *, unblind: bool = False,
@@ -96,6 +116,8 @@ def session_json(state: SessionState, *, unblind: bool = False,
             for g in sorted(state.guidance.values(), key=lambda g: g.guidance_id)
         ],
         "errors": list(state.errors),
+        "llm_calls_unassigned": [call_json(call) for call in state.unassigned_calls],
+        "rule_hits": rule_hits(state),
         "badge_legend": dict(BADGE_HELP),
         "nodes": [node_json(state, n, unblind=unblind, best=star, pruned=pruned) for n, _ in tree_order(state)],
     }
