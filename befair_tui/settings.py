@@ -1,6 +1,6 @@
 """The setup screen's choices: their defaults, their limits, and what is remembered.
 
-Defaults come from ONE source shared with `befair run`: engine.config.SessionConfig (level,
+Defaults come from ONE source shared with `befair run`: engine.agent.session_config.SessionConfig (level,
 steps, step time limit, coder, "best", blind mode, seed) and engine.data.synth.DEFAULTS (the
 SynthDerm sizes). Limits: `LIMITS` (the synth generator's own minimums, the real data sets' sizes
 as maximums), checked by `problems()` with messages a person can act on.
@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA, FEEDBACK, SessionConfig
-from engine.evaluation.operating_point import canonical as canonical_operating_point
+from engine.agent.session_config import BEST_CRITERIA, FEEDBACK, SessionConfig
+from engine.measures.operating_point import canonical as canonical_operating_point
 from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
 from engine.data.synth import FULL as SYNTH_FULL
 from engine.paths import cache_dir

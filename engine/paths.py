@@ -20,6 +20,11 @@ def runs_dir(db_path: Path) -> Path:
     return Path(db_path).resolve().parent / "runs"
 
 
+def session_run_dir(runs_root: Path, session_id: str) -> Path:
+    """A session's folder of node runs under `runs_root` (runs_dir of its database)."""
+    return Path(runs_root) / session_id
+
+
 def cache_dir() -> Path:
     """Generated data (SynthDerm, prepared workspaces, tensor caches): $BEFAIR_HOME, else the
     platform's user cache folder ($XDG_CACHE_HOME/befair, ~/.cache/befair on Linux)."""

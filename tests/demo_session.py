@@ -59,7 +59,7 @@ _PREPROCESS = ["resize 64", "colour constancy", "per-image standardisation"]
 
 
 def _demo_config(n_nodes: int, seed: int) -> dict[str, Any]:
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
 
     return SessionConfig(level=DEMO_LEVEL, steps=n_nodes, seed=seed, best="validation").to_dict()
 

@@ -18,7 +18,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from engine.evaluation import operating_point as op
+from engine.measures import operating_point as op
 
 GROUPS = ("group_0", "group_1", "group_2")
 SEPARATION = {"group_0": 1.6, "group_1": 1.4, "group_2": 0.8}

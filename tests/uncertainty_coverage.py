@@ -9,7 +9,7 @@
    skin tone, malignant = three_partition_label "malignant").
 3. Draws: disjoint fresh sets of the session's own size and composition (the test split's and the
    validation split's (group x label) counts), from another fresh pool. Each draw's intervals
-   (engine.evaluation.uncertainty, as every evaluation computes them) either cover the node's
+   (engine.measures.uncertainty, as every evaluation computes them) either cover the node's
    true figure or not.
 
 4. Small true gaps: the session's nodes rarely have a true gap under .03, so each node also gives
@@ -78,7 +78,7 @@ def session_nodes(root: Path, steps: int) -> tuple[list[Path], Any]:
     from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.data.workspace import synth_workspace
     from engine.session.store import SessionStore
 
@@ -164,7 +164,7 @@ def band(true_gap: float) -> str:
 
 def signed_truth(truth: dict[str, float | None]) -> dict[str, float]:
     """The true signed differences (dark − light, dark − medium) where both groups have an AUC."""
-    from engine.evaluation.uncertainty import SIGNED_PAIRS
+    from engine.measures.uncertainty import SIGNED_PAIRS
 
     return {words: float(truth[a]) - float(truth[b])  # type: ignore[arg-type]
             for (a, b), words in SIGNED_PAIRS if truth.get(a) is not None and truth.get(b) is not None}
@@ -215,7 +215,7 @@ def tally(scores: np.ndarray, labels: pd.DataFrame, truth: dict[str, float | Non
 
 def _default_compositions() -> dict[str, dict[tuple[str, int], int]]:
     """The product's default SynthDerm (2,000 training / 656 test images): its splits' cells."""
-    from engine.data.adequacy import synth_counts
+    from engine.evaluation.adequacy import synth_counts
 
     out = {}
     for split, groups in synth_counts(2000, 656).items():
@@ -312,7 +312,7 @@ def binormal_coverage(cells: dict[str, tuple[int, int]] | None = None, gaps: Ite
     `cells` ({group: (images, malignant)}, the default test split's by default), group AUCs .90,
     .90 − gap/2, .90 − gap; every data set resampled with the same resample counts."""
     from engine.evaluation.metrics import auc
-    from engine.evaluation.uncertainty import (
+    from engine.measures.uncertainty import (
         SIGNED_PAIRS, Strata, difference_fields, group_differences, percentile, replicates,
     )
     from engine.session.views.group_tests import signed as stored_signed
@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
                         "sets have; default test)")
     args = p.parse_args(argv)
     if args.binormal:
-        from engine.data.adequacy import synth_counts
+        from engine.evaluation.adequacy import synth_counts
 
         out: Any = binormal_coverage(synth_counts(2000, 656)[args.split or "test"], data_sets=args.data_sets)
         for row in out:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA, FEEDBACK, PROTOCOLS, SessionConfig
+from engine.agent.session_config import BEST_CRITERIA, FEEDBACK, PROTOCOLS, SessionConfig
 from engine.errors import BefairError
 from engine.task import CUSTOM, LEVELS
 

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, POLICIES, PROTOCOLS, SessionConfig
+from engine.agent.session_config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, POLICIES, PROTOCOLS, SessionConfig
 from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
 from engine.agent.headless import Progress
 from engine.agent.coders import CODERS
 from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
 from engine.agent.task_protocol import task_protocol
-from engine.evaluation.operating_point import Setting
+from engine.measures.operating_point import Setting
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState
@@ -326,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _warn_too_few(workspace: Any) -> None:
     """Say before the session starts where the held-out data are too few to judge fairness."""
-    from engine.data.adequacy import warnings, workspace_counts
+    from engine.evaluation.adequacy import warnings, workspace_counts
 
     for line in warnings(workspace_counts(workspace)):
         print(f"befair: warning: {line}", file=sys.stderr)

@@ -17,7 +17,7 @@ from engine.session import feedback, selection, views
 from engine.session.export import export_session
 from engine.session.lifecycle import open_store, remove_run_dir, stop_runner
 from engine.session.liveness import runner_status
-from engine.session.report import summarise, write_report
+from engine.study.session_report import summarise, write_report
 from engine.session.sealed import open_sealed
 
 if TYPE_CHECKING:

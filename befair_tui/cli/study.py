@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA
+from engine.agent.session_config import BEST_CRITERIA
 from engine.errors import UsageError, WorkError
 from engine.paths import add_db_arg, db_from_args
 from engine.session import views

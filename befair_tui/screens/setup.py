@@ -22,7 +22,7 @@ from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
 
 from engine.agent import scaffold
 from engine.agent.coders import CODERS
-from engine.config import BEST_CRITERIA, FEEDBACK
+from engine.agent.session_config import BEST_CRITERIA, FEEDBACK
 from engine.session.feedback import FEEDBACK_LABEL
 from engine.session.selection import CRITERION_LABEL
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
@@ -80,8 +80,8 @@ def _choice_column(label: str, choices: RadioSet) -> ComposeResult:
 
 
 def adequacy_warnings(choices: SetupChoices) -> list[str]:
-    """engine.data.adequacy's warnings for the data these choices name ([] when they cannot be read)."""
-    from engine.data.adequacy import synth_counts, warnings, workspace_counts
+    """engine.evaluation.adequacy's warnings for the data these choices name ([] when they cannot be read)."""
+    from engine.evaluation.adequacy import synth_counts, warnings, workspace_counts
 
     try:
         if choices.data == "synth":
@@ -406,7 +406,7 @@ class SetupScreen(Screen[None]):
 
     def _show_adequacy(self, choices: SetupChoices) -> None:
         """Warn where the held-out data hold too few malignant cases in a skin-tone group to judge
-        fairness there (engine.data.adequacy): SynthDerm's from its sizes, a workspace's from its files."""
+        fairness there (engine.evaluation.adequacy): SynthDerm's from its sizes, a workspace's from its files."""
         self.adequacy = adequacy_warnings(choices)
         box = self.query_one("#setup-adequacy", Static)
         box.update(Text("\n".join(f"⚠ {w}" for w in self.adequacy), style="yellow"))

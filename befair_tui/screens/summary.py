@@ -1,6 +1,6 @@
 """The session summary (key r once a session has ended): the final choice by each criterion with
 its intervals, whether it can be told apart from the runners-up, what each guidance changed, the
-labels that apply. `w` writes it as a page to hand to a colleague (engine.session.report)."""
+labels that apply. `w` writes it as a page to hand to a colleague (engine.study.session_report)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from engine.session.report import summarise, write_report
+from engine.study.session_report import summarise, write_report
 from engine.session.state import SessionState
 from engine.session.store import SessionStore
 

@@ -14,8 +14,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
-from engine.evaluation.operating_point import OperatingPoint
-from engine.session import figures, report, views
+from engine.measures.operating_point import OperatingPoint
+from engine.session import figures, views
+from engine.study import session_report as report
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
 from engine.session.views import group_tests

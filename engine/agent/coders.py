@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from engine.agent.coder import Coder
 from engine.agent.coder_options import CoderOption
 from engine.agent.llm_config import LLM_OPTIONS
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.errors import BefairError
 
 __all__ = ["CODERS", "CoderAdapter", "LlmCoderAdapter", "OfflineCoderAdapter", "coder_info", "make_coder"]

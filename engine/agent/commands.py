@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from collections.abc import Callable
 
 from engine.agent.task_protocol import task_protocol
-from engine.config import feedback_allowed
+from engine.agent.session_config import feedback_allowed
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session import feedback, selection

@@ -14,7 +14,8 @@ from engine.agent.runner import EventHook, run
 from engine.data.protocol import AgentWorkspace
 from engine.errors import BefairError
 from engine.execution import Executor, kill_group
-from engine.execution.workspace import pgid_file, session_run_dir
+from engine.execution.workspace import pgid_file
+from engine.paths import session_run_dir
 from engine.paths import runs_dir
 from engine.session import event_types as et
 from engine.session.liveness import pid_alive

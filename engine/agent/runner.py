@@ -35,7 +35,7 @@ from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
 from engine.agent.stream_relay import StreamRelay
 from engine.agent.prompts_be_fair import aide_closing_line
 from engine.agent.task_protocol import task_protocol
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.data.protocol import AgentWorkspace
 from engine.errors import BefairError
 from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits
@@ -43,7 +43,7 @@ from engine.evaluation.paired import Comparer
 from engine.evaluation.paired import changed as paired_changed
 from engine.execution import ExecResult, Executor, Job, LocalExecutor, Sandbox, prepare_node_dir, prepare_session_input
 from engine.execution.sandbox import RunSpec, guard_outside
-from engine.execution.workspace import session_run_dir
+from engine.paths import session_run_dir
 from engine.paths import cache_dir, runs_dir
 from engine.session import event_types as et
 from engine.session import events as ev

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from engine.agent.coder import Coder
 from engine.agent.coders import coder_info, make_coder
 from engine.agent.task_protocol import task_protocol
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.data.protocol import AgentWorkspace, open_workspace
 from engine.errors import BefairError
 from engine.evaluation.evaluator import label_digests

@@ -1,6 +1,6 @@
 """The task a session's agent is given, chosen once per session: the product's own or the study's.
 
-    protocol = task_protocol(config.protocol)          # "befair" or "be-fair" (engine.config.PROTOCOLS)
+    protocol = task_protocol(config.protocol)          # "befair" or "be-fair" (engine.agent.session_config.PROTOCOLS)
     protocol.prompts.draft(ctx, exec_timeout)          # its prompt set (engine.agent.prompts)
     protocol.context(ctx, state)                       # the coder's context in its shape
     protocol.data_preview(agent_input)                 # the data overview its prompts show

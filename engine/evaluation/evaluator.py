@@ -8,7 +8,7 @@ Before every evaluation the label files are hashed again: a file that changed si
 started (a pipeline that reached it, a user who edited the cache) raises LabelsChanged, naming the
 file, and the session stops instead of scoring against different labels.
 
-Each split's summary also gets the operating point (engine.evaluation.operating_point): the cut-off
+Each split's summary also gets the operating point (engine.measures.operating_point): the cut-off
 chosen on this node's validation predictions (or the fixed probability the session set) and, at
 it, each skin-tone group's sensitivity, specificity, melanomas missed per 100 and calibration.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import BefairError, DataError
-from engine.evaluation import operating_point as op
+from engine.measures import operating_point as op
 from engine.evaluation.harness import EvalOutcome, evaluate_splits
 from engine.execution.sandbox import Sandbox
 

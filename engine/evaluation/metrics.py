@@ -201,9 +201,9 @@ class MetricSet:
     best_auc: float | None = None
     best_group: str | None = None
     auc_gap: float | None = None
-    intervals: dict[str, Any] = field(default_factory=dict)  # engine.evaluation.uncertainty.interval_fields
+    intervals: dict[str, Any] = field(default_factory=dict)  # engine.measures.uncertainty.interval_fields
     # (labels, scores, group names) as scored: the operating point's cut-off is chosen from them
-    # (engine.evaluation.operating_point); never stored
+    # (engine.measures.operating_point); never stored
     scored: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -297,7 +297,7 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
     `groups` holds names like "group_0" or integers (0 -> "group_0"). The three skin-tone groups
     always appear (an absent one has n=0 and no AUC); other names follow, sorted. A grouping with
     none of the group_N names (e.g. "light"/"dark") is reported as it is, sorted.
-    `intervals`: also the 95 % intervals (engine.evaluation.uncertainty; ~30 ms for 656 images).
+    `intervals`: also the 95 % intervals (engine.measures.uncertainty; ~30 ms for 656 images).
     """
     y, s = _as_arrays(labels, scores)
     names = np.array([_group_name(g) for g in groups], dtype=object)
@@ -315,7 +315,7 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
     _worst_and_best(result)
     result.scored = (y, s, names)
     if intervals:
-        from engine.evaluation.uncertainty import Strata, interval_fields
+        from engine.measures.uncertainty import Strata, interval_fields
 
         strata = Strata.of(y, names, [g.name for g in result.groups])
         result.intervals = interval_fields(s, strata, result.summary())

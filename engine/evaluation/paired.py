@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.evaluation.heldout import load_labels
-from engine.evaluation.uncertainty import N_RESAMPLES, Replicates, Strata, difference, replicates, shared_counts
+from engine.measures.uncertainty import N_RESAMPLES, Replicates, Strata, difference, replicates, shared_counts
 from engine.session import figures, selection
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUPS

@@ -7,12 +7,12 @@ from engine.execution.sandbox import (
     RunSpec, Sandbox, SandboxCheck, SandboxUnavailable, run_env,
 )
 from engine.execution.workspace import (
-    check_isolated, guard_runs_root, prepare_node_dir, prepare_session_input, session_run_dir,
+    check_isolated, guard_runs_root, prepare_node_dir, prepare_session_input,
 )
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_MB", "DEFAULT_OUTPUT_CAP", "ExecResult", "Executor", "Job", "OutputChunk", "exception_type",
     "LocalExecutor", "kill_group", "kill_tree", "node_env",
     "RunSpec", "Sandbox", "SandboxCheck", "SandboxUnavailable", "run_env",
-    "check_isolated", "guard_runs_root", "prepare_node_dir", "prepare_session_input", "session_run_dir",
+    "check_isolated", "guard_runs_root", "prepare_node_dir", "prepare_session_input",
 ]

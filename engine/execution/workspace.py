@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from engine.errors import BefairError
+from engine.paths import session_run_dir
 
 INPUT_DIR = "input"
 WORKING_DIR = "working"
@@ -26,10 +27,6 @@ def pgid_file(node_dir: Path) -> Path:
     have a resume kill an arbitrary process group)."""
     node_dir = Path(node_dir)
     return node_dir.parent / f".{node_dir.name}{PGID_FILE}"
-
-
-def session_run_dir(runs_root: Path, session_id: str) -> Path:
-    return Path(runs_root) / session_id
 
 
 def _make_read_only(root: Path) -> None:

@@ -354,7 +354,7 @@ def import_aide(store: SessionStore, path: str | Path, *, session_id: str | None
 
 
 def _session_config(run: _Run, tag: RunTag) -> tuple[dict[str, Any], str]:
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.task import LEVELS
 
     agent = _section(run.cfg, "agent")

@@ -207,7 +207,7 @@ def _import_run(store: SessionStore, run: BeFairRun, preds: Path | None, metadat
 
 def _failed_stub(store: SessionStore, run: BeFairRun, reason: str) -> str:
     """A session with no nodes for a failed run whose records hold none: started, then failed."""
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.task import LEVELS
 
     tag = run.tag()

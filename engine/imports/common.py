@@ -26,7 +26,7 @@ class RunTag:
     study_id: str | None = None
     repeat_index: int | None = None
     level: str | None = None        # the level the study gave the run, when its own record names none
-    protocol: str | None = None     # the task it ran under (engine.config.PROTOCOLS), when known
+    protocol: str | None = None     # the task it ran under (engine.agent.session_config.PROTOCOLS), when known
     failed: str | None = None       # the run failed: why (its session ends "failed")
     extra: dict[str, Any] = field(default_factory=dict)
 

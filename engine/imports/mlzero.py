@@ -332,7 +332,7 @@ def import_mlzero(store: SessionStore, path: str | Path, *, session_id: str | No
 
 
 def _session_config(run: _Run, tag: RunTag) -> tuple[dict[str, Any], str]:
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.task import LEVELS
 
     level = tag.level or level_of(run.path.name) or level_of(Path(run.log.data_folder or "").name)

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.evaluation.operating_point import KEY as POINT_KEY
+from engine.measures.operating_point import KEY as POINT_KEY
 from engine.session import views
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ _POINT_FIGURES = ("sensitivity", "specificity", "missed_per_100", "brier", "cali
 
 
 def _point_columns(prefix: str) -> list[str]:
-    """The operating point's columns (engine.evaluation.operating_point): its cut-off and setting, then per
+    """The operating point's columns (engine.measures.operating_point): its cut-off and setting, then per
     skin-tone group and for all groups pooled ("all") the counts at the cut-off and each figure with its
     interval. Empty for a node measured before operating points."""
     cols = [f"{prefix}_op_cut_off", f"{prefix}_op_setting"]
@@ -129,7 +129,7 @@ def export_session(store: SessionStore, session_id: str, out: Path, *, criterion
     best = state.nodes.get(choice.node_id) if choice.node_id is not None else None
     written = []
     if best is not None and best.code:
-        from engine.agent.offline.grammar import without_injected_failure
+        from engine.offline_grammar import without_injected_failure
 
         injected = views.simulated_failure(best)
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"

@@ -1,7 +1,7 @@
 """Measured figures as a reader sees them: each with its 95 % interval, each skin-tone group named.
 
 An `evaluated` summary stores groups as group_0/1/2 and intervals as [lo, hi] lists
-(engine.evaluation.uncertainty). Every surface a person or an export reads (tree, scoreboard,
+(engine.measures.uncertainty). Every surface a person or an export reads (tree, scoreboard,
 node panel, `befair show`, JSON, CSV, the session report) renders them from here:
 
 - groups are named after DDI's skin-tone groups: 12, 34, 56 (FST I–II, III–IV, V–VI);
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.evaluation import operating_point
-from engine.evaluation.uncertainty import CI_LEVEL, METHODS, MIN_CASES, Intervals, missed_interval, too_few
+from engine.measures import operating_point
+from engine.measures.uncertainty import CI_LEVEL, METHODS, MIN_CASES, Intervals, missed_interval, too_few
 from engine.task import GROUP_LABELS, GROUPS
 
 GROUP_KEY = {"group_0": "12", "group_1": "34", "group_2": "56"}   # the public name of a group (DDI's)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.execution.workspace import session_run_dir
+from engine.paths import session_run_dir
 from engine.paths import runs_dir
 from engine.session import events as ev
 

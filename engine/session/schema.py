@@ -208,7 +208,7 @@ def _m006_sealed(db: sqlite_utils.Database) -> None:
 
 
 def _m007_predictions(db: sqlite_utils.Database) -> None:
-    """Each image's prediction of an evaluation (engine.evaluation.uncertainty recomputes intervals
+    """Each image's prediction of an evaluation (engine.measures.uncertainty recomputes intervals
     and paired comparisons from them), keyed by the `evaluated` event's seq: the probabilities as
     little-endian float64 (`scores`), in the order of a list of image files kept once per list
     (`prediction_files`, keyed by the list's SHA-256). Compact on purpose: rows beside the events

@@ -23,7 +23,7 @@ Criteria (`CRITERIA`):
   (recorded before they existed) are not candidates.
 
 Uncertainty: a leader "cannot be told apart" from another node when the 95 % interval of their
-paired difference (the same bootstrap resamples of the same images, engine.evaluation.uncertainty)
+paired difference (the same bootstrap resamples of the same images, engine.measures.uncertainty)
 contains 0. The runner works this out (it holds the labels and the predictions) and records it as
 a `compared` event; `ties` reads it back for the leader it was computed for.
 """

@@ -1,7 +1,7 @@
 """Can two instruction levels (or two agents) be told apart? Tests between groups of runs.
 
 A study's runs differ for two reasons: the images the final pipeline was scored on (each run's
-own 95 % interval, engine.evaluation.uncertainty) and the run itself (another search, another
+own 95 % interval, engine.measures.uncertainty) and the run itself (another search, another
 training). The second is what a level changes, so levels and agents are compared over runs:
 
 - the difference of the two groups' mean (test AUC, or skin-tone AUC gap) with Welch's 95 %

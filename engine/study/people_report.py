@@ -114,8 +114,8 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
 
 def _dark_sensitivity(test: dict[str, Any]) -> dict[str, Any]:
     """Sensitivity on dark skin (FST V–VI) at the session's operating point on test, with its Wilson
-    interval (engine.evaluation.operating_point); empty for a node measured before operating points."""
-    from engine.evaluation.operating_point import OperatingPoint
+    interval (engine.measures.operating_point); empty for a node measured before operating points."""
+    from engine.measures.operating_point import OperatingPoint
 
     point = OperatingPoint.of(test)
     dark = point.group(DARK_GROUP) if point is not None else None

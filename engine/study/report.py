@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config import BEST_CRITERIA
+from engine.agent.session_config import BEST_CRITERIA
 from engine.errors import UsageError
 from engine.session.store import SessionStore
 from engine.study import grid

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, SANDBOX_MODES, SessionConfig
+from engine.agent.session_config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, SANDBOX_MODES, SessionConfig
 from engine.errors import DataError
 from engine.study.people_spec import PeopleSpec, parse_people
 from engine.task import CUSTOM, LEVELS

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.errors import EXIT_FAILED, EXIT_INTERRUPTED, BefairError, UsageError
 from engine.session.store import SessionNotFound, SessionStore
 from engine.study import grid

@@ -76,7 +76,7 @@ def _workspace():
 def overhead_rows(steps: int = 8) -> list[dict]:
     from engine.agent.runner import Runner
     from engine.agent.session_setup import start_session
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.session.store import SessionStore
 
     ws = _workspace()

@@ -1,9 +1,9 @@
 """What the operating point costs per node (issue 34 B): choosing the cut-off on a node's validation
 predictions and computing, per skin-tone group and pooled, the counts at it, the Brier score and
-the calibration slope (engine.evaluation.operating_point), for 656 DDI-like images in 3 groups.
+the calibration slope (engine.measures.operating_point), for 656 DDI-like images in 3 groups.
 
 Reference, measured in the same run on the same predictions: today's interval time,
-engine.evaluation.uncertainty.interval_fields for a later evaluation of a split (its resamples
+engine.measures.uncertainty.interval_fields for a later evaluation of a split (its resamples
 drawn once and kept), the figure every node's evaluation pays already. The issue's budget: at
 most 1.5x that. Also: reading the block back with its Wilson intervals (what every surface does
 when it shows a node), against the same reference.
@@ -18,9 +18,9 @@ GROUPS = ("group_0", "group_1", "group_2")
 
 
 def run() -> list[dict[str, Any]]:
-    from engine.evaluation import operating_point as op
+    from engine.measures import operating_point as op
     from engine.evaluation.metrics import compute_metrics
-    from engine.evaluation.uncertainty import Strata, interval_fields, shared_counts
+    from engine.measures.uncertainty import Strata, interval_fields, shared_counts
 
     y, s, g = _ddi_like()
     point = compute_metrics(y, s, g).summary()

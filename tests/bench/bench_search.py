@@ -162,10 +162,10 @@ def oracle(nodes: list[dict[str, Any]], baseline: dict[str, Any]) -> dict[str, A
 
 def paired_difference(node_scores, baseline_scores, labels, groups) -> dict[str, list[float] | None]:
     """95 % intervals of node − baseline (test AUC and test gap), both scored on the same images
-    under the same stratified bootstrap resamples (engine.evaluation.uncertainty)."""
+    under the same stratified bootstrap resamples (engine.measures.uncertainty)."""
     import numpy as np
 
-    from engine.evaluation.uncertainty import Strata, difference, replicates, shared_counts
+    from engine.measures.uncertainty import Strata, difference, replicates, shared_counts
     from engine.task import GROUPS
 
     names = [g for g in GROUPS if g in set(map(str, groups))] + sorted(set(map(str, groups)) - set(GROUPS))
@@ -256,7 +256,7 @@ def _session(ws, seed: int, arm: str) -> dict[str, Any]:
     from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.session.store import SessionStore
     from engine.session.views import best_choice, session_criterion
 

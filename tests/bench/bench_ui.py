@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from engine.session.store import SessionStore
 from engine.session.event_types import parse

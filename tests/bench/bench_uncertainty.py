@@ -55,7 +55,7 @@ def _interval_rows() -> list[dict[str, Any]]:
     from sklearn.metrics import roc_auc_score
 
     from engine.evaluation.metrics import compute_metrics
-    from engine.evaluation.uncertainty import N_RESAMPLES, Strata, interval_fields, shared_counts
+    from engine.measures.uncertainty import N_RESAMPLES, Strata, interval_fields, shared_counts
 
     y, s, g = _ddi_like()
     point = compute_metrics(y, s, g).summary()
@@ -85,7 +85,7 @@ def _interval_rows() -> list[dict[str, Any]]:
 def _v1_fields(s: np.ndarray, strata: Any, point: dict[str, Any]) -> dict[str, Any]:
     """The interval fields as METHOD_ID v1 computed them: a percentile interval of max − min for the
     gap, no signed differences and no test (the reference for what issue 34's statistics cost)."""
-    from engine.evaluation.uncertainty import logit_interval, percentile, replicates, shared_counts
+    from engine.measures.uncertainty import logit_interval, percentile, replicates, shared_counts
 
     rep = replicates(s, strata, shared_counts(strata))
     ci = [*logit_interval(rep.auc, float(point["auc"])), *percentile(rep.worst), *percentile(rep.gap)]
@@ -96,7 +96,7 @@ def _v1_fields(s: np.ndarray, strata: Any, point: dict[str, Any]) -> dict[str, A
 
 def _group_statistics_rows() -> list[dict[str, Any]]:
     from engine.evaluation.metrics import compute_metrics
-    from engine.evaluation.uncertainty import Strata, interval_fields, shared_counts
+    from engine.measures.uncertainty import Strata, interval_fields, shared_counts
 
     y, s, g = _ddi_like()
     point = compute_metrics(y, s, g).summary()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import Select
 
 from engine.agent.commands import apply_command
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from engine.session import feedback
 

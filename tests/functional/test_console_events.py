@@ -2,7 +2,7 @@
 nodes arrive live, steering keys store commands, consumed commands show up as events."""
 from __future__ import annotations
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 
 from befair_tui.app import create_app

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from tests.demo_session import write_demo_session
 

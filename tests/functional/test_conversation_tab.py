@@ -9,7 +9,7 @@ import io
 from rich.console import Console
 from textual.widgets import Static
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 
 from befair_tui.app import create_app

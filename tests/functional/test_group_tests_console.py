@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.evaluation.metrics import compute_metrics
 from engine.session import events as ev
 from engine.session.event_types import parse

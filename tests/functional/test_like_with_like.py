@@ -3,7 +3,7 @@ to the published DDI rows and the baselines' test rows; validation apart (key v)
 and blinded test metrics said on screen; published rows labelled as such."""
 from __future__ import annotations
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from engine.session import views as compare
 

@@ -13,8 +13,8 @@ from rich.console import Console
 from scipy.stats import binomtest
 from textual.widgets import Select
 
-from engine.config import SessionConfig
-from engine.evaluation import operating_point as op
+from engine.agent.session_config import SessionConfig
+from engine.measures import operating_point as op
 from engine.evaluation.metrics import compute_metrics
 from engine.session import events as ev
 from engine.session.event_types import parse

@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.geometry import Region
 from textual.widget import Widget
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session.store import SessionStore
 
 from tests.bench.bench_ui import CODER, _node_events, _tree_events

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from engine.agent import offline as g
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from tests.demo_session import write_demo_session
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.data import synth
 
 from befair_tui import launch

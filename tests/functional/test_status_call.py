@@ -72,7 +72,7 @@ async def test_before_the_first_node_the_node_pane_says_where_the_reply_shows(db
     from befair_tui.app import create_app
     from befair_tui.screens.console import ConsoleScreen
     from befair_tui.widgets.node_detail import NodeDetail
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.session.event_types import parse
 
     from .conftest import region_text, wait_for

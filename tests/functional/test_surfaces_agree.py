@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from engine.agent.headless import Progress, node_line as headless_line
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from engine.session import selection
 from engine.session import views

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from tests.demo_session import DEMO_CODER
 from engine.task import instruction_text

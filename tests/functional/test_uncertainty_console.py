@@ -7,7 +7,7 @@ import numpy as np
 
 from engine.agent.commands import apply_command
 from engine.agent.policy import decide, policy_rng
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.evaluation.metrics import compute_metrics
 from engine.session import events as ev
 from engine.session import figures, selection

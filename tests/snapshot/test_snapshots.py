@@ -110,7 +110,7 @@ def test_console_unsandboxed_runner_stopped(snap_compare, tmp_path):
     import subprocess
     import sys
 
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.session import events as ev
     from tests.demo_session import DEMO_CODER
     from engine.task import instruction_text

@@ -57,7 +57,7 @@ def test_verdict_by_each_criterion_reads_that_criterions_choice():
 
 
 def test_the_first_judged_criterion_is_the_sessions_default():
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
 
     assert bs.JUDGED[0] == SessionConfig().best
 
@@ -153,7 +153,7 @@ def test_the_guidance_is_a_dermatologist_s_words_not_a_recipe():
 
 
 def test_the_arms_differ_in_their_settings_and_the_guidance_only():
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
 
     clean, feedback = SessionConfig(**bs.ARM_SETTINGS["clean"]), SessionConfig(**bs.ARM_SETTINGS["feedback"])
     assert (clean.feedback, clean.best) == ("auc", "validation") == (SessionConfig().feedback, SessionConfig().best)
@@ -189,7 +189,7 @@ def test_guidance_queued_before_a_base_session_shapes_its_first_draft(tmp_path, 
     from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.session.store import SessionStore
 
     store = SessionStore(tmp_path / "befair.db")

@@ -9,7 +9,7 @@ import pytest
 from engine.agent.coder_options import CoderOption
 from engine.agent.coders import CODERS, coder_info, make_coder
 from engine.agent.llm_config import LlmConfig, add_cli_arguments
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.errors import BefairError
 
 

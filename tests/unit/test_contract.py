@@ -8,7 +8,7 @@ from engine.agent.coder import CoderReply, Review
 from engine.agent.contract import NO_METRIC, NO_PREDICT, defines_predict
 from engine.agent.runner import run
 from engine.agent.session_setup import start_session
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session.store import SessionStore
 
 GOOD = ("import os\ndef predict(folder):\n    return {n: 0.5 for n in os.listdir(folder)}\n"

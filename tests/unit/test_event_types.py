@@ -7,7 +7,7 @@ import pytest
 from engine.agent.coder import CoderBase, CoderReply, Review
 from engine.agent.runner import run
 from engine.agent.session_setup import start_session
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import event_types as et
 from engine.session import events as ev
 from tests.demo_session import all_event_kinds_session

@@ -13,7 +13,7 @@ from engine.agent.llm_config import (
     LlmConfigError,
     over_budget,
 )
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.errors import BefairError
 from engine.agent.coder import CoderBase
 

@@ -27,7 +27,7 @@ import pytest
 from engine.agent.coder import CoderContext, NodeView
 from engine.agent.offline import OfflineCoder, render
 from engine.agent.offline.composer import FLAGS, pipeline_choices, pipeline_flags, template
-from engine.agent.offline.grammar import BUGS, FAIRNESS, HP_CHOICES, IMAGE_SIZES, LEVELS, MODELS, normalise
+from engine.offline_grammar import BUGS, FAIRNESS, HP_CHOICES, IMAGE_SIZES, LEVELS, MODELS, normalise
 
 TEMPLATES = resources.files("engine.agent.offline") / "templates"
 PLAN = ('Draft a pipeline: a "quoted" choice.\n- model: anything """with triple quotes"""\n'

@@ -1,4 +1,4 @@
-"""The operating point (engine.evaluation.operating_point) against sklearn and scipy on generated data:
+"""The operating point (engine.measures.operating_point) against sklearn and scipy on generated data:
 the cut-off that reaches a sensitivity, the counts at it, Wilson intervals, Brier score and the
 calibration slope; the setting's parsing; the stored block read back."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from scipy.stats import binomtest
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, confusion_matrix, roc_curve
 
-from engine.config import SessionConfig
-from engine.evaluation import operating_point as op
+from engine.agent.session_config import SessionConfig
+from engine.measures import operating_point as op
 
 GROUPS = ("group_0", "group_1", "group_2")
 

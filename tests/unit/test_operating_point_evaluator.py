@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engine.evaluation import operating_point as op
+from engine.measures import operating_point as op
 from engine.evaluation.evaluator import NodeEvaluator, add_operating_point
 from engine.evaluation.harness import EvalOutcome
 from engine.evaluation.heldout import score_predictions

@@ -6,8 +6,8 @@ import pytest
 
 from engine.agent.runner import run
 from engine.agent.session_setup import start_session
-from engine.config import SessionConfig
-from engine.evaluation import operating_point as op
+from engine.agent.session_config import SessionConfig
+from engine.measures import operating_point as op
 from engine.session import events as ev
 from engine.session.store import SessionStore
 

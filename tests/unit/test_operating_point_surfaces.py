@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from engine.config import SessionConfig
-from engine.evaluation import operating_point as op
+from engine.agent.session_config import SessionConfig
+from engine.measures import operating_point as op
 from engine.evaluation.metrics import compute_metrics
 from engine.session import events as ev
 from engine.session.event_types import parse
 from engine.session.export import NODE_CSV_COLUMNS, export_session
-from engine.session.report import summarise
+from engine.study.session_report import summarise
 from engine.session.store import SessionStore
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
@@ -110,7 +110,7 @@ def test_a_node_measured_before_operating_points_keeps_its_old_columns(store, tm
 
 
 def test_a_slope_interval_below_zero_reads_with_to_not_a_dash():
-    from engine.session.report import calibration_text
+    from engine.study.session_report import calibration_text
 
     g = op.GroupAtPoint(name="group_2", n=207, malignant=48, benign=159, caught=8, cleared=130,
                         brier=[.24, .21, .27], slope=[-.05, -.22, .12])

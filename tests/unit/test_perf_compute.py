@@ -57,7 +57,7 @@ def test_offline_coder_records_what_it_fitted_to(monkeypatch):
 
 def test_a_session_fits_its_coder_to_its_own_device_and_step_limit():
     from engine.agent.coders import make_coder
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
 
     coder = make_coder(SessionConfig(step_timeout=45, extra={"device": "cpu"}))
     assert coder.info()["fits"] == {"device": "cpu", "step_timeout": 45.0}

@@ -12,7 +12,7 @@ import pytest
 from engine.agent.commands import apply_command
 from engine.agent.context import coder_context, node_view
 from engine.agent.prompt_audit import FAIRNESS_WORDS, audit, example_state, stage_prompts
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from engine.session import feedback, selection
 from engine.session.store import SessionStore
@@ -207,6 +207,6 @@ def test_every_surface_names_the_agent_settings():
     state.coder.update({"scaffold": True, "scaffold_wording": "2026-11-25"})
     assert "scaffold: on (wording 2026-11-25)" in views.settings_line(state)
     assert views.session_json(state)["agent_settings"]["scaffold"] == "on"
-    from engine.session.report import summarise
+    from engine.study.session_report import summarise
 
     assert "Agent settings: agent is shown: measured AUC" in "\n".join(summarise(state).lines())

@@ -195,7 +195,7 @@ def test_prompts_are_the_ones_the_study_sent():
 
 
 def test_sessions_record_their_protocol():
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
 
     assert SessionConfig().protocol == "befair" and SessionConfig.from_dict({"level": "base"}).protocol == "befair"
     config = SessionConfig(protocol="be-fair", best="claimed")
@@ -265,7 +265,7 @@ def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
     from engine.agent.prompts import BeFairContext
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.session.store import SessionStore
 
     ws = prepare_be_fair_workspace(synth_dir / "train" / "fitzpatrick17k.csv", synth_dir / "train" / "images",
@@ -299,7 +299,7 @@ def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
 
 def test_the_offline_coder_is_refused_under_be_fair(tmp_path, synth_dir):
     from engine.agent.session_setup import start_session
-    from engine.config import SessionConfig
+    from engine.agent.session_config import SessionConfig
     from engine.errors import BefairError
     from engine.session.store import SessionStore
 

@@ -13,7 +13,7 @@ from engine.agent.coder import CoderBase, CoderReply, LlmCall, Review
 from engine.agent.recovery import recover, resume
 from engine.agent.runner import run
 from engine.agent.session_setup import start_session
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.execution import check_isolated
 from engine.session import events as ev
 from engine.session.state import fold

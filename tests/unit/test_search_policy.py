@@ -6,7 +6,7 @@ import random
 
 from engine.agent.policy import debuggable, decide, policy_rng
 from engine.session.selection import is_failed as is_buggy
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.session import events as ev
 from engine.session.state import fold
 

@@ -1,6 +1,6 @@
 import pytest
 
-from engine.config import SessionConfig
+from engine.agent.session_config import SessionConfig
 from engine.task import CUSTOM, LEVELS, METRIC_LINE, fitzpatrick_to_group, instruction_text
 
 

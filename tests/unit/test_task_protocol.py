@@ -7,7 +7,7 @@ import pytest
 from engine.agent.coder import CoderContext, NodeView
 from engine.agent.prompts import PROMPT_SETS, draft_prompt, review_prompt
 from engine.agent.task_protocol import BE_FAIR, BEFAIR, TASK_PROTOCOLS, task_protocol
-from engine.config import PROTOCOLS, SessionConfig
+from engine.agent.session_config import PROTOCOLS, SessionConfig
 from engine.errors import BefairError
 from engine.session.selection import CRITERIA
 from engine.session.state import SessionState

@@ -1,4 +1,4 @@
-"""Intervals on measured figures (engine.evaluation.uncertainty): the resampled AUC is sklearn's AUC
+"""Intervals on measured figures (engine.measures.uncertainty): the resampled AUC is sklearn's AUC
 of the resampled images, the intervals agree with scipy.stats.bootstrap's, the same predictions
 always give the same intervals, and the paired comparison tells apart what differs."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from engine.evaluation.metrics import compute_metrics
-from engine.evaluation.uncertainty import (
+from engine.measures.uncertainty import (
     MIN_CASES, N_RESAMPLES, Intervals, Strata, difference, logit_interval, missed_interval, percentile, replicates,
     too_few, weighted_auc, wilson,
 )

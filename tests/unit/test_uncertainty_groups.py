@@ -1,5 +1,5 @@
 """The gap's interval that can say "fair", the signed differences and the test of equal group AUCs
-(engine.evaluation.uncertainty, issue 34): coverage on the binormal simulation with a fixed seed,
+(engine.measures.uncertainty, issue 34): coverage on the binormal simulation with a fixed seed,
 the stored fields, old summaries still read, and the words a node's screen shows."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.evaluation.metrics import compute_metrics
-from engine.evaluation.uncertainty import (
+from engine.measures.uncertainty import (
     GROUP_TEST, METHOD_ID, METHODS, N_RESAMPLES, Intervals, Strata, group_differences, replicates, shared_counts,
 )
 from engine.session import figures

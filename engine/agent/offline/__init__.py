@@ -10,7 +10,7 @@
 """
 from engine.agent.offline.coder import BUG_FIXES, BUG_WEIGHTS, LABEL, OfflineCoder, detect_device
 from engine.agent.offline.composer import render
-from engine.agent.offline.grammar import (
+from engine.offline_grammar import (
     BUGS,
     FAIRNESS,
     FAIRNESS_NAMES,

@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.agent.coder import CoderBase, CoderContext, CoderReply, NodeView, Review
 from engine.agent.offline.composer import render
-from engine.agent.offline.grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
+from engine.offline_grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
 from engine.agent.offline.guidance import (
     Directive,
     Outcome,

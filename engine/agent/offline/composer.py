@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any, TypeAlias
 
-from engine.agent.offline.grammar import HEADER_TAG, describe, normalise, uses_skin_tone
+from engine.offline_grammar import HEADER_TAG, describe, normalise, uses_skin_tone
 
 START = "# --- solution.py ---"
 TITLE = "# Pipeline written by the befair offline coder (a simulated agent)."

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.agent.offline.clinical import FAMILIES
-from engine.agent.offline.grammar import HP_WORDS, MODEL_NAMES, MODELS, set_model
+from engine.offline_grammar import HP_WORDS, MODEL_NAMES, MODELS, set_model
 
 NEURAL = ("cnn", "resnet18")
 SIZE_LADDER = (32, 48, 64, 96, 128)   # image sizes a "higher/lower resolution" steps through

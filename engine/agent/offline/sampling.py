@@ -8,7 +8,7 @@ import random
 import re
 from typing import Any
 
-from engine.agent.offline.grammar import (
+from engine.offline_grammar import (
     FAIRNESS_NAMES,
     HP_CHOICES,
     HP_WORDS,

@@ -18,7 +18,7 @@ The modules, each built on the ones above it:
     flags         the flags and their evidence; audit_code
     claims        parse_claimed_metric (the one reader of a printed AUC), check_claim and its threshold
 """
-from engine.evaluation.audit.claims import (
+from engine.measures.claims import (
     CLAIM_DIFFERENCE_FLAG, check_claim, claimed_number_in_output, parse_claimed_metric,
 )
 from engine.evaluation.audit.flags import FLAGS, AuditResult, audit_code

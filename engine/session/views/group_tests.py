@@ -1,7 +1,7 @@
 """Whether a node's skin-tone groups can be told apart, in words, and the signed differences a
 clinician reads (dark − light, dark − medium AUC), from a stored `evaluated` summary.
 
-The figures come from engine.evaluation.uncertainty (`signed`, `groups_apart`: simultaneous
+The figures come from engine.measures.uncertainty (`signed`, `groups_apart`: simultaneous
 bootstrap max-t intervals of every pair's AUC difference and the test of equal group AUCs they
 make). A summary recorded before them (METHOD_ID v1, or without intervals) has no words here.
 Beside the "too few to judge" rule: "cannot be told apart" about groups too small to judge says
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.evaluation.uncertainty import GROUP_TEST, SIGNED_PAIRS
+from engine.measures.uncertainty import GROUP_TEST, SIGNED_PAIRS
 from engine.session import figures
 from engine.session.figures import fmt
 

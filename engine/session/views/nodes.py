@@ -248,9 +248,9 @@ def running_words(state: SessionState, node: NodeState, now: float) -> list[tupl
 
 def components_words(node: NodeState) -> list[str]:
     """A node's recorded pipeline choice in words, for the Plan tab ([] when its plan already says
-    it). The offline coder's choices read as its plans do (engine.agent.offline.grammar.describe); other
+    it). The offline coder's choices read as its plans do (engine.offline_grammar.describe); other
     coders' are listed as "name: value" with no internal spelling (no None, True or {…})."""
-    from engine.agent.offline import grammar
+    from engine import offline_grammar as grammar
 
     c = node.components or {}
     if not c:

@@ -17,13 +17,13 @@ At that cut-off, per group and pooled, on validation and test (`GroupAtPoint`):
   Wilson interval of the missed share × 100;
 - calibration, which does not depend on the cut-off: the Brier score (mean squared difference
   between probability and label) with a normal interval whose variance is stratified by label,
-  as the stratified bootstrap of engine.evaluation.uncertainty resamples; and the calibration
+  as the stratified bootstrap of engine.measures.uncertainty resamples; and the calibration
   slope (Cox 1958): the slope of a logistic regression of the label on logit(probability), 1 for
   a calibrated model, below 1 when its probabilities are too extreme, with a Wald interval. A
   group with one class only, or whose classes the probabilities separate perfectly, has none.
 
 The `evaluated` summary keeps the counts (`block`); the intervals are computed when read
-(`OperatingPoint.of`), as engine.evaluation.uncertainty.missed_interval does. Pure numpy.
+(`OperatingPoint.of`), as engine.measures.uncertainty.missed_interval does. Pure numpy.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.evaluation.uncertainty import CI_LEVEL, DIGITS, wilson
+from engine.measures.uncertainty import CI_LEVEL, DIGITS, wilson
 
 KEY = "operating_point"            # the summary's key
 DEFAULT = "sensitivity:0.90"

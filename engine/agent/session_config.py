@@ -5,8 +5,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.agent.task_protocol import TASK_PROTOCOLS, TaskProtocol, task_protocol
-from engine.evaluation.operating_point import DEFAULT as DEFAULT_OPERATING_POINT
-from engine.evaluation.operating_point import canonical as canonical_operating_point
+from engine.measures.operating_point import DEFAULT as DEFAULT_OPERATING_POINT
+from engine.measures.operating_point import canonical as canonical_operating_point
 from engine.session.feedback import DEFAULT_FEEDBACK, FEEDBACK, LEGACY_FEEDBACK
 from engine.session.selection import CRITERIA as BEST_CRITERIA
 from engine.session.selection import DEFAULT_CRITERION
@@ -55,7 +55,7 @@ class SessionConfig:
     blind_test: bool = False            # hide test metrics until the session ends (studies)
     operating_point: str = DEFAULT_OPERATING_POINT  # where a lesion is called malignant on every surface:
                                         # "sensitivity:0.90" (the cut-off catching 90 % of malignant lesions
-                                        # on validation) or "probability:0.3" (engine.evaluation.operating_point);
+                                        # on validation) or "probability:0.3" (engine.measures.operating_point);
                                         # sessions recorded before the setting read as the default
     coder: str = "offline"              # offline | openai
     model: str | None = None            # LLM model for the openai coder

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.evaluation.operating_point import GroupAtPoint, OperatingPoint
+from engine.measures.operating_point import GroupAtPoint, OperatingPoint
 from engine.session import figures, selection, views
 from engine.session.state import NodeState, SessionState
 

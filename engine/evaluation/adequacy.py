@@ -1,5 +1,5 @@
 """Is there enough data to judge fairness? Images and malignant cases per skin-tone group in each
-held-out split, and a warning for every group too small to judge (engine.evaluation.uncertainty's
+held-out split, and a warning for every group too small to judge (engine.measures.uncertainty's
 MIN_CASES rule): the setup screen and `befair run` say so before a session starts.
 
 For SynthDerm the counts follow from the generator's fixed composition and the validation
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.evaluation.uncertainty import MIN_CASES, too_few
+from engine.measures.uncertainty import MIN_CASES, too_few
 from engine.task import GROUP_LABELS, GROUPS, fitzpatrick_to_group
 
 Counts = dict[str, dict[str, tuple[int, int]]]   # split -> group -> (images, malignant)
