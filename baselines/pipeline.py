@@ -9,7 +9,7 @@ obfuscated copy, and are measured on exactly the held-out sets a session's nodes
 * ``data_dir``: a SynthDerm or Fitzpatrick17k data folder, ``train/fitzpatrick17k.csv`` +
   ``train/images/<md5hash>.jpg`` (or the same two at the top level). A Fitzpatrick17k-C
   keep-list (``fitzpatrick17k_c_keep.csv``) next to the CSV is used by the dedup cleaning.
-* ``workspace``: the prepared workspace (engine.data.workspace) whose ``mapping.csv`` names the
+* ``workspace``: the prepared workspace (engine.data.agent_workspace) whose ``mapping.csv`` names the
   training rows the agent was given (image_name -> md5hash) and whose held-out validation and
   test sets score every run. Only the mapping's ``split == "agent"`` rows train; the held-out
   validation rows never do. Without a workspace, the one a session uses for ``data_dir`` is
@@ -51,7 +51,7 @@ from engine.progress import ProgressFn
 if TYPE_CHECKING:
     from typing_extensions import TypeIs  # typing.TypeIs is Python 3.13+
 
-    from engine.data.workspace import Workspace
+    from engine.data.agent_workspace import Workspace
     from engine.evaluation.metrics import MetricSet
     from engine.session.store import SessionStore
 
@@ -154,12 +154,12 @@ def _workspace_split(labels_csv: Path, images_dir: Path) -> Split:
 
 def default_workspace(data_dir: Path, log: Log = print) -> Workspace:
     """The workspace a session uses for `data_dir`: the sibling ``<data_dir>-workspace`` (the
-    convention of engine.data.workspace.synth_workspace), prepared there on first use (seed 0,
+    convention of engine.data.agent_workspace.synth_workspace), prepared there on first use (seed 0,
     with the DDI-format test set when data_dir has one); under the befair cache when the data's
     folder is read-only."""
     import hashlib
 
-    from engine.data.workspace import Workspace, prepare_workspace
+    from engine.data.agent_workspace import Workspace, prepare_workspace
     from engine.paths import cache_dir
 
     data_dir = Path(data_dir).resolve()
@@ -189,7 +189,7 @@ def default_workspace(data_dir: Path, log: Log = print) -> Workspace:
 
 def open_workspace(data_dir: Path, workspace: str | os.PathLike[str] | None, log: Log = print) -> Workspace:
     """The workspace object for `data_dir`: the one given, or the default one."""
-    from engine.data.workspace import Workspace
+    from engine.data.agent_workspace import Workspace
 
     if workspace is not None:
         return Workspace.open(Path(workspace))
@@ -223,7 +223,7 @@ def _preprocess(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _is_workspace(obj: object) -> TypeIs[Workspace]:
-    """A workspace object (engine.data.workspace.Workspace or one shaped like it), not a path to one."""
+    """A workspace object (engine.data.agent_workspace.Workspace or one shaped like it), not a path to one."""
     return hasattr(obj, "validation_labels")
 
 
@@ -238,7 +238,7 @@ def load_data(variant: str, data_dir: str | os.PathLike[str] | None,
         if _is_workspace(workspace):
             ws = workspace
         else:
-            from engine.data.workspace import Workspace
+            from engine.data.agent_workspace import Workspace
 
             ws = Workspace.open(Path(workspace))  # what open_workspace does with a workspace given
         csv = Path(ws.manifest.get("fitzpatrick_csv") or "")

@@ -133,11 +133,11 @@ def start_session(choices: SetupChoices, db: Path,
 
 
 def runner_state(row: Mapping[str, Any], proc: subprocess.Popen[bytes] | None = None) -> str:
-    """engine.session.liveness.runner_status of a session row, sharpened by what this process
+    """engine.session.heartbeat.runner_status of a session row, sharpened by what this process
     knows about the child it started for it (`proc`): while that child lives, the session is
     alive (the runner, or a resume about to take over); once it has exited and it was the
     session's runner, it is stopped at once, without waiting for its heartbeat to go stale."""
-    from engine.session.liveness import runner_status
+    from engine.session.heartbeat import runner_status
 
     status = runner_status(row)
     if proc is None or status == "finished":

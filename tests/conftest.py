@@ -33,7 +33,7 @@ def synth_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def workspace(synth_dir, tmp_path_factory):
     """A prepared workspace (agent_input/, heldout/validation, heldout/test) from synth_dir."""
-    from engine.data.workspace import prepare_workspace
+    from engine.data.agent_workspace import prepare_workspace
 
     out = tmp_path_factory.mktemp("workspace")
     return prepare_workspace(

@@ -79,7 +79,7 @@ def session_nodes(root: Path, steps: int) -> tuple[list[Path], Any]:
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
     from engine.agent.session_config import SessionConfig
-    from engine.data.workspace import synth_workspace
+    from engine.data.agent_workspace import synth_workspace
     from engine.session.store import SessionStore
 
     ws = synth_workspace(seed=0, n_train=TRAIN, n_test=TEST, size=SIZE, root=root / "data")
@@ -153,7 +153,7 @@ def _figures(summary: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _interval(summary: dict[str, Any], figure: str) -> list[float] | None:
-    from engine.session.figures import interval
+    from engine.session.figure_text import interval
 
     return interval(summary, figure)
 

@@ -89,7 +89,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.epochs < 1 or args.size < 8 or args.batch_size < 2:
         raise BefairError("--epochs must be >= 1, --size >= 8 and --batch-size >= 2")
     if str(args.data) == "synth":  # the embedded demo data, as `befair run --data synth` uses it
-        from engine.data.workspace import synth_workspace
+        from engine.data.agent_workspace import synth_workspace
 
         args.data, args.workspace = None, synth_workspace().root
     if args.data is None and args.workspace is None:

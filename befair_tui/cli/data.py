@@ -55,7 +55,7 @@ def synth_command(args: argparse.Namespace) -> int:
 
 
 def prepare_command(args: argparse.Namespace) -> int:
-    from engine.data.workspace import prepare_workspace
+    from engine.data.agent_workspace import prepare_workspace
 
     if not 0 < args.val_fraction < 1:
         raise UsageError(f"--val-fraction must be between 0 and 1 (got {args.val_fraction:g})")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import add_db_arg, db_from_args
-from engine.session.lifecycle import open_store
+from engine.session.runner_control import open_store
 
 PREDICTIONS_HELP = "the run's published DDI predictions (DDI_file,predicted_probability), scored here"
 METADATA_HELP = "DDI metadata CSV (DDI_file,skin_tone,malignant) the published predictions are scored against"

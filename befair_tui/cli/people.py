@@ -37,7 +37,7 @@ VIA = ("terminal", "link", "form", "reconnect")
 
 
 def cmd_participate(args: argparse.Namespace) -> int:
-    from engine.session.lifecycle import open_store
+    from engine.session.runner_control import open_store
     from engine.study import grid, links, people
 
     from befair_tui.participant_app import ParticipantApp
@@ -122,7 +122,7 @@ class PeopleReport:
             print("  generated data (SynthDerm): not comparable to published DDI numbers", file=out)
 
     def draw(self, path: Path) -> Path:
-        from engine.study.figure import draw_figure, reference_points
+        from engine.study.tradeoff_plot import draw_figure, reference_points
         from engine.study.people_report import expertise_points
 
         from befair_tui.cli.study_references import study_references

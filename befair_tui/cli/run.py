@@ -308,9 +308,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _warn_too_few(workspace)
     writer = start_session(store, config, coder=coder, session_id=args.session_id, workspace=workspace)
-    from engine.session import live
+    from engine.session import live_reply
 
-    progress.live_path = live.live_path(store.path, writer.session_id)
+    progress.live_path = live_reply.live_path(store.path, writer.session_id)
     progress(_last_event(store, writer.session_id), writer.state)
     for text in args.guidance or []:
         if text.strip():
@@ -351,7 +351,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from engine.agent.recovery import recover
     from engine.agent.runner import run
     from engine.agent.signals import install_sigterm_handler
-    from engine.session.lifecycle import open_store
+    from engine.session.runner_control import open_store
 
     store = open_store(db_from_args(args))  # resuming never creates a database
     sid = store.resolve(args.session)
@@ -374,9 +374,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     progress.start_ticker()
     install_sigterm_handler()
     writer, _ = recover(store, sid, force=args.force)
-    from engine.session import live
+    from engine.session import live_reply
 
-    progress.live_path = live.live_path(store.path, sid)
+    progress.live_path = live_reply.live_path(store.path, sid)
     progress(_last_event(store, sid), writer.state)
     try:
         state = run(store, sid, coder=coder, on_event=progress, writer=writer)

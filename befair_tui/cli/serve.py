@@ -99,7 +99,7 @@ def _prepare_study(db: Path, args: argparse.Namespace) -> str:
     """Record the study of a spec file (or find a recorded one), check it can run, build its data;
     each participant has their link's code from here on."""
     from engine.progress import task_progress
-    from engine.session.lifecycle import open_store
+    from engine.session.runner_control import open_store
     from engine.session.store import SessionStore
     from engine.study import grid, links, people
     from engine.study.pool import prepare_data

@@ -15,8 +15,8 @@ from engine.errors import BefairError, UsageError
 from engine.paths import add_db_arg, db_from_args, runs_dir
 from engine.session import feedback, selection, views
 from engine.session.export import export_session
-from engine.session.lifecycle import open_store, remove_run_dir, stop_runner
-from engine.session.liveness import runner_status
+from engine.session.runner_control import open_store, remove_run_dir, stop_runner
+from engine.session.heartbeat import runner_status
 from engine.study.session_report import summarise, write_report
 from engine.session.sealed import open_sealed
 

@@ -13,7 +13,7 @@ from engine.agent.session_config import BEST_CRITERIA
 from engine.errors import UsageError, WorkError
 from engine.paths import add_db_arg, db_from_args
 from engine.session import views
-from engine.session.lifecycle import open_store
+from engine.session.runner_control import open_store
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC, write_csv
 
@@ -377,7 +377,7 @@ def _imported_report(store: Any, args: argparse.Namespace) -> Any:
 
 
 def draw_study_figure(store: Any, report: Any, path: Path, *, published_agents: bool = False) -> Path:
-    from engine.study.figure import draw_figure, reference_points, study_points
+    from engine.study.tradeoff_plot import draw_figure, reference_points, study_points
 
     refs = study_references(store, report, published_agents=published_agents)
     named = {f"{m} · {report.level_name(p)}": v for (m, _, p), v in
@@ -390,7 +390,7 @@ def draw_study_figure(store: Any, report: Any, path: Path, *, published_agents: 
 
 def run_points(report: Any) -> list[Any]:
     """Each run's final choice with its own 95 % test intervals (faint, behind the level means)."""
-    from engine.study.figure import Point
+    from engine.study.tradeoff_plot import Point
 
     out = []
     for s in report.sessions:

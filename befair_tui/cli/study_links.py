@@ -56,7 +56,7 @@ def cmd_links(args: argparse.Namespace) -> int:
 
 def _study(args: argparse.Namespace) -> tuple[Any, Any]:
     """The store and the study's spec: a spec file is recorded first (as `befair serve --study` does)."""
-    from engine.session.lifecycle import open_store
+    from engine.session.runner_control import open_store
     from engine.session.store import SessionStore
     from engine.study import grid, people
     from engine.study.spec import load_spec

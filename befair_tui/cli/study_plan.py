@@ -159,7 +159,7 @@ def _print_within(within: dict[str, Any], out: Any) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from engine.session.lifecycle import open_store
+    from engine.session.runner_control import open_store
     from engine.study import plan
 
     if not args.effect and not args.observed:
@@ -245,7 +245,7 @@ def _report(store: Any, name: str) -> Any:
 
 
 def cmd_preregister(args: argparse.Namespace) -> int:
-    from engine.session.lifecycle import open_store
+    from engine.session.runner_control import open_store
     from engine.session.store import SessionStore
     from engine.study import grid, prereg
 

@@ -222,14 +222,14 @@ class ConsoleScreen(ExpertBaselines):
 
     def live_reply(self, state: SessionState | None = None) -> dict[str, Any] | None:
         """The reply being written: its progress from the events, its text (and the latest
-        tokens/s) from the live side channel, which is never stored (engine.session.live)."""
-        from engine.session import live
+        tokens/s) from the live side channel, which is never stored (engine.session.live_reply)."""
+        from engine.session import live_reply
 
         state = state or self.state
         current = state.live_reply
         if current is None:
             return None
-        side = live.read(live.live_path(self.store.path, self.session_id)) if self.follow_enabled else None
+        side = live_reply.read(live_reply.live_path(self.store.path, self.session_id)) if self.follow_enabled else None
         merged = dict(current)
         if side and side.get("role") == current.get("role") and side.get("step") == current.get("step"):
             merged.update(side)

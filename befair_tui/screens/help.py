@@ -14,8 +14,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from engine.session import figures, selection, views
+from engine.session import selection, views
 
+from engine.session import figure_text
 from befair_tui.format import STATUS_GLYPH
 from befair_tui.widgets.comparison_plot import LEGEND_WORDS
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -94,11 +95,11 @@ TERMS: list[tuple[str, str]] = [
     ("blinded", "A study can hide test metrics while the session runs, so that nobody steers by them: "
                 f"the scoreboard and plot then say \u201c{views.BLINDED_NOTE}\u201d. They appear when the "
                 "session ends, unless the study keeps them blind."),
-    ("± and 95 % interval", figures.INTERVAL_HELP + " A figure reads .81 ±.05: the AUC is likely between "
+    ("± and 95 % interval", figure_text.INTERVAL_HELP + " A figure reads .81 ±.05: the AUC is likely between "
                             ".76 and .86 (± is half the interval; the node's Groups tab gives the interval "
                             "itself). With few malignant images in a skin-tone group the gap's interval is "
                             "often as wide as the difference between two pipelines."),
-    ("too few to judge", figures.TOO_FEW_HELP + " The setup screen warns when the data hold so few, and "
+    ("too few to judge", figure_text.TOO_FEW_HELP + " The setup screen warns when the data hold so few, and "
                          "an AUC there is shown with that warning instead of as a plain number."),
     ("cannot be told apart", "The scoreboard says when the best node cannot be told apart from others: the "
                              "95 % interval of their difference, on the same validation images resampled "

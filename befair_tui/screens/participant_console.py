@@ -21,7 +21,7 @@ from engine.session import events as ev
 from engine.session import views
 from engine.session.participants import CommandRefused
 from engine.session.store import SessionStore
-from engine.session.timing import ActiveClock, clock_runs_when_paused
+from engine.session.active_time import ActiveClock, clock_runs_when_paused
 from engine.study import people
 from engine.study.people import Position
 from engine.study.pool import log_dir

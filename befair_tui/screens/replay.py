@@ -69,13 +69,13 @@ class ReplayScreen(ConsoleScreen):
 
     def live_reply(self, state: SessionState | None = None) -> dict[str, Any] | None:
         """In a replay the reply is written again from the stored offsets: the first `chars`
-        characters of the llm_call that ends the stream (engine.session.live.replay_text)."""
-        from engine.session import live
+        characters of the llm_call that ends the stream (engine.session.live_reply.replay_text)."""
+        from engine.session import live_reply
 
         current = (state or self.state).live_reply
         if current is None:
             return None
-        return {**current, "text": live.replay_text(self.timeline.events, self.timeline.position, current)}
+        return {**current, "text": live_reply.replay_text(self.timeline.events, self.timeline.position, current)}
 
     # -- moving -----------------------------------------------------------------------------
     def _move_to(self, position: int) -> None:

@@ -18,7 +18,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Static
 
-from engine.session import figures, views
+from engine.session import views
+
+from engine.session import figure_text
 from engine.session.store import SessionStore
 
 from befair_tui.format import warning_style
@@ -344,5 +346,5 @@ def _with_ci(value: float | None, ci: str | None) -> str:
         bounds = json.loads(ci) if ci else None
     except ValueError:
         bounds = None
-    return figures.plus_minus(value, bounds) if bounds and value is not None else figures.fmt(value)
+    return figure_text.plus_minus(value, bounds) if bounds and value is not None else figure_text.fmt(value)
 

@@ -86,7 +86,7 @@ def adequacy_warnings(choices: SetupChoices) -> list[str]:
     try:
         if choices.data == "synth":
             return warnings(synth_counts(int(choices.synth_n_train), int(choices.synth_n_test)))
-        from engine.data.protocol import open_workspace
+        from engine.data.be_fair_layout import open_workspace
 
         return warnings(workspace_counts(open_workspace(Path(choices.workspace).expanduser())))
     except Exception:  # noqa: BLE001 - an unreadable workspace is the form's own problem, said above

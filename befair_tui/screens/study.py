@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from engine.session.store import SessionStore
 from engine.study import grid
-from engine.study.figure import Point, reference_points, study_points
+from engine.study.tradeoff_plot import Point, reference_points, study_points
 from engine.study.report import StudyReport, build_report
 
 from befair_tui.bindings import back_and_quit, open_and_replay

@@ -15,7 +15,8 @@ from textual.containers import Vertical
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
 from engine.measures.operating_point import OperatingPoint
-from engine.session import figures, views
+from engine.session import views
+from engine.session import figure_text
 from engine.study import session_report as report
 from engine.session.conversation import guidance_reference, plan_without_repeats
 from engine.session.state import NodeState, SessionState
@@ -235,7 +236,7 @@ class NodeDetail(Vertical):
                 continue
             parts.append(_split_groups(split, summary, node.eval_verdicts.get(split), node.eval_reasons.get(split)))
             parts += [Text(said, style="dim")] if (said := group_tests.words(summary)) else []
-        parts.append(Text(f"\n{figures.INTERVAL_HELP} {figures.TOO_FEW_HELP}", style="dim"))
+        parts.append(Text(f"\n{figure_text.INTERVAL_HELP} {figure_text.TOO_FEW_HELP}", style="dim"))
         if any(OperatingPoint.of(s) is not None for s in (node.validation, node.test)):
             parts.append(Text(report.POINT_HELP, style="dim"))
         parts.append(Text("validation: held-out split of the training data · test: DDI-format test set; "
@@ -267,7 +268,8 @@ class NodeDetail(Vertical):
         claim = node.claim or {}
         if claim:
             line = Text("\nclaimed vs measured: ")
-            line.append(f"claimed {figures.fmt(claim.get('claimed'))}, measured {figures.fmt(claim.get('measured'))}")
+            claimed, measured = figure_text.fmt(claim.get("claimed")), figure_text.fmt(claim.get("measured"))
+            line.append(f"claimed {claimed}, measured {measured}")
             if claim.get("difference") is not None:
                 line.append(f" (difference {claim['difference']:+.3f})")
             parts.append(line)
@@ -300,24 +302,24 @@ def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | Non
     if not summary:
         why = f"{verdict}: {reason}" if verdict and verdict != "ok" else "not measured"
         return Group(Text(f"\n{split}: {why}", style="red" if verdict and verdict != "ok" else "dim"))
-    n, malignant = summary.get("n"), sum(g.malignant or 0 for g in figures.groups(summary))
+    n, malignant = summary.get("n"), sum(g.malignant or 0 for g in figure_text.groups(summary))
     head = Text(f"\n{split}", style="bold")
     head.append(f" · {n} images" + (f", {malignant} malignant" if malignant else ""), style="dim")
-    if not figures.has_intervals(summary):
-        head.append(f" · {figures.NO_INTERVAL}", style="yellow")
+    if not figure_text.has_intervals(summary):
+        head.append(f" · {figure_text.NO_INTERVAL}", style="yellow")
     point = OperatingPoint.of(summary)
     table = Table(expand=True, box=None, pad_edge=False)
     columns = ("skin tone · malignant", "AUC (95 %)") + (() if point else ("missed malignant (at 0.5)",))
     for column in columns:
         table.add_column(column, justify="left", ratio=1)
-    for g in figures.groups(summary):
+    for g in figure_text.groups(summary):
         auc = Text(g.auc_text(), style="yellow" if g.too_few else "")
         who = Text(g.words)
         if g.malignant is not None:
             who.append(f"\n{g.malignant} of {g.n} images", style="dim")
         table.add_row(who, auc, *(() if point else (g.missed_text() if g.malignant is not None else "–",)))
     for label, key in (("overall", "auc"), ("worst group", "worst_auc"), ("gap (best − worst)", "auc_gap")):
-        table.add_row(label, figures.with_interval(summary.get(key), figures.interval(summary, key)),
+        table.add_row(label, figure_text.with_interval(summary.get(key), figure_text.interval(summary, key)),
                       *(() if point else ("",)))
     return Group(head, table, *(_point_tables(point) if point else ()))
 

@@ -14,7 +14,9 @@ from typing import Any
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
-from engine.session import figures, views
+from engine.session import views
+
+from engine.session import figure_text
 from engine.session.state import SessionState
 
 
@@ -82,7 +84,7 @@ def tagged(references: Sequence[tuple[str, float, float, str]], tags: dict[tuple
 def _intervals(state: SessionState, node_id: int, split: str) -> tuple[tuple[float, float] | None, ...]:
     node = state.nodes[node_id]
     summary = (node.validation if split == "validation" else views.visible_test(state, node)) or {}
-    return tuple(_pair(figures.interval(summary, k)) for k in ("auc", "auc_gap"))
+    return tuple(_pair(figure_text.interval(summary, k)) for k in ("auc", "auc_gap"))
 
 
 def _pair(ci: object) -> tuple[float, float] | None:

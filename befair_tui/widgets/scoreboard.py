@@ -25,7 +25,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from engine.session import figures, views
+from engine.session import views
+
+from engine.session import figure_text
 from engine.session.state import SessionState
 
 from befair_tui.widgets.scatter import MARKERS
@@ -247,16 +249,16 @@ class Scoreboard(VerticalScroll, can_focus=True):
 def _cells(r: views.Row, spread: bool) -> tuple[str, str]:
     """A row's AUC and gap: `.74 ±.04` when the row has intervals and the board has room."""
     if spread and r.auc_ci is not None:
-        return figures.plus_minus(r.auc, r.auc_ci), figures.plus_minus(r.gap, r.gap_ci)
-    return figures.fmt(r.auc), figures.fmt(r.gap)
+        return figure_text.plus_minus(r.auc, r.auc_ci), figure_text.plus_minus(r.gap, r.gap_ci)
+    return figure_text.fmt(r.auc), figure_text.fmt(r.gap)
 
 
 def _row_help(r: views.Row) -> str:
     """The row's tooltip: what its numbers are, and how sure they are (or why that is not known)."""
     if r.auc_ci is not None:
-        gap = f", gap {figures.with_interval(r.gap, r.gap_ci)}" if r.gap_ci is not None else ""
-        return (f"{r.explain} 95 % interval: AUC {figures.with_interval(r.auc, r.auc_ci)}{gap} "
-                f"({r.interval}). {figures.INTERVAL_HELP}")
+        gap = f", gap {figure_text.with_interval(r.gap, r.gap_ci)}" if r.gap_ci is not None else ""
+        return (f"{r.explain} 95 % interval: AUC {figure_text.with_interval(r.auc, r.auc_ci)}{gap} "
+                f"({r.interval}). {figure_text.INTERVAL_HELP}")
     return f"{r.explain} {r.interval[0].upper() + r.interval[1:]}." if r.interval else r.explain
 
 

@@ -97,7 +97,7 @@ class StatusBar(Static):
              replay: str | None = None, runner: str | None = None, criterion: str | None = None,
              live: dict[str, Any] | None = None, steps: bool = True, paused_clock: bool | None = None,
              elapsed_clock: bool = True) -> None:
-        """`runner`: engine.session.liveness.runner_status of a followed session (None: unknown);
+        """`runner`: engine.session.heartbeat.runner_status of a followed session (None: unknown);
         `criterion`: a reader's own view of what ★ follows (None: the session's); `live`: the LLM
         call in progress (tokens so far, tokens/s), from the side channel (default: the state's);
         `steps`: say the step count (a participant's bar says it instead); `paused_clock`: whether

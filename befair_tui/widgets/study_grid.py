@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from engine.session.figures import fmt
+from engine.session.figure_text import fmt
 from engine.session.views import row_step_count
 
 COLUMNS = [("cell", "cell"), ("agent", "agent"), ("level", "level"), ("participant", "participant_id"),

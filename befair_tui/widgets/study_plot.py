@@ -1,5 +1,5 @@
 """Figure 2 in the terminal: mean test AUC (x) against the skin-tone AUC gap (y), as the console's plot, per agent ×
-level, ± one std as bars, beside the expert baselines and the published rows (engine.study.figure
+level, ± one std as bars, beside the expert baselines and the published rows (engine.study.tradeoff_plot
 draws the same points to a file)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from textual_plotext import PlotextPlot
 
-from engine.study.figure import Point
+from engine.study.tradeoff_plot import Point
 
 AGENT_COLOURS = ((80, 140, 230), (230, 140, 60), (170, 110, 230), (60, 190, 190))
 REFERENCE_COLOURS = {"baseline": (0, 200, 210), "expert": (230, 80, 80), "published": (160, 160, 160),

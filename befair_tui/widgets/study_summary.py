@@ -7,7 +7,7 @@ from typing import Any
 from textual.widgets import Static
 
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC
-from engine.study.figure import SYNTH_CAVEAT
+from engine.study.tradeoff_plot import SYNTH_CAVEAT
 from engine.study.report import headline
 
 

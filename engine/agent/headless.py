@@ -35,7 +35,7 @@ class Progress:
         self._ticker: threading.Thread | None = None
         self._stop = threading.Event()
         self.tick = tick
-        self.live_path: Any = None       # engine.session.live's file for this session (set once known)
+        self.live_path: Any = None       # engine.session.live_reply's file for this session (set once known)
         self._asked_at: float | None = None   # when the coder was asked for the current step
 
     def start_ticker(self) -> None:
@@ -64,9 +64,9 @@ class Progress:
     def _model_line(self, state: SessionState) -> str:
         """What the model is doing: reading the prompt (no token yet), or writing: tokens so far,
         tokens/s, and the last line it wrote (from the live side channel, never stored)."""
-        from engine.session import live
+        from engine.session import live_reply
 
-        side = live.read(self.live_path) if self.live_path is not None else None
+        side = live_reply.read(self.live_path) if self.live_path is not None else None
         current = state.live_reply
         if side is not None and (current is None or side.get("step") == current.get("step")):
             current = {**(current or {}), **{k: v for k, v in side.items() if k != "text"}}
@@ -75,7 +75,7 @@ class Progress:
             return f" · waiting for the model's first token (reading the prompt) {_clock(waited)}"
         tps = current.get("recent_tokens_per_s", current.get("tokens_per_s"))
         speed = f", {tps:.1f} tok/s" if tps is not None else ""
-        text = live.text_for(state.live_reply or current, side).strip().splitlines()
+        text = live_reply.text_for(state.live_reply or current, side).strip().splitlines()
         last = f": {text[-1].strip()[:40]}" if text else ""
         return f" · the model is writing {current.get('role')} ({current.get('tokens')} tokens{speed}){last}"
 

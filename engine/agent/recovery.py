@@ -11,14 +11,14 @@ from typing import Any
 
 from engine.agent.coder import Coder
 from engine.agent.runner import EventHook, run
-from engine.data.protocol import AgentWorkspace
+from engine.data.be_fair_layout import AgentWorkspace
 from engine.errors import BefairError
 from engine.execution import Executor, kill_group
-from engine.execution.workspace import pgid_file
+from engine.execution.run_dirs import pgid_file
 from engine.paths import session_run_dir
 from engine.paths import runs_dir
 from engine.session import event_types as et
-from engine.session.liveness import pid_alive
+from engine.session.heartbeat import pid_alive
 from engine.session.state import SessionState
 from engine.session.store import SessionStore, SessionWriter
 

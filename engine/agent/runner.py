@@ -36,7 +36,7 @@ from engine.agent.stream_relay import StreamRelay
 from engine.agent.prompts_be_fair import aide_closing_line
 from engine.agent.task_protocol import task_protocol
 from engine.agent.session_config import SessionConfig
-from engine.data.protocol import AgentWorkspace
+from engine.data.be_fair_layout import AgentWorkspace
 from engine.errors import BefairError
 from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits
 from engine.evaluation.paired import Comparer
@@ -47,11 +47,12 @@ from engine.paths import session_run_dir
 from engine.paths import cache_dir, runs_dir
 from engine.session import event_types as et
 from engine.session import events as ev
-from engine.session import live, selection
+from engine.session import selection
+from engine.session import live_reply
 from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
-from engine.session.timing import ActiveClock, clock_runs_when_paused
+from engine.session.active_time import ActiveClock, clock_runs_when_paused
 
 EventHook = Callable[[ev.Event, SessionState], None]
 T = TypeVar("T")
@@ -113,7 +114,7 @@ class Runner:
 
     def _relay_streams(self) -> StreamRelay:
         """A coder that streams its replies (the LLM coder) hands them to the relay as they come."""
-        relay = StreamRelay(live.live_path(self.store.path, self.session_id))
+        relay = StreamRelay(live_reply.live_path(self.store.path, self.session_id))
         self.coder.attach_stream(relay, relay.progress)
         return relay
 
@@ -211,7 +212,7 @@ class Runner:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> SessionState:
-        from engine.session.liveness import Heartbeat
+        from engine.session.heartbeat import Heartbeat
 
         heartbeat = Heartbeat(self.store.path, self.session_id)  # sessions.heartbeat_at: this process lives
         heartbeat.start()

@@ -16,7 +16,7 @@ __all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "FEEDBACK", "PROTOCOLS", "SANDB
            "feedback_allowed"]
 SANDBOX_MODES = ("bwrap", "none")
 # The task a session's agent is given: the product's own (a withheld validation split, its prompt)
-# or the "Be Fair!" study's exact one (engine.data.protocol: mydataset.csv + MyImages/, AIDE's prompt).
+# or the "Be Fair!" study's exact one (engine.data.be_fair_layout: mydataset.csv + MyImages/, AIDE's prompt).
 PROTOCOLS = tuple(TASK_PROTOCOLS)  # ("befair", "be-fair"): engine.agent.task_protocol
 # How the search picks its next step (engine.agent.policy): befair's (drafts scaled with the budget,
 # a failure debugged at once) or AIDE's exact rule (5 drafts, then debug with probability debug_prob).

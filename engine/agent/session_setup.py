@@ -14,7 +14,7 @@ from engine.agent.coder import Coder
 from engine.agent.coders import coder_info, make_coder
 from engine.agent.task_protocol import task_protocol
 from engine.agent.session_config import SessionConfig
-from engine.data.protocol import AgentWorkspace, open_workspace
+from engine.data.be_fair_layout import AgentWorkspace, open_workspace
 from engine.errors import BefairError
 from engine.evaluation.evaluator import label_digests
 from engine.execution import Sandbox, guard_runs_root, prepare_session_input

@@ -1,6 +1,6 @@
 """A streaming reply, carried from the coder's thread to the live side channel and the runner's thread.
 
-    relay = StreamRelay(live.live_path(db, session_id))
+    relay = StreamRelay(live_reply.live_path(db, session_id))
     coder.on_stream, coder.on_progress = relay, relay.progress     # the coder's thread
     for role, stats in relay.take(): ...                            # the runner's: llm_stream events
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.agent.llm_attempts import StreamStats
-from engine.session import live
+from engine.session import live_reply
 
 
 STREAM_EVENT_INTERVAL = 2.0  # seconds between two stored llm_stream events of one call, at least
@@ -23,7 +23,7 @@ STREAM_EVENT_GROWTH = 0.2    # and at least this share of the time the call has 
 
 class StreamRelay:
     """Carries a streaming reply from the coder's thread: its text to the live side channel
-    (engine.session.live, never stored), its progress (characters, tokens, times) to the
+    (engine.session.live_reply, never stored), its progress (characters, tokens, times) to the
     runner's thread, which owns the database connection and stores it as llm_stream events,
     at most one every STREAM_EVENT_INTERVAL seconds or STREAM_EVENT_GROWTH of the time streamed so
     far, whichever is longer, and the last one of each call."""
@@ -45,7 +45,7 @@ class StreamRelay:
         if self.path is not None:
             with self._lock:
                 stats = dict(self._stats.get(role) or {})
-            live.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **stats})
+            live_reply.write(self.path, {"role": role, "step": self.step, "text": text_so_far, **stats})
 
     def progress(self, role: str, stats: StreamStats | Mapping[str, Any]) -> None:  # the coder's thread
         payload = stats.payload() if isinstance(stats, StreamStats) else dict(stats)
@@ -71,7 +71,7 @@ class StreamRelay:
             out = list(self._latest.items())
             self._latest, self._stored_at, self._stats, self._began = {}, {}, {}, {}
         if self.path is not None:
-            live.clear(self.path)
+            live_reply.clear(self.path)
         return out
 
 

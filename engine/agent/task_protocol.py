@@ -7,8 +7,8 @@
     protocol.workspace(data, synth, progress)          # the data workspace, in its layout
 
 "befair" is the product's task: a withheld validation split to measure and choose by, the
-product's prompts, its data layout (engine.data.workspace). "be-fair" is the "Be Fair!" study's
-task, exactly: AIDE's prompts and memory, the study's layout (engine.data.protocol), nothing
+product's prompts, its data layout (engine.data.agent_workspace). "be-fair" is the "Be Fair!" study's
+task, exactly: AIDE's prompts and memory, the study's layout (engine.data.be_fair_layout), nothing
 withheld for validation, so nodes are measured on the test set only (blinded while the session
 runs), only the agent's own score can choose the best node, and the search follows AIDE's rule.
 """
@@ -26,7 +26,7 @@ from engine.agent.prompts_be_fair import BeFairContext, aide_memory
 from engine.errors import BefairError
 
 if TYPE_CHECKING:
-    from engine.data.protocol import AgentWorkspace
+    from engine.data.be_fair_layout import AgentWorkspace
     from engine.progress import ProgressFn
     from engine.session.state import SessionState
 
@@ -88,19 +88,19 @@ def _product_preview(agent_input: Path) -> str:
 
 
 def _aide_preview(agent_input: Path) -> str:
-    from engine.data.protocol import aide_data_preview
+    from engine.data.be_fair_layout import aide_data_preview
 
     return aide_data_preview(agent_input)
 
 
 def _product_workspace(data: str, synth: dict[str, int], progress: ProgressFn | None) -> AgentWorkspace:
-    from engine.data.workspace import workspace_for
+    from engine.data.agent_workspace import workspace_for
 
     return workspace_for(data, synth, progress)
 
 
 def _study_workspace(data: str, synth: dict[str, int], progress: ProgressFn | None) -> AgentWorkspace:
-    from engine.data.protocol import workspace_for
+    from engine.data.be_fair_layout import workspace_for
 
     return workspace_for(data, synth, progress)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from engine.data.workspace import AGENT_CSV
+from engine.data.agent_workspace import AGENT_CSV
 from engine.errors import DataError
 
 

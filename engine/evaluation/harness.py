@@ -35,7 +35,7 @@ from engine.evaluation.warm_worker import LOG_TAIL, WORKER_INSIDE, WORKER_SCRIPT
 from engine.execution.base import ExecResult, Job, out_of_memory_reason
 from engine.execution.local import LocalExecutor
 from engine.execution.sandbox import Sandbox
-from engine.execution.workspace import session_input_of
+from engine.execution.run_dirs import session_input_of
 
 __all__ = ["EvalOutcome", "evaluate", "evaluate_splits", "load_labels", "score_predictions"]
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from engine.evaluation.heldout import load_labels
 from engine.measures.uncertainty import N_RESAMPLES, Replicates, Strata, difference, replicates, shared_counts
-from engine.session import figures, selection
+from engine.session import selection
+from engine.session import figure_text
 from engine.session.state import NodeState, SessionState
 from engine.task import GROUPS
 
@@ -87,7 +88,7 @@ class Comparer:
 
 def _overlap(a: NodeState, b: NodeState, statistic: str) -> bool:
     """Do the two nodes' intervals of a figure overlap? (Without intervals: compare them.)"""
-    ia, ib = figures.interval(a.validation, statistic), figures.interval(b.validation, statistic)
+    ia, ib = figure_text.interval(a.validation, statistic), figure_text.interval(b.validation, statistic)
     if ia is None or ib is None:
         return True
     return bool(ia[0] <= ib[1] and ib[0] <= ia[1])

@@ -24,7 +24,7 @@ from engine.errors import WorkError
 from engine.execution.base import ExecResult
 from engine.execution.local import kill_tree, tree_memory_mb
 from engine.execution.sandbox import RunSpec, Sandbox, run_env
-from engine.execution.workspace import session_input_of
+from engine.execution.run_dirs import session_input_of
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "harness_worker.py"
 WORKER_INSIDE = "/opt/befair/harness_worker.py"  # where the sandbox mounts it

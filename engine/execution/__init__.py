@@ -6,7 +6,7 @@ from engine.execution.local import LocalExecutor, kill_group, kill_tree, node_en
 from engine.execution.sandbox import (
     RunSpec, Sandbox, SandboxCheck, SandboxUnavailable, run_env,
 )
-from engine.execution.workspace import (
+from engine.execution.run_dirs import (
     check_isolated, guard_runs_root, prepare_node_dir, prepare_session_input,
 )
 

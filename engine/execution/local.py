@@ -36,7 +36,7 @@ from engine.execution.base import (
     DEFAULT_MEMORY_LIMIT_MB, ExecResult, Job, OutputChunk, OutputKeeper, exception_type, out_of_memory_reason,
 )
 from engine.execution.sandbox import RunSpec, Sandbox, run_env
-from engine.execution.workspace import pgid_file, session_input_of
+from engine.execution.run_dirs import pgid_file, session_input_of
 
 _PR_SET_PDEATHSIG = 1
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.session import figures
+from engine.session import figure_text
 from engine.errors import BefairError, DataError, UsageError
 from engine.imports.common import SHAPE_ERRORS, Clock, RunTag, emit_end, read_text
 from engine.imports.predictions import PUBLISHED_SOURCE, predictions_for
@@ -247,8 +247,8 @@ def study_rows(store: SessionStore, study_id: str = STUDY_ID, *, as_published: b
         medfair, summary = published
         rows.append({"model": meta["agent"], "id": meta["run_id"], "prompt": meta["table_prompt"],
                      "session": session_id, **{"Test " + k: v for k, v in medfair.items()},
-                     "test_auc_ci": figures.interval(summary, "auc"),
-                     "test_auc_gap_ci": figures.interval(summary, "auc_gap")})
+                     "test_auc_ci": figure_text.interval(summary, "auc"),
+                     "test_auc_gap_ci": figure_text.interval(summary, "auc_gap")})
     return sorted(rows, key=lambda r: (r["model"] != AIDE, r["id"], r["session"]))
 
 

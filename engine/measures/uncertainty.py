@@ -307,7 +307,7 @@ def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float | None]:
 def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point: Mapping[str, Any],
                     counts: np.ndarray | None = None) -> dict[str, Any]:
     """The summary fields an `evaluated` event gains, kept compact (every event of a long session is
-    decoded when it opens; `Intervals` reads them, engine.session.figures.public spells them out):
+    decoded when it opens; `Intervals` reads them, engine.session.figure_text.public spells them out):
 
     - `ci`: [AUC lo, hi, worst-group lo, hi, gap lo, hi, then each group's AUC lo, hi] (null where a
       figure has none);

@@ -193,7 +193,7 @@ def node_calls(state: SessionState, node_id: int) -> list[CallView]:
 
 def live_text(state: SessionState, live: dict[str, Any] | None = None) -> tuple[str, str] | None:
     """(title, text) of a reply the model is writing right now, if any. `live`: the reply with its
-    text (engine.session.live: the side channel, or a replay's look-ahead); else the state's own
+    text (engine.session.live_reply: the side channel, or a replay's look-ahead); else the state's own
     (old sessions stored the text in their llm_stream events)."""
     live = live if live is not None else state.live_reply
     if not live:

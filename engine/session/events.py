@@ -74,7 +74,7 @@ llm_stream        role: str, step: int, chars: int, tokens: int, elapsed_s: floa
                   (offsets and times only, at most one every 2 s or a fifth of the time streamed so
                   far, whichever is longer, and the last of each call); the
                   text is never stored here: it is stored once, whole, in the llm_call that
-                  follows (the live text travels through engine.session.live). Sessions recorded
+                  follows (the live text travels through engine.session.live_reply). Sessions recorded
                   earlier hold `delta: str` (the text written since the last llm_stream) instead
 node_interrupted  node_id, reason: str (e.g. "process ended while running" on resume)
 session_resumed   by: str, interrupted: [int]

@@ -79,7 +79,7 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
 
 
 def _m002_heartbeat(db: sqlite_utils.Database) -> None:
-    """sessions.heartbeat_at: written every second by a live runner (engine.session.liveness)."""
+    """sessions.heartbeat_at: written every second by a live runner (engine.session.heartbeat)."""
     if "heartbeat_at" not in db.table("sessions").columns_dict:
         db.table("sessions").add_column("heartbeat_at", float)
 

@@ -34,7 +34,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any, TypeVar
 
 from engine.session import events as ev
-from engine.session import figures
+from engine.session import figure_text
 from engine.session.state import NodeState, SessionState, derived
 
 CRITERIA = ("claimed", "validation", "minimax", "robust")
@@ -152,7 +152,7 @@ def figure(node: NodeState, criterion: str) -> float | None:
     if criterion == "minimax":
         return _number(validation.get("worst_auc"))
     if criterion == "robust":
-        bounds = figures.interval(validation, "worst_auc")
+        bounds = figure_text.interval(validation, "worst_auc")
         return bounds[0] if bounds else None
     raise ValueError(f"unknown criterion {criterion!r}")
 

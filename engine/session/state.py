@@ -160,7 +160,7 @@ class SessionState:
     live_reply: dict[str, Any] | None = None   # a streamed reply being written: {role, step, chars,
                                                # tokens, elapsed_s, tokens_per_s, text}; text only
                                                # for old sessions (their llm_stream held deltas; the
-                                               # live text is in engine.session.live now)
+                                               # live text is in engine.session.live_reply now)
     unassigned_calls: list[dict[str, Any]] = field(default_factory=list)  # llm calls with no node
     # derived values computed once while the state does not change (see `memoised`); None: off
     memo: dict[Any, Any] | None = field(default=None, repr=False, compare=False)

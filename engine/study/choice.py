@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.session import figures
+from engine.session import figure_text
 from engine.session.state import SessionState
 from engine.study.aggregate import METRIC_COLUMNS, TEST_PREFIX
 
@@ -14,7 +14,7 @@ def run_intervals(state: SessionState, node_id: int | None) -> dict[str, Any]:
     """The chosen node's own 95 % test intervals (from its predictions), where it has them."""
     node = state.nodes.get(node_id) if node_id is not None else None
     test = (node.test or {}) if node is not None else {}
-    return {"test_auc_ci": figures.interval(test, "auc"), "test_auc_gap_ci": figures.interval(test, "auc_gap")}
+    return {"test_auc_ci": figure_text.interval(test, "auc"), "test_auc_gap_ci": figure_text.interval(test, "auc_gap")}
 
 
 def choice_metrics(state: SessionState, criterion: str) -> tuple[int | None, dict[str, float | None], str | None]:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from engine.errors import UsageError
-from engine.session.liveness import pid_alive, runner_status
+from engine.session.heartbeat import pid_alive, runner_status
 from engine.session.store import SessionStore
 from engine.session.store.studies import GridCell, NewStudy
 from engine.study.links import ensure_codes

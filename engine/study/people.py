@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UsageError
-from engine.session.liveness import pid_alive
+from engine.session.heartbeat import pid_alive
 from engine.session import participants as log
 from engine.session.store import SessionNotFound, SessionStore
 from engine.study import grid

@@ -27,16 +27,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.session import figures
+from engine.session import figure_text
 from engine.session import events as ev
 from engine.session import participants as log
 from engine.session.sealed import unsealed_events
 from engine.session.state import apply, new_state
 from engine.session.store import SessionNotFound, SessionStore
-from engine.session.timing import active_seconds
+from engine.session.active_time import active_seconds
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, CI95_HI, CI95_LO, MEAN, OVERALL_AUC, STD, describe
-from engine.study.figure import Point
+from engine.study.tradeoff_plot import Point
 from engine.study.people import participant_cells, people_of
 from engine.study.choice import choice_metrics
 from engine.study.spec import StudySpec
@@ -105,7 +105,7 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
         "seconds_to_first_measured": _to_first_measured(events),
     }
     for name, key in (("test_auc", "auc"), ("test_auc_gap", "auc_gap")):
-        lo, hi = _interval(figures.interval(test, key))
+        lo, hi = _interval(figure_text.interval(test, key))
         out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = lo, hi
     out.update(_dark_sensitivity(test))
     out.update(steering_counts(events, participant))

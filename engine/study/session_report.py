@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.measures.operating_point import GroupAtPoint, OperatingPoint
-from engine.session import figures, selection, views
+from engine.session import selection, views
+from engine.session import figure_text
 from engine.session.state import NodeState, SessionState
 
 if TYPE_CHECKING:
@@ -90,8 +91,8 @@ class SessionReport:
                 out.append(f"      test       {c.test}")
                 out += [f"      {sentence}" for sentence in c.certainty]
                 if c.too_few:
-                    out.append(f"      {figures.TOO_FEW} on validation: "
-                               + ", ".join(figures.GROUP_WORDS.get(g, g) for g in c.too_few))
+                    out.append(f"      {figure_text.TOO_FEW} on validation: "
+                               + ", ".join(figure_text.GROUP_WORDS.get(g, g) for g in c.too_few))
                 for split, point in c.points:
                     out += [f"      {split}: {point_heading(point)}"]
                     out += [f"        {who}: {figures_}" for who, figures_ in _point_rows(point)]
@@ -193,10 +194,10 @@ def split_figures(summary: dict[str, object] | None) -> str:
     """`.794 (.741–.845) · gap .116 (.031–.251)`, or the point figures with a note."""
     if not summary or summary.get("auc") is None:
         return "not measured"
-    auc = figures.with_interval(_f(summary.get("auc")), figures.interval(summary, "auc"))
-    gap = figures.with_interval(_f(summary.get("auc_gap")), figures.interval(summary, "auc_gap"))
+    auc = figure_text.with_interval(_f(summary.get("auc")), figure_text.interval(summary, "auc"))
+    gap = figure_text.with_interval(_f(summary.get("auc_gap")), figure_text.interval(summary, "auc_gap"))
     text = f"{auc} · gap {gap}"
-    return text if figures.has_intervals(summary) else f"{text} ({figures.NO_INTERVAL})"
+    return text if figure_text.has_intervals(summary) else f"{text} ({figure_text.NO_INTERVAL})"
 
 
 # --------------------------------------------------------------------------- the operating point
@@ -206,7 +207,7 @@ def point_heading(point: OperatingPoint) -> str:
     """`cut-off .412: the cut-off that catches 90 % …`, or why there is none."""
     if point.threshold is None:
         return f"no cut-off: {point.reason or 'none was chosen'}"
-    return f"cut-off {figures.fmt(point.threshold)}, {point.words}"
+    return f"cut-off {figure_text.fmt(point.threshold)}, {point.words}"
 
 
 Parts = tuple[str, str]   # (the figure with its interval, the counts it rests on)
@@ -217,7 +218,7 @@ def _share_parts(count: int | None, of: int, share: tuple[float | None, list[flo
     value, ci = share
     if value is None or count is None:
         return none, ""
-    return figures.with_interval(value, ci, 2), f"{count}/{of} {what}"
+    return figure_text.with_interval(value, ci, 2), f"{count}/{of} {what}"
 
 
 def sensitivity_parts(g: GroupAtPoint) -> Parts:
@@ -243,7 +244,7 @@ def calibration_parts(g: GroupAtPoint) -> tuple[str, str, str]:
     """(`.18 (.15–.21)` Brier score, `.55 (.38–.72)` calibration slope, `n 208`)."""
     if not g.n:
         return "no images", "–", ""
-    brier = figures.with_interval(g.brier[0], g.brier[1:], 2) if g.brier else "–"
+    brier = figure_text.with_interval(g.brier[0], g.brier[1:], 2) if g.brier else "–"
     return brier, _slope_text(g.slope), f"n {g.n}"
 
 
@@ -252,8 +253,8 @@ def _slope_text(slope: list[float] | None) -> str:
     if slope is None:
         return "none (one class, or separated)"
     if slope[1] < 0:
-        return f"{figures.fmt(slope[0], 2)} ({figures.fmt(slope[1], 2)} to {figures.fmt(slope[2], 2)})"
-    return figures.with_interval(slope[0], slope[1:], 2)
+        return f"{figure_text.fmt(slope[0], 2)} ({figure_text.fmt(slope[1], 2)} to {figure_text.fmt(slope[2], 2)})"
+    return figure_text.with_interval(slope[0], slope[1:], 2)
 
 
 def _joined(parts: tuple[str, ...]) -> str:
@@ -288,11 +289,11 @@ POINT_HELP = ("Operating point: one cut-off for all skin tones, chosen on the va
 
 def group_name(g: GroupAtPoint) -> str:
     """FST I–II (light) …, or "all groups" for the pool."""
-    return "all groups" if g.name == "overall" else figures.GROUP_WORDS.get(figures.group_key(g.name), g.name)
+    return "all groups" if g.name == "overall" else figure_text.GROUP_WORDS.get(figure_text.group_key(g.name), g.name)
 
 
 def _cut_off(point: OperatingPoint) -> str:
-    return f"cut-off {figures.fmt(point.threshold)}" if point.threshold is not None else "no cut-off"
+    return f"cut-off {figure_text.fmt(point.threshold)}" if point.threshold is not None else "no cut-off"
 
 
 def _point_rows(point: OperatingPoint) -> list[tuple[str, str]]:
@@ -336,7 +337,7 @@ def _choices(state: SessionState, unblind: bool) -> list[ChoiceSummary]:
             node_id=node_id, reasons=tuple(c.reason for c in chosen),
             validation=split_figures(node.validation) if node else "",
             test=_test_text(state, node, unblind) if node else "", certainty=tuple(dict.fromkeys(certainty)),
-            too_few=tuple(figures.too_few_groups(node.validation)) if node else (),
+            too_few=tuple(figure_text.too_few_groups(node.validation)) if node else (),
             points=_points(state, node, unblind) if node else ()))
     return out
 
@@ -355,7 +356,7 @@ def _audit_codes(node: NodeState | None) -> tuple[str, ...]:
 def _node_figures(node: NodeState | None) -> str:
     if node is None or node.validation is None:
         return "no validation figure" if node is not None else ""
-    return f"validation {figures.compact(node.validation)}"
+    return f"validation {figure_text.compact(node.validation)}"
 
 
 def _guidance(state: SessionState) -> list[GuidanceSummary]:
@@ -391,7 +392,7 @@ def summarise(state: SessionState, *, unblind: bool = False) -> SessionReport:
     coder = str(state.coder.get("label") or state.coder.get("name") or "")
     heading = (f"{state.level} · {coder} · {state.agent_steps}/{state.budget} steps · {status}"
                f" · ★ follows {selection.CRITERION_WORDS[views.session_criterion(state)]}")
-    notes = [figures.INTERVAL_HELP]
+    notes = [figure_text.INTERVAL_HELP]
     return SessionReport(session_id=state.session_id, heading=heading, labels=tuple(labels(state, unblind)),
                          choices=tuple(_choices(state, unblind)), guidance=tuple(_guidance(state)),
                          notes=tuple(notes), settings=views.settings_line(state))
@@ -399,13 +400,14 @@ def summarise(state: SessionState, *, unblind: bool = False) -> SessionReport:
 
 def figure_points(state: SessionState, *, unblind: bool = False) -> list[Any]:
     """The session's measured, visible test points (with their intervals) for the report's plot."""
-    from engine.study.figure import Point
+    from engine.study.tradeoff_plot import Point
 
     out = []
     for node_id, gap, auc in views.plot_points(state, "test", unblind):
         test = views.visible_test(state, state.nodes[node_id], unblind) or {}
         out.append(Point(label=f"node {node_id}", auc=auc, gap=gap, group="this session", level=f"node {node_id}",
-                         auc_ci=_pair(figures.interval(test, "auc")), gap_ci=_pair(figures.interval(test, "auc_gap"))))
+                         auc_ci=_pair(figure_text.interval(test, "auc")),
+                         gap_ci=_pair(figure_text.interval(test, "auc_gap"))))
     return out
 
 
@@ -417,7 +419,7 @@ def write_report(store: SessionStore, state: SessionState, report: SessionReport
                  unblind: bool = False) -> list[Path]:
     """Write the report (Markdown or HTML, by `out`'s suffix) and its plot (SVG beside a Markdown
     file, inline in HTML); returns the files written."""
-    from engine.study.figure import draw_figure, reference_points
+    from engine.study.tradeoff_plot import draw_figure, reference_points
 
     out.parent.mkdir(parents=True, exist_ok=True)
     points = figure_points(state, unblind=unblind)

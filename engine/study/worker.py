@@ -52,7 +52,7 @@ def build_coder(cell: Cell, config: SessionConfig) -> Any:
 
 def with_people_settings(config: SessionConfig, spec: StudySpec) -> SessionConfig:
     """A study with people's settings that its runner enforces, recorded with the session: a clock
-    that stops while the participant has the session paused (engine.session.timing)."""
+    that stops while the participant has the session paused (engine.session.active_time)."""
     if spec.people is not None and not spec.people.clock_runs_when_paused:
         study = config.extra.setdefault("study", {})
         study["clock_runs_when_paused"] = False
@@ -64,7 +64,7 @@ def run_cell(db_path: str | Path, study: str, cell_index: int) -> int:
     from engine.agent.recovery import recover
     from engine.agent.runner import run
     from engine.agent.session_setup import resolve_workspace, start_session
-    from engine.session.liveness import runner_status
+    from engine.session.heartbeat import runner_status
 
     store = SessionStore(db_path)
     spec = grid.stored_spec(store, study)

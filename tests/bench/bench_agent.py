@@ -50,7 +50,7 @@ def _session(ws, steps: int, fitted: bool) -> dict:
 
 
 def run() -> list[dict]:
-    from engine.data.workspace import synth_workspace
+    from engine.data.agent_workspace import synth_workspace
 
     ws = synth_workspace()  # the default SynthDerm set, cached by its parameters
     fitted = _session(ws, STEPS, fitted=True)

@@ -68,7 +68,7 @@ def _python_start_ms(n: int = 5) -> float:
 
 
 def _workspace():
-    from engine.data.workspace import synth_workspace
+    from engine.data.agent_workspace import synth_workspace
 
     return synth_workspace(**SYNTH)
 

@@ -279,7 +279,7 @@ def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ARMS,
     from engine.agent import local_model
     from engine.agent.llm_check import check_server
     from engine.agent.llm_config import LlmConfig
-    from engine.data.workspace import synth_workspace
+    from engine.data.agent_workspace import synth_workspace
 
     if not force and os.environ.get("BEFAIR_BENCH_LOCAL") != "1":
         print("bench_local_model: set BEFAIR_BENCH_LOCAL=1 to run it (an hour or more); no rows")

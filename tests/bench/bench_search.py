@@ -226,7 +226,7 @@ def arm_versus(a: list[float | None], b: list[float | None]) -> dict[str, Any]:
 
 
 def _workspace():
-    from engine.data.workspace import synth_workspace
+    from engine.data.agent_workspace import synth_workspace
 
     return synth_workspace(n_train=N_TRAIN, n_test=N_TEST, size=IMAGE_PX)
 

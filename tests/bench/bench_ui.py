@@ -225,7 +225,7 @@ async def _idle_bench(db: Path) -> list[dict]:
     import os
 
     from tests.demo_session import write_demo_session
-    from engine.session.liveness import Heartbeat
+    from engine.session.heartbeat import Heartbeat
 
     from befair_tui.app import create_app
 

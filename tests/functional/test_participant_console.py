@@ -19,7 +19,7 @@ from textual.command import CommandPalette, SearchIcon
 from engine.session import events as ev
 from engine.session import views
 from engine.session.event_types import parse
-from engine.session.liveness import Heartbeat
+from engine.session.heartbeat import Heartbeat
 from engine.study import grid, people
 from engine.study.people import Position
 from engine.study.worker import with_people_settings

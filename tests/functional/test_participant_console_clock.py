@@ -13,7 +13,7 @@ import pytest
 
 from engine.session import events as ev
 from engine.session.store import SessionStore
-from engine.session.timing import active_seconds, clock_runs_when_paused
+from engine.session.active_time import active_seconds, clock_runs_when_paused
 from engine.study import grid, people
 from engine.study.spec import load_spec
 from tests.unit.test_study_pool import SLEEP_ENV, study_env

@@ -291,7 +291,7 @@ async def test_the_console_and_the_study_screen_use_the_same_axes(db, store):
 
 
 async def test_no_baseline_for_this_data_says_so_and_b_trains_them_in_the_background(db, store):
-    from engine.data.workspace import synth_workspace
+    from engine.data.agent_workspace import synth_workspace
 
     from befair_tui.baseline_training import TrainingPlan
 

@@ -10,8 +10,8 @@ from engine.agent.policy import decide, policy_rng
 from engine.agent.session_config import SessionConfig
 from engine.evaluation.metrics import compute_metrics
 from engine.session import events as ev
-from engine.session import figures, selection
-
+from engine.session import selection
+from engine.session import figure_text
 from befair_tui.app import create_app
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.screens.criterion import CriterionModal
@@ -120,7 +120,7 @@ async def test_intervals_too_few_to_judge_and_the_summary(db, store, tmp_path):
     async with app.run_test(size=(150, 45)) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: 2 in screen.state.nodes and screen.state.nodes[2].validation is not None)
-        auc, ci = screen.state.nodes[1].val_auc, figures.interval(screen.state.nodes[1].validation, "auc")
+        auc, ci = screen.state.nodes[1].val_auc, figure_text.interval(screen.state.nodes[1].validation, "auc")
         half = f"±{(ci[1] - ci[0]) / 2:.2f}".replace("0.", ".")
         assert f"{auc:.2f}".lstrip("0") + f" {half}" in tree_text(app)   # the tree line: .81 ±.05 · gap …
         assert "nodes 1 and 2 cannot be told apart on validation" in screen_text(app)

@@ -195,7 +195,7 @@ class Listener:
 @pytest.fixture()
 def private_workspace(workspace, tmp_path):
     """A copy of the shared workspace this test may watch (and a later test may damage)."""
-    from engine.data.workspace import Workspace
+    from engine.data.agent_workspace import Workspace
 
     root = tmp_path / "ws"
     shutil.copytree(workspace.root, root, symlinks=True)

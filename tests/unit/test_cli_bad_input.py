@@ -564,7 +564,7 @@ def test_delete_of_a_session_whose_runner_died(tmp_path, capsys):
 
 
 def test_remove_run_dir_never_leaves_its_folder(tmp_path):
-    from engine.session.lifecycle import remove_run_dir
+    from engine.session.runner_control import remove_run_dir
 
     root = tmp_path / "runs"
     root.mkdir()

@@ -142,8 +142,8 @@ def _build_synth_workspace(root_and_layout: tuple[str, str]) -> tuple[str, int]:
     """Get the workspace, then read its test labels for 2 s as a session would: how often they were gone."""
     import time
 
-    from engine.data.protocol import be_fair_synth_workspace
-    from engine.data.workspace import synth_workspace
+    from engine.data.be_fair_layout import be_fair_synth_workspace
+    from engine.data.agent_workspace import synth_workspace
 
     root, layout = root_and_layout
     build = synth_workspace if layout == "befair" else be_fair_synth_workspace
@@ -163,7 +163,7 @@ def test_sessions_starting_together_share_one_synth_workspace(tmp_path, layout):
     workspace whole: none reads it while another process rebuilds it."""
     import multiprocessing
 
-    from engine.data.workspace import Workspace
+    from engine.data.agent_workspace import Workspace
 
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         results = pool.map(_build_synth_workspace, [(str(tmp_path), layout)] * 4)

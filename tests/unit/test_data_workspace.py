@@ -11,7 +11,7 @@ from engine.data.cleaning import clean, read_keep_list
 from engine.data.fitzpatrick import load_fitzpatrick
 from engine.data.obfuscate import AGENT_COLUMNS, RENAME, obfuscate
 from engine.data.split import stratified_validation_split
-from engine.data.workspace import Workspace
+from engine.data.agent_workspace import Workspace
 from engine.errors import DataError
 from engine.task import fitzpatrick_to_group
 
@@ -91,7 +91,7 @@ def test_workspace_open_errors(workspace, tmp_path):
 
 
 def test_prepare_refuses_non_empty_out_and_leaves_nothing_on_error(synth_dir, tmp_path):
-    from engine.data.workspace import prepare_workspace
+    from engine.data.agent_workspace import prepare_workspace
 
     out = tmp_path / "ws"
     out.mkdir()
@@ -174,7 +174,7 @@ def test_preview(workspace):
 
 
 def test_synth_workspace_cached(tmp_path, monkeypatch):
-    from engine.data import workspace as wsmod
+    from engine.data import agent_workspace as wsmod
 
     ws = wsmod.synth_workspace(seed=1, n_train=60, n_test=24, size=24, root=tmp_path)
     assert ws.root.name == "s1-n60-t24-px24-workspace" and ws.manifest["source"] == "synthderm"

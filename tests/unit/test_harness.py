@@ -183,7 +183,7 @@ def test_score_predictions_directly(heldout):
 
 def test_on_a_prepared_workspace(request, tmp_path):
     """The real layout: WORKSPACE/heldout/validation/{images,labels.csv} (generated data)."""
-    pytest.importorskip("engine.data.workspace", reason="the workspace builder is not there yet")
+    pytest.importorskip("engine.data.agent_workspace", reason="the workspace builder is not there yet")
     workspace = request.getfixturevalue("workspace")
     if hasattr(workspace, "validation_images"):
         images, labels = Path(workspace.validation_images), Path(workspace.validation_labels)

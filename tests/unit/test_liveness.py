@@ -1,4 +1,4 @@
-"""engine.session.liveness: the runner's heartbeat and runner_status (alive / stopped / finished)."""
+"""engine.session.heartbeat: the runner's heartbeat and runner_status (alive / stopped / finished)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from engine.session.liveness import Heartbeat, pid_alive, runner_status
+from engine.session.heartbeat import Heartbeat, pid_alive, runner_status
 from engine.session.schema import MIGRATIONS
 from engine.session.store import SessionNotFound, SessionStore
 
@@ -186,7 +186,7 @@ def test_a_killed_runner_process_reads_stopped_within_seconds(store):
     """A real process holding a Heartbeat, killed with SIGKILL: alive, then stopped."""
     sid = _session(store)
     code = ("import sys, time\n"
-            "from engine.session.liveness import Heartbeat\n"
+            "from engine.session.heartbeat import Heartbeat\n"
             "with Heartbeat(sys.argv[1], sys.argv[2], interval=0.2):\n"
             "    print('beating', flush=True)\n"
             "    time.sleep(120)\n")

@@ -14,7 +14,7 @@ from engine.agent.headless import Progress
 from engine.agent.llm_client import StreamStats
 from engine.agent.stream_relay import StreamRelay
 from engine.session import events as ev
-from engine.session import live
+from engine.session import live_reply
 from engine.session.state import fold
 from tests.fakes.chat_server import AutoResponder, FakeChatServer
 
@@ -77,18 +77,18 @@ def test_a_replay_writes_the_reply_again_from_the_offsets():
                      (ev.LLM_CALL, {"role": "draft", "reply": "abcdefgh", "ok": True}))
     for position, expected in ((2, "abc"), (3, "abcdef")):
         state = fold(events[:position])
-        assert live.replay_text(events, position, state.live_reply) == expected
+        assert live_reply.replay_text(events, position, state.live_reply) == expected
     old = _events(START, (ev.LLM_STREAM, {"role": "draft", "step": 1, "delta": "xy"}))
-    assert live.replay_text(old, 2, fold(old).live_reply) == "xy"
+    assert live_reply.replay_text(old, 2, fold(old).live_reply) == "xy"
 
 
 def test_the_relay_writes_the_side_channel_and_stores_progress_sparingly(tmp_path):
-    path = tmp_path / live.FILE
+    path = tmp_path / live_reply.FILE
     relay = StreamRelay(path, interval=0.3)
     relay.step = 2
     relay.progress("draft", StreamStats(tokens=5, chars=20, elapsed_s=2.0, first_token_s=1.0))
     relay("draft", "print('hello')")
-    side = live.read(path)
+    side = live_reply.read(path)
     assert side["text"] == "print('hello')" and side["tokens"] == 5 and side["step"] == 2
     assert side["tokens_per_s"] == 4.0
     first = relay.take()
@@ -103,11 +103,11 @@ def test_the_relay_writes_the_side_channel_and_stores_progress_sparingly(tmp_pat
 def test_the_headless_line_shows_the_call_in_progress(tmp_path):
     out = io.StringIO()
     progress = Progress(out)
-    progress.live_path = tmp_path / live.FILE
+    progress.live_path = tmp_path / live_reply.FILE
     state = fold(_events(START))
     progress(ev.Event(seq=2, kind=ev.POLICY_DECISION, payload={"action": "draft"}, ts=1.0, session_id="s"), state)
     assert "waiting for the model's first token" in progress._live_line(state)
-    live.write(progress.live_path, {"role": "draft", "step": 1, "text": "import pandas as pd\nx = 1",
+    live_reply.write(progress.live_path, {"role": "draft", "step": 1, "text": "import pandas as pd\nx = 1",
                                     "tokens": 9, "tokens_per_s": 3.25})
     line = progress._live_line(state)
     assert "writing draft (9 tokens, 3.2 tok/s): x = 1" in line

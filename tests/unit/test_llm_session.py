@@ -97,9 +97,9 @@ def test_the_conversation_is_recorded_and_streamed(workspace, tmp_path, llm_env)
     stored = sum(len(json.dumps(e.payload)) for e in events if e.kind == ev.LLM_STREAM)
     replies = sum(len(e.payload["reply"]) for e in calls)
     assert stored < replies, "the stream events must not repeat the replies"
-    from engine.session import live
+    from engine.session import live_reply
 
-    assert not live.live_path(db, "conv").exists()
+    assert not live_reply.live_path(db, "conv").exists()
     node = state.nodes[1]
     assert node.conversation and node.conversation[0]["reply"]
     store.close()

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from engine.data.protocol import (
+from engine.data.be_fair_layout import (
     CSV_HEADER, BeFairWorkspace, aide_data_preview, natural_size, prepare_be_fair_workspace,
     study_layout,
 )

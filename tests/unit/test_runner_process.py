@@ -83,7 +83,7 @@ def test_kill_9_mid_session_then_resume(tmp_path, workspace):
             time.sleep(0.1)
             store = SessionStore(db) if db.exists() else None
         started = _wait_for(store, sid, lambda e: e.kind == ev.EXEC_STARTED and e.payload["node_id"] == 2, proc=proc)
-        from engine.execution.workspace import pgid_file as noted_pgid
+        from engine.execution.run_dirs import pgid_file as noted_pgid
 
         pgid_file = noted_pgid(Path(started.payload["workdir"]))
         assert not (Path(started.payload["workdir"]) / ".befair_pgid").exists()  # never inside the node's reach

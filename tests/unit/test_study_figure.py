@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.study.figure import FOOTER_PT, Point, draw_figure, wrap_footer
+from engine.study.tradeoff_plot import FOOTER_PT, Point, draw_figure, wrap_footer
 
 
 def test_a_long_footnote_is_wrapped_inside_the_figure(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ import pytest
 from engine.session import events as ev
 from engine.session import participants as log
 from engine.session.store import SessionStore
-from engine.session.timing import ActiveClock, active_seconds
+from engine.session.active_time import ActiveClock, active_seconds
 from engine.study import grid, people
 from engine.study.people_report import (NO_PROFILE, by_expertise, expertise_points, session_rows,
                                         steering_counts, write_sessions_csv)

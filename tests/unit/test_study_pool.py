@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from engine.agent.coder import CoderBase, CoderReply, Review
-from engine.session.liveness import runner_status
+from engine.session.heartbeat import runner_status
 from engine.session.state import fold
 from engine.session.selection import DEFAULT_CRITERION
 from engine.session.store import SessionStore, node_row

@@ -10,7 +10,7 @@ from engine.evaluation.metrics import compute_metrics
 from engine.measures.uncertainty import (
     GROUP_TEST, METHOD_ID, METHODS, N_RESAMPLES, Intervals, Strata, group_differences, replicates, shared_counts,
 )
-from engine.session import figures
+from engine.session import figure_text
 from engine.session.views import group_tests
 from tests.uncertainty_coverage import binormal_coverage
 
@@ -55,7 +55,7 @@ def test_summary_stores_signed_differences_and_the_test_with_its_method():
     test = summary["groups_apart"]
     assert test["apart"] is True and test["p"] <= 0.05
     assert GROUP_TEST == "bootstrap max-t test of equal skin-tone group AUCs" and GROUP_TEST in METHODS[METHOD_ID]
-    lo, hi = figures.interval(summary, "auc_gap")
+    lo, hi = figure_text.interval(summary, "auc_gap")
     assert lo <= summary["auc_gap"] <= hi and lo > 0       # told apart: the gap's interval excludes 0
 
 
@@ -65,7 +65,7 @@ def test_groups_alike_cannot_be_told_apart_and_their_gap_interval_reaches_zero()
     assert summary["auc_gap"] > 0                          # max − min of noisy AUCs is never 0
     assert summary["groups_apart"]["apart"] is False and summary["groups_apart"]["p"] > 0.05
     assert all(row.includes_zero for row in group_tests.signed(summary))
-    assert figures.interval(summary, "auc_gap")[0] == 0.0
+    assert figure_text.interval(summary, "auc_gap")[0] == 0.0
 
 
 def test_apart_is_exactly_some_pair_interval_excluding_zero_and_the_gap_follows_the_pairs():
@@ -90,7 +90,7 @@ def test_a_group_with_one_class_leaves_the_other_pair_and_one_group_leaves_none(
     summary = compute_metrics(y, s, g, intervals=True).summary()
     assert summary["signed"][:6] == [None] * 6                 # no AUC in the dark group: no dark − x
     assert [row.pair for row in group_tests.signed(summary)] == ["medium − light"]
-    assert "groups_apart" in summary and figures.interval(summary, "auc_gap") is not None
+    assert "groups_apart" in summary and figure_text.interval(summary, "auc_gap") is not None
     y, s, g = _data(4, (1.0, 0.8, 0.3), sizes=((208, 49), (30, 0), (40, 0)))
     summary = compute_metrics(y, s, g, intervals=True).summary()
     assert "signed" not in summary and "groups_apart" not in summary
@@ -102,7 +102,7 @@ def test_an_old_summary_still_reads_and_has_no_words():
            "ci": [0.7, 0.9, 0.6, 0.8, 0.05, 0.2] + [0.6, 0.9] * 3, "cases": [100, 20, 5] * 3,
            "ci_method": f"stratified-bootstrap-{N_RESAMPLES}-v1"}
     assert Intervals.of(old).gap == [0.05, 0.2]
-    assert figures.public(old)["ci_method"] == METHODS[f"stratified-bootstrap-{N_RESAMPLES}-v1"]
+    assert figure_text.public(old)["ci_method"] == METHODS[f"stratified-bootstrap-{N_RESAMPLES}-v1"]
     assert group_tests.words(old) is None and group_tests.signed(old) == []
 
 

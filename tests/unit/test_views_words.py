@@ -7,7 +7,9 @@ from pathlib import Path
 
 from rich.text import Text
 
-from engine.session import liveness, views
+from engine.session import views
+
+from engine.session import heartbeat
 from engine.session.state import ENDED, GuidanceState, NodeState, SessionState
 
 from befair_tui import format as tui_format
@@ -78,7 +80,7 @@ def test_plotted_references_are_tagged_letters_then_numbers():
 
 def test_the_ended_statuses_are_spelled_once():
     """engine.session.state.ENDED; a shipped migration (schema.py) keeps its SQL as it ran."""
-    assert views.ENDED is ENDED and liveness.ENDED is ENDED
+    assert views.ENDED is ENDED and heartbeat.ENDED is ENDED
     spelled = re.compile(r"""\(\s*["']finished["'],\s*["']stopped["'],\s*["']failed["']\s*\)""")
     places = [str(p.relative_to(ROOT)) for folder in ("engine", "befair_tui", "baselines")
               for p in sorted((ROOT / folder).rglob("*.py")) if spelled.search(p.read_text(encoding="utf-8"))]

@@ -1,7 +1,7 @@
 """The offline coder: the embedded default agent, a SIMULATED agent labelled as such everywhere.
 
     coder.py      OfflineCoder: draft, improve, debug and review, as the study's agents did
-    grammar.py    what a pipeline is made of (its components and their choices), in words too
+    engine/offline_grammar.py    what a pipeline is made of (its components and their choices), in words too
     guidance.py   the human's guidance read as component choices, answered in plain words
     clinical.py   a dermatologist's plain words (goals, checks, data concerns) as component directions
     sampling.py   how a draft is sampled, an improvement made, a failing run lightened

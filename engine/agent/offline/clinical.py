@@ -3,7 +3,7 @@
 guidance.py reads component keywords ("reweight", "a ResNet"); a dermatologist rarely writes those.
 This module lists the families of things a dermatologist does write (goals, checks, concerns about
 the data, preferences about the model, which error is worse) and the direction in the component
-grammar (grammar.py) that the simulated agent takes for each. The table is documented for users in
+grammar (engine/offline_grammar.py) that the simulated agent takes for each. The table is documented for users in
 docs/offline-guidance.md; keep the two in step.
 
 Each family is a regular expression over the lower-cased guidance and what it asks for, as

@@ -1,6 +1,6 @@
 """The offline coder: the embedded default agent. A SIMULATED agent, labelled as such everywhere.
 
-It writes real, runnable pipelines from the component grammar (grammar.py, composed by composer.py):
+It writes real, runnable pipelines from the component grammar (engine/offline_grammar.py, composed by composer.py):
 draft samples a pipeline, improve changes one component of its parent, debug repairs a failing
 parent. Its choices follow what the study observed agents do at each instruction level (base
 never touches skin tone; fairness-hint rarely; fairness-metric monitors per-group AUC about half

@@ -1,4 +1,4 @@
-"""The heartbeat's own connection (engine.session.liveness.Heartbeat): one per heartbeat thread,
+"""The heartbeat's own connection (engine.session.heartbeat.Heartbeat): one per heartbeat thread,
 writing `sessions.heartbeat_at` between the runner's transactions (WAL, set by the store)."""
 from __future__ import annotations
 

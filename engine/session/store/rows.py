@@ -8,12 +8,14 @@ from array import array
 from collections.abc import Mapping
 from typing import Any
 
-from engine.session import figures, selection
+from engine.session import selection
+
+from engine.session import figure_text
 from engine.session.state import NodeState, SessionState
 
 
 def _ci(summary: dict[str, Any], figure: str) -> str | None:
-    value = figures.interval(summary, figure)
+    value = figure_text.interval(summary, figure)
     return json.dumps(value) if value is not None else None
 
 

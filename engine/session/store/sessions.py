@@ -185,7 +185,7 @@ class SessionRows(StoreConnection):
             "select session_id, count(*) from commands where consumed_at is null group by session_id")}
 
     def liveness_row(self, session_id: str) -> dict[str, Any]:
-        """The columns engine.session.liveness decides from: status, heartbeat_at, pid, updated_at."""
+        """The columns engine.session.heartbeat decides from: status, heartbeat_at, pid, updated_at."""
         cursor = self.db.conn.execute(
             "select status, heartbeat_at, pid, updated_at from sessions where id = ?", [session_id])
         found = cursor.fetchone()

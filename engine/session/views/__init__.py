@@ -22,7 +22,7 @@ console only styles what these modules word (befair_tui/format.py).
 """
 from __future__ import annotations
 
-from engine.session.figures import fmt
+from engine.session.figure_text import fmt
 from engine.session.state import ENDED
 from engine.session.views.trust import (
     UNSANDBOXED, UNSANDBOXED_MEANING, SANDBOX_VALUES, RUNNER_STOPPED, sandbox_mode, trust_fields, row_state,

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Set
 from dataclasses import asdict
 from typing import Any
 
-from engine.session import figures
+from engine.session import figure_text
 from engine.session.state import NodeState, SessionState
 from engine.session.views.agent_settings import settings_json
 from engine.session.views.badges import BADGE_HELP, node_badges, simulated_failure
@@ -36,9 +36,9 @@ def node_json(state: SessionState, node: NodeState, *, unblind: bool = False, be
         "exc_type": node.exc_type,
         "failure": node.failure_reason,
         "claimed_metric": node.claimed_metric,
-        "validation": figures.public(node.validation),
+        "validation": figure_text.public(node.validation),
         "validation_verdict": node.eval_verdicts.get("validation"),
-        "test": figures.public(node.test) if show_test else None,
+        "test": figure_text.public(node.test) if show_test else None,
         "test_verdict": node.eval_verdicts.get("test"),
         "test_blinded": test_withheld(state, node, unblind) or not test_visible(state, node, unblind),
         "simulated_failure": simulated_failure(node),

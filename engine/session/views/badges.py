@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.measures.claims import CLAIM_DIFFERENCE_FLAG
-from engine.session.figures import fmt
+from engine.session.figure_text import fmt
 from engine.session.state import NodeState
 
 # Audit flag -> short badge, in display order.

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.measures.uncertainty import GROUP_TEST, SIGNED_PAIRS
-from engine.session import figures
-from engine.session.figures import fmt
+from engine.session import figure_text
+from engine.session.figure_text import fmt
 
 CANNOT_TELL = "skin-tone groups cannot be told apart"
 TOLD_APART = "skin-tone groups' AUCs differ"
@@ -77,8 +77,8 @@ def words(summary: Mapping[str, Any] | None) -> str | None:
         return f"{TOLD_APART} ({why}: {shown}; {method})" if shown else f"{TOLD_APART} ({why}; {method})"
     why = "their AUCs' differences all include 0"
     text = f"{CANNOT_TELL} ({why}: {shown}; {method})" if shown else f"{CANNOT_TELL} ({why}; {method})"
-    small = ", ".join(figures.GROUP_WORDS.get(key, key) for key in figures.too_few_groups(summary))
-    return f"{text}; {figures.TOO_FEW} in {small}, so that says little" if small else text
+    small = ", ".join(figure_text.GROUP_WORDS.get(key, key) for key in figure_text.too_few_groups(summary))
+    return f"{text}; {figure_text.TOO_FEW} in {small}, so that says little" if small else text
 
 
 def _p(value: Any) -> str:

@@ -10,8 +10,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.session import figures, selection
-from engine.session.figures import fmt
+from engine.session import selection
+
+from engine.session import figure_text
+from engine.session.figure_text import fmt
 from engine.session.state import NodeState, SessionState
 from engine.session.views.best import CRITERION_WORDS, best_nodes, session_criterion
 from engine.session.views.blinding import blinded_note, test_hidden, test_withheld, visible_test
@@ -114,7 +116,7 @@ class Row:
             return "hidden"
         if self.auc_ci is None and self.gap_ci is None:
             return f"{fmt(self.auc)} / {fmt(self.gap)}"
-        return f"{figures.plus_minus(self.auc, self.auc_ci)} · gap {figures.plus_minus(self.gap, self.gap_ci)}"
+        return f"{figure_text.plus_minus(self.auc, self.auc_ci)} · gap {figure_text.plus_minus(self.gap, self.gap_ci)}"
 
 
 INTERVAL_MEASURED = "95 % bootstrap interval (images resampled within skin-tone group and label)"
@@ -191,12 +193,13 @@ def node_rows(state: SessionState, split: str, unblind: bool = False, criterion:
                    f"AUC and skin-tone AUC gap on the {SPLIT_WORDS[split]}, {source}."
                    + (f" {note[0].upper() + note[1:]}." if note else ""))
         summary = (node.validation if split == "validation" else visible_test(state, node, unblind)) or {}
-        measured = figures.has_intervals(summary)
+        measured = figure_text.has_intervals(summary)
         rows.append(Row(name=f"node {node_id} · best {'/'.join(CRITERION_SHORT[c] for c in crits)}", auc=auc,
                         gap=gap, source=source, kind="node", node_id=node_id, criteria=crits,
                         chosen=chosen in crits, hidden=hidden, note=note, explain=explain,
-                        auc_ci=figures.interval(summary, "auc"), gap_ci=figures.interval(summary, "auc_gap"),
-                        interval=INTERVAL_MEASURED if measured else (figures.NO_INTERVAL if auc is not None else "")))
+                        auc_ci=figure_text.interval(summary, "auc"), gap_ci=figure_text.interval(summary, "auc_gap"),
+                        interval=INTERVAL_MEASURED if measured
+                        else (figure_text.NO_INTERVAL if auc is not None else "")))
     return rows
 
 

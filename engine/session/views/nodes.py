@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
-from engine.session import figures
-from engine.session.figures import fmt
+from engine.session import figure_text
+from engine.session.figure_text import fmt
 from engine.session.state import GuidanceState, NodeState, SessionState
 from engine.session.views.badges import audit_badges, node_badges
 from engine.session.views.best import best_id
@@ -96,7 +96,7 @@ def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
             return "imported", f"{IMPORTED_UNMEASURED} · reported {fmt(node.claimed_metric, 4)}"
         return "imported", IMPORTED_UNMEASURED
     if node.status == "ok" and node.val_auc is not None:
-        return "measured", figures.compact(node.validation or {})
+        return "measured", figure_text.compact(node.validation or {})
     if node.status in ("queued", "running"):
         return "pending", STATUS_WORD[node.status]
     if node.status == "ok" and not reason:
@@ -116,7 +116,7 @@ def _test_part(state: SessionState, node: NodeState, unblind: bool) -> str:
         return "test hidden"
     test = visible_test(state, node, unblind)
     if test and test.get("auc") is not None:
-        return f"test {figures.compact(test)}"
+        return f"test {figure_text.compact(test)}"
     return ""
 
 
@@ -203,7 +203,7 @@ def tree_figures(state: SessionState, node: NodeState, summary: NodeSummary, now
     a measured node's intervals go first (the node panel's Groups tab has them); a running node
     shows its time against the step limit (`now`: the clock)."""
     forms = [summary.figures]
-    if summary.kind == "measured" and node.validation and figures.has_intervals(node.validation):
+    if summary.kind == "measured" and node.validation and figure_text.has_intervals(node.validation):
         auc, gap = node.validation.get("auc"), node.validation.get("auc_gap")
         forms += [f"{fmt(auc)} · gap {fmt(gap)}", f"{fmt(auc)} / {fmt(gap)}"]
     if node.status == "running" and now is not None:

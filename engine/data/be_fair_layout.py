@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from engine.data.common import build_into, built_once, place, read_csv, refuse_nonempty, require_columns, require_parts
-from engine.data.workspace import Workspace, load_test_set, synth_data, write_manifest, write_test_set
+from engine.data.agent_workspace import Workspace, load_test_set, synth_data, write_manifest, write_test_set
 from engine.errors import DataError
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class BeFairWorkspace:
                 f"test {c.get('test', 0)}")
 
 
-# A prepared workspace of either protocol: the product's own (engine.data.workspace) or the study's.
+# A prepared workspace of either protocol: the product's own (engine.data.agent_workspace) or the study's.
 AgentWorkspace = Workspace | BeFairWorkspace
 
 

@@ -48,7 +48,7 @@ def _make_writable(root: Path) -> None:
                 os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
 
 
-# the agent's table: the product's layout, or the be-fair study's (engine.data.protocol)
+# the agent's table: the product's layout, or the be-fair study's (engine.data.be_fair_layout)
 AGENT_CSVS = ("skin_lesions.csv", "mydataset.csv")
 
 

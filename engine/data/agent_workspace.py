@@ -290,7 +290,7 @@ def synth_workspace(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, si
 
 def workspace_for(data: str, synth: dict[str, int], progress: ProgressFn | None = None) -> Workspace:
     """The workspace a session's `data` names: SynthDerm's (with these generator settings) for
-    "synth", else a prepared folder (engine.data.protocol.workspace_for: the be-fair layout's)."""
+    "synth", else a prepared folder (engine.data.be_fair_layout.workspace_for: the be-fair layout's)."""
     if data == "synth":
         return synth_workspace(seed=synth["seed"], n_train=synth["n_train"], n_test=synth["n_test"],
                                size=synth["size"], progress=progress)
