@@ -17,7 +17,9 @@ from typing import Any, ClassVar
 
 from engine.agent.coder import Coder
 from engine.agent.coder_options import CoderOption
+from engine.agent.llm_coder import LlmCoder, build_llm_coder
 from engine.agent.llm_config import LLM_OPTIONS
+from engine.agent.offline import OfflineCoder
 from engine.agent.session_config import SessionConfig
 from engine.errors import BefairError
 
@@ -61,14 +63,12 @@ class OfflineCoderAdapter(CoderAdapter):
 
     @classmethod
     def build(cls, config: SessionConfig, **overrides: Any) -> Coder:
-        from engine.agent.offline import OfflineCoder
 
         return OfflineCoder(failure_rate=config.failure_rate, seed=config.seed,
                             device=config.extra.get("device"), step_timeout=config.step_timeout)
 
     @classmethod
     def describe(cls, coder: object) -> dict[str, Any] | None:
-        from engine.agent.offline import OfflineCoder
 
         return coder.info() if isinstance(coder, OfflineCoder) else None
 
@@ -82,13 +82,11 @@ class LlmCoderAdapter(CoderAdapter):
 
     @classmethod
     def build(cls, config: SessionConfig, **overrides: Any) -> Coder:
-        from engine.agent.llm_coder import build_llm_coder  # lazily: needs the openai package and a server
 
         return build_llm_coder(config, **{k: v for k, v in overrides.items() if v is not None})
 
     @classmethod
     def describe(cls, coder: object) -> dict[str, Any] | None:
-        from engine.agent.llm_coder import LlmCoder
 
         return coder.describe() if isinstance(coder, LlmCoder) else None
 

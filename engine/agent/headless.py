@@ -12,9 +12,9 @@ import time
 from typing import Any, TextIO
 
 from engine.session import events as ev
-from engine.session import views
-from engine.session.state import NodeState, SessionState
+from engine.session import live_reply, views
 from engine.session.selection import CRITERIA, DEFAULT_CRITERION, current_criterion
+from engine.session.state import NodeState, SessionState
 
 
 class Progress:
@@ -64,8 +64,6 @@ class Progress:
     def _model_line(self, state: SessionState) -> str:
         """What the model is doing: reading the prompt (no token yet), or writing: tokens so far,
         tokens/s, and the last line it wrote (from the live side channel, never stored)."""
-        from engine.session import live_reply
-
         side = live_reply.read(self.live_path) if self.live_path is not None else None
         current = state.live_reply
         if side is not None and (current is None or side.get("step") == current.get("step")):

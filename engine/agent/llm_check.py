@@ -17,7 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.agent import local_model
+from engine.agent.llm_client import ChatClient
 from engine.agent.llm_config import LlmConfig
+from engine.agent.scaffold import SMALL_MODEL_PARAMS
 
 # What one step asks of a model, measured on befair's own prompts with SynthDerm (tokens): a
 # draft prompt is ~2,000, a debug prompt (code + output) up to ~4,500; a pipeline ~600-1,200.
@@ -152,7 +155,6 @@ def _meta_int(listed: Any, key: str) -> int | None:
 
 
 def _known_sha256(path: Path) -> str | None:
-    from engine.agent import local_model
 
     digest = local_model.sidecar_sha256(path)
     if digest:
@@ -189,7 +191,6 @@ def check_server(config: LlmConfig, *, timeout: float = 120.0) -> CheckReport:
 
 
 def _probe(config: LlmConfig, report: CheckReport, timeout: float) -> None:
-    from engine.agent.llm_client import ChatClient
 
     probe = LlmConfig(**{**asdict(config), "max_tokens": PROBE_MAX_TOKENS, "timeout": timeout,
                          "call_budget_s": None, "max_retries": 0})
@@ -264,8 +265,6 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
 def _advise_scaffold(config: LlmConfig, report: CheckReport, settings: dict[str, Any]) -> None:
     """A model under 7B parameters gets the scaffold: a 1.5B coder wrote 36 whole pipelines without
     it and none ran to a measurement (guessed file names, removed APIs, functions that do not exist)."""
-    from engine.agent.scaffold import SMALL_MODEL_PARAMS
-
     if not report.params or report.params >= SMALL_MODEL_PARAMS:
         return
     settings["scaffold"] = True

@@ -17,20 +17,29 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, TypeVar
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from engine.agent import prompts, reply_flaws, scaffold
-from engine.agent.reply_rules import NO_CODE, UNWRITTEN, RuleHit
 from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review
 from engine.agent.llm_attempts import shorten
+from engine.agent.llm_check import server_identity
 from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
 from engine.agent.llm_config import LlmConfig, LlmConfigError
 from engine.agent.prompts_be_fair import BeFairContext
+from engine.agent.reply_rules import NO_CODE, UNWRITTEN, RuleHit
 from engine.agent.response_parsing import (
-    aide_code_formatter, aide_extract_code, aide_extract_plan, aide_review, extract_all_code, extract_code,
-    extract_plan, parse_json_object, review_from_dict,
+    aide_code_formatter,
+    aide_extract_code,
+    aide_extract_plan,
+    aide_review,
+    extract_all_code,
+    extract_code,
+    extract_plan,
+    parse_json_object,
+    review_from_dict,
 )
+from engine.agent.task_protocol import task_protocol
 from engine.evaluation.audit import parse_claimed_metric
 
 T = TypeVar("T")
@@ -88,7 +97,6 @@ class LlmCoder:
         """For session_started's `coder` payload: what was asked for, and what the server says
         it serves (its model ids; for a local llama.cpp GGUF, the file and its SHA-256 when known)."""
         if self._server is None:
-            from engine.agent.llm_check import server_identity
 
             self._server = server_identity(self.config)
         cfg = self.config
@@ -374,8 +382,6 @@ def llm_config_for_session(session_config: Any, overrides: dict[str, Any] | None
                            **load_kw: Any) -> LlmConfig:
     """LlmConfig for a SessionConfig: its task protocol's defaults, its `model`, then extra["llm"]
     settings, then overrides."""
-    from engine.agent.task_protocol import task_protocol
-
     protocol = getattr(session_config, "protocol", None)
     if protocol and "defaults" not in load_kw:
         load_kw["defaults"] = task_protocol(str(protocol)).llm_defaults

@@ -8,6 +8,7 @@ marked so; latency; cost from the price table). It knows how servers fail: an er
 """
 from __future__ import annotations
 
+import email.utils
 import json
 import math
 import time
@@ -434,7 +435,6 @@ def _retry_after(headers: Any) -> float | None:
             return seconds if math.isfinite(seconds) else None
     value = headers.get("retry-after")
     if value:
-        import email.utils
 
         try:
             return email.utils.parsedate_to_datetime(value).timestamp() - time.time()

@@ -9,15 +9,22 @@ gives the same prompt (tests/fixtures/prompts/ holds one recorded sequence).
 from __future__ import annotations
 
 import functools
+from importlib import metadata
 from typing import Any
 
 from engine.agent import scaffold
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
-from engine.agent.prompt_common import REVIEW_TOOL as REVIEW_TOOL  # the LLM coder's review tool
 from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
+from engine.agent.prompt_common import REVIEW_TOOL as REVIEW_TOOL  # the LLM coder's review tool
 from engine.agent.prompts_be_fair import (
-    AIDE_DEBUG_INTRODUCTION, AIDE_DEBUG_SKETCH, AIDE_IMPROVE_SKETCH, AIDE_PROMPTS, AidePrompt, aide_compile,
+    AIDE_DEBUG_INTRODUCTION,
+    AIDE_DEBUG_SKETCH,
+    AIDE_IMPROVE_SKETCH,
+    AIDE_PROMPTS,
+    AidePrompt,
+    aide_compile,
 )
+
 # the runner builds AIDE's memory and a be-fair session's context from these
 from engine.agent.prompts_be_fair import BeFairContext as BeFairContext
 from engine.agent.prompts_be_fair import aide_memory as aide_memory
@@ -65,8 +72,6 @@ NOT_INSTALLED_CHECK = ("xgboost", "lightgbm", "timm", "tensorflow", "opencv-pyth
 def installed_versions() -> dict[str, str]:
     """{distribution: version} of the ML packages installed here (the sandbox runs pipelines with
     this Python, so this is the agent's environment)."""
-    from importlib import metadata
-
     found = {}
     for dist in (*(d for d, _ in ML_PACKAGES), *NOT_INSTALLED_CHECK):
         try:

@@ -10,6 +10,7 @@ metric; the expert's guidance, when a human gives some, is the one addition, mar
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -141,7 +142,6 @@ def _aide_guideline(ctx: CoderContext, exec_timeout: float | None) -> list[str]:
 
 
 def _aide_packages(ctx: CoderContext) -> str:
-    import random
 
     given = BeFairContext.of(ctx).packages
     packages = list(given) if given is not None else list(AIDE_PACKAGES)

@@ -30,29 +30,30 @@ from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
 from engine.agent.llm_config import over_budget
 from engine.agent.policy import Decision, decide, policy_rng
+from engine.agent.prompts_be_fair import aide_closing_line
+from engine.agent.scaffold_audit import audit_pipeline
+from engine.agent.session_config import SessionConfig
 from engine.agent.session_setup import open_session_workspace
 from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
 from engine.agent.stream_relay import StreamRelay
-from engine.agent.prompts_be_fair import aide_closing_line
 from engine.agent.task_protocol import task_protocol
-from engine.agent.session_config import SessionConfig
 from engine.data.be_fair_layout import AgentWorkspace
 from engine.errors import BefairError
+from engine.evaluation.audit import check_claim, parse_claimed_metric
 from engine.evaluation.evaluator import LabelsChanged, NodeEvaluator, heldout_splits
 from engine.evaluation.paired import Comparer
 from engine.evaluation.paired import changed as paired_changed
 from engine.execution import ExecResult, Executor, Job, LocalExecutor, Sandbox, prepare_node_dir, prepare_session_input
 from engine.execution.sandbox import RunSpec, guard_outside
-from engine.paths import session_run_dir
-from engine.paths import cache_dir, runs_dir
+from engine.paths import cache_dir, runs_dir, session_run_dir
 from engine.session import event_types as et
 from engine.session import events as ev
-from engine.session import selection
-from engine.session import live_reply
+from engine.session import live_reply, selection
+from engine.session.active_time import ActiveClock, clock_runs_when_paused
+from engine.session.heartbeat import Heartbeat
 from engine.session.redact import Redactor
 from engine.session.state import NodeState, SessionState
 from engine.session.store import SessionStore, SessionWriter
-from engine.session.active_time import ActiveClock, clock_runs_when_paused
 
 EventHook = Callable[[ev.Event, SessionState], None]
 T = TypeVar("T")
@@ -212,7 +213,6 @@ class Runner:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> SessionState:
-        from engine.session.heartbeat import Heartbeat
 
         heartbeat = Heartbeat(self.store.path, self.session_id)  # sessions.heartbeat_at: this process lives
         heartbeat.start()
@@ -394,7 +394,6 @@ class Runner:
             error = f"{type(exc).__name__}: {exc}"
         if isinstance(review, Review):
             return review
-        from engine.evaluation.audit import parse_claimed_metric
 
         claimed = parse_claimed_metric(view.output)
         return Review(is_bug=view.status != "ok" or claimed is None,
@@ -451,8 +450,6 @@ class Runner:
             self.emit(et.Compared.from_payload(payload))
 
     def _audit(self, node_id: int, code: str, review: Review, result: ExecResult) -> None:
-        from engine.agent.scaffold_audit import audit_pipeline
-        from engine.evaluation.audit import check_claim
 
         audit = audit_pipeline(code)
         node = self.state.nodes[node_id]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.agent.coder import CoderContext
+from engine.agent.environment import require_be_fair_packages
 from engine.agent.prompt_common import PromptSet
 from engine.agent.prompts import PROMPT_SETS
 from engine.agent.prompts_be_fair import BeFairContext, aide_memory
@@ -107,8 +108,6 @@ def _study_workspace(data: str, synth: dict[str, int], progress: ProgressFn | No
 
 def _aide_packages() -> None:
     """AIDE's prompt says "all packages are already installed!": they must be (befair[agent])."""
-    from engine.agent.environment import require_be_fair_packages
-
     require_be_fair_packages()
 
 

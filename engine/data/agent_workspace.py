@@ -17,10 +17,10 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, UTC
-from pathlib import Path
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from engine.data.fitzpatrick import image_file, load_fitzpatrick
 from engine.data.obfuscate import obfuscate
 from engine.data.split import stratified_validation_split
 from engine.errors import DataError
+from engine.paths import cache_dir
 from engine.task import fitzpatrick_to_group
 
 if TYPE_CHECKING:
@@ -249,7 +250,6 @@ def synth_data(*, seed: int = 0, n_train: int = 2000, n_test: int = 656, size: i
                root: Path | str | None = None, progress: ProgressFn | None = None) -> SynthPaths:
     """The generated SynthDerm set for these parameters, generated once and reused (SynthPaths)."""
     from engine.data.synth import SynthPaths, generate, is_complete
-    from engine.paths import cache_dir
 
     base = Path(root) if root is not None else cache_dir() / "synthderm"
     target = base / synth_key(seed, n_train, n_test, size)

@@ -8,8 +8,10 @@ within a Hamming distance) and keeps one image per cluster.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,8 +116,6 @@ def hash_images(paths: list[Path], workers: int | None = None) -> tuple[np.ndarr
 
 
 def _hash_in_pool(paths: list[Path], workers: int) -> tuple[np.ndarray, np.ndarray]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     step = -(-len(paths) // (workers * 4))
     chunks = [paths[i:i + step] for i in range(0, len(paths), step)]

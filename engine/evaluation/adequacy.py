@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engine.data.formats import FITZ_JOINT
 from engine.measures.uncertainty import MIN_CASES, too_few
 from engine.task import GROUP_LABELS, GROUPS, fitzpatrick_to_group
 
@@ -19,7 +20,6 @@ Counts = dict[str, dict[str, tuple[int, int]]]   # split -> group -> (images, ma
 
 def synth_counts(n_train: int, n_test: int, val_fraction: float = 0.2) -> Counts:
     """The held-out splits of a SynthDerm workspace of this size (any seed: the composition is fixed)."""
-    from engine.data.formats import FITZ_JOINT
     from engine.data.synth import ddi_counts, largest_remainder
 
     parts = ("non-neoplastic", "benign", "malignant")

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import importlib
 import importlib.util
 import json
 import os
+import resource
+import signal
 import sys
 import traceback
 from typing import Any
@@ -170,7 +174,6 @@ _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
 
 
 def _prctl(option: int, value: int) -> None:
-    import ctypes
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
@@ -185,8 +188,6 @@ def _address_space() -> int:
 
 def _child(request: dict[str, Any]) -> None:
     """In the forked child: limits, the request's log as stdout/stderr, then the tasks."""
-    import resource
-
     os.setsid()
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -209,8 +210,6 @@ def _child(request: dict[str, Any]) -> None:
 
 def _clean_up() -> None:
     """Kill every process of the sandbox but its init and this server; empty /tmp."""
-    import signal
-
     me = os.getpid()
     for _ in range(50):
         others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
@@ -248,8 +247,6 @@ def _empty_tmpfs(folder: str, device: int) -> None:
 
 def serve() -> int:
     """The warm worker's loop: one JSON request a line on stdin, one reply a line on stdout."""
-    import importlib
-
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     with contextlib.redirect_stdout(sys.stderr):

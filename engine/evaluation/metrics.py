@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from sklearn import metrics as sklm
 
+from engine.measures.uncertainty import Strata, interval_fields
 from engine.task import GROUPS
 
 THRESHOLD = 0.5
@@ -315,7 +316,6 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
     _worst_and_best(result)
     result.scored = (y, s, names)
     if intervals:
-        from engine.measures.uncertainty import Strata, interval_fields
 
         strata = Strata.of(y, names, [g.name for g in result.groups])
         result.intervals = interval_fields(s, strata, result.summary())

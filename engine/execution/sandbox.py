@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import site
 import subprocess
 import sys
 import sysconfig
@@ -152,7 +153,6 @@ def python_roots() -> tuple[str, ...]:
     candidates = {sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
                   sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     try:
-        import site
 
         candidates.update(site.getsitepackages())
         user_site = site.getusersitepackages()

@@ -28,11 +28,20 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from engine.agent.session_config import SessionConfig
 from engine.errors import DataError, UsageError
 from engine.imports.common import (
-    Clock, RunTag, audit_payload, emit_end, emit_published, guarded_import, head_tail, number,
+    Clock,
+    RunTag,
+    audit_payload,
+    emit_end,
+    emit_published,
+    guarded_import,
+    head_tail,
+    number,
 )
 from engine.session import event_types as et
+from engine.task import LEVELS
 
 if TYPE_CHECKING:
     from engine.imports.predictions import ScoredPredictions
@@ -123,7 +132,6 @@ def _term_out(value: Any) -> tuple[str, bool]:
 
 
 def _level(goal: str | None, fallback: str | None = None) -> tuple[str, str | None]:
-    from engine.task import LEVELS
 
     if goal and str(goal).strip():
         norm = " ".join(str(goal).split())
@@ -354,8 +362,6 @@ def import_aide(store: SessionStore, path: str | Path, *, session_id: str | None
 
 
 def _session_config(run: _Run, tag: RunTag) -> tuple[dict[str, Any], str]:
-    from engine.agent.session_config import SessionConfig
-    from engine.task import LEVELS
 
     agent = _section(run.cfg, "agent")
     search, exec_cfg, code_cfg = _section(agent, "search"), _section(run.cfg, "exec"), _section(agent, "code")

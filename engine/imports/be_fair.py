@@ -24,11 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.session import figure_text
+from engine.agent.session_config import SessionConfig
 from engine.errors import BefairError, DataError, UsageError
+from engine.imports.aide import import_aide
 from engine.imports.common import SHAPE_ERRORS, Clock, RunTag, emit_end, read_text
+from engine.imports.mlzero import import_mlzero
 from engine.imports.predictions import PUBLISHED_SOURCE, predictions_for
 from engine.imports.run_names import PROMPT_LEVELS, parse_run_name
+from engine.session import figure_text
+from engine.study.aggregate import aggregate, sizes
+from engine.task import LEVELS
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
@@ -191,8 +196,6 @@ def _import_one(store: SessionStore, run: BeFairRun, metadata: str | Path | None
 
 
 def _import_run(store: SessionStore, run: BeFairRun, preds: Path | None, metadata: str | Path | None) -> str:
-    from engine.imports.aide import import_aide
-    from engine.imports.mlzero import import_mlzero
 
     if run.agent == AIDE:
         if run.failed is not None and not (run.path / "journal.json").is_file():
@@ -207,9 +210,6 @@ def _import_run(store: SessionStore, run: BeFairRun, preds: Path | None, metadat
 
 def _failed_stub(store: SessionStore, run: BeFairRun, reason: str) -> str:
     """A session with no nodes for a failed run whose records hold none: started, then failed."""
-    from engine.agent.session_config import SessionConfig
-    from engine.task import LEVELS
-
     tag = run.tag()
     tag.failed = reason
     config = SessionConfig(level=run.level, steps=0, best="claimed", coder=f"{run.agent.lower()}-import",
@@ -264,8 +264,6 @@ def study_table(store: SessionStore, study_id: str = STUDY_ID, *, as_published: 
     """The aggregated table (mean, std, ci95_hi, ci95_lo per model × prompt) of the imported runs;
     `as_published` (default): of the runs the published table was computed from
     (NOT_IN_PUBLISHED_TABLE names the others), so that it reproduces the published figures."""
-    from engine.study.aggregate import aggregate
-
     rows = study_rows(store, study_id, as_published=as_published)
     if not rows:
         raise UsageError(f"no imported run of the study {study_id!r} has published scores; "
@@ -283,7 +281,6 @@ def imported_report(store: SessionStore, study_id: str = STUDY_ID, *, all_runs: 
     """The study report (engine.study.report.StudyReport) of an imported study: each run's final
     node, scored from its published predictions; by default only the runs the published table
     was computed from (NOT_IN_PUBLISHED_TABLE says why the others are left out)."""
-    from engine.study.aggregate import aggregate, sizes
     from engine.study.report import StudyReport, compare_levels
 
     every = study_rows(store, study_id)

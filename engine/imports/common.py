@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import DataError
+from engine.evaluation.audit import audit_code, check_claim, parse_claimed_metric
 from engine.session import event_types as et
 
 if TYPE_CHECKING:
@@ -125,8 +126,6 @@ def audit_payload(code: str, output: str, omitted: bool, claimed: float | None, 
                   source: str) -> dict[str, Any] | None:
     """An `audited` payload from engine.evaluation.audit for an imported node (None when its code
     cannot be read); the claim is checked against the output the run recorded."""
-    from engine.evaluation.audit import audit_code, check_claim, parse_claimed_metric
-
     try:
         result = audit_code(code)
     except Exception:  # an unparsable pipeline: recorded runs hold whatever the LLM wrote

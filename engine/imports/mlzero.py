@@ -30,12 +30,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.agent.session_config import SessionConfig
 from engine.errors import DataError
 from engine.imports.common import (
-    Clock, RunTag, audit_payload, emit_end, emit_published, guarded_import, head_tail, number, read_text,
+    Clock,
+    RunTag,
+    audit_payload,
+    emit_end,
+    emit_published,
+    guarded_import,
+    head_tail,
+    number,
+    read_text,
 )
 from engine.imports.run_names import level_of
 from engine.session import event_types as et
+from engine.task import LEVELS
 
 if TYPE_CHECKING:
     from engine.imports.predictions import ScoredPredictions
@@ -332,8 +342,6 @@ def import_mlzero(store: SessionStore, path: str | Path, *, session_id: str | No
 
 
 def _session_config(run: _Run, tag: RunTag) -> tuple[dict[str, Any], str]:
-    from engine.agent.session_config import SessionConfig
-    from engine.task import LEVELS
 
     level = tag.level or level_of(run.path.name) or level_of(Path(run.log.data_folder or "").name)
     config = SessionConfig(

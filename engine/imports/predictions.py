@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.errors import DataError, UsageError
 from engine.evaluation.metrics import MetricSet
+from engine.evaluation.scoring import read_predictions
 
 PUBLISHED_SOURCE = "published predictions, scored here"
 PREDICTIONS_SUFFIX = "_DDI_predictions.csv"
@@ -47,7 +48,6 @@ def score_published(predictions: str | Path, metadata: str | Path) -> ScoredPred
     """Score a published predictions CSV against DDI-format metadata (every image must have one
     prediction in [0, 1]); a file that cannot be scored is a DataError naming it."""
     from engine.evaluation.heldout import score_predictions
-    from engine.evaluation.scoring import read_predictions
 
     path = Path(predictions)
     preds = read_predictions(path)

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.measures.operating_point import KEY as POINT_KEY
+from engine.offline_grammar import without_injected_failure
 from engine.session import views
+from engine.session.sealed import open_sealed, unsealed_events
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
@@ -120,8 +122,6 @@ def export_session(store: SessionStore, session_id: str, out: Path, *, criterion
     """Write solution.py (best pipeline), tree.json, nodes.csv, comparison.txt and events.jsonl
     into `out`. `unblind`: a researcher's export (sealed test figures included); `reference`:
     the published rows to compare with (default: the database's)."""
-    from engine.session.sealed import open_sealed, unsealed_events
-
     state = open_sealed(store, session_id, unblind=unblind)
     criterion = criterion or views.session_criterion(state)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,7 +129,6 @@ def export_session(store: SessionStore, session_id: str, out: Path, *, criterion
     best = state.nodes.get(choice.node_id) if choice.node_id is not None else None
     written = []
     if best is not None and best.code:
-        from engine.offline_grammar import without_injected_failure
 
         injected = views.simulated_failure(best)
         header = (f"# befair session {session_id}: node {best.node_id} ({best.stage}), best by {criterion}\n"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import DataError, WorkError
+from engine.session.heartbeat import STALE_AFTER, pid_alive, runner_status
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
@@ -47,8 +48,6 @@ def stop_runner(store: SessionStore, session_id: str, *, timeout: float = 20.0, 
     when that is a befair process on this machine (a headless runner treats SIGTERM like Ctrl-C:
     it interrupts the node and records session_finished). Waits up to `timeout` s for the runner to
     end; WorkError (nothing deleted) when it does not. Returns what was done, or None."""
-    from engine.session.heartbeat import pid_alive, runner_status
-
     row = store.session(session_id)
     if runner_status(row) != "alive":
         return None  # ended, or its runner is dead (a pid it recorded may belong to another process now)
@@ -81,7 +80,6 @@ def stop_runner(store: SessionStore, session_id: str, *, timeout: float = 20.0, 
 
 
 def _fresh_heartbeat(row: dict[str, Any]) -> bool:
-    from engine.session.heartbeat import STALE_AFTER
 
     try:
         beat: Any = row.get("heartbeat_at")  # None (never beat) raises TypeError below

@@ -11,6 +11,8 @@ import time
 
 import sqlite_utils
 
+from engine.errors import DatabaseError, SchemaTooNew
+
 
 def _m001_initial(db: sqlite_utils.Database) -> None:
     db.table("sessions").create(
@@ -316,8 +318,6 @@ def check_schema(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None
     not one this version may migrate and use: an SQLite file holding someone else's tables, or a
     session database written by a newer befair (its `migrations` table names a migration this
     code does not know). An empty database passes (it becomes a new session database)."""
-    from engine.errors import DatabaseError, SchemaTooNew
-
     tables = sorted(r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")
                     if not str(r[0]).startswith("sqlite_"))
     if not tables:

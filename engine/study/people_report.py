@@ -27,19 +27,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.session import figure_text
+from engine.measures.operating_point import OperatingPoint
 from engine.session import events as ev
+from engine.session import figure_text
 from engine.session import participants as log
+from engine.session.active_time import active_seconds
 from engine.session.sealed import unsealed_events
 from engine.session.state import apply, new_state
 from engine.session.store import SessionNotFound, SessionStore
-from engine.session.active_time import active_seconds
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, CI95_HI, CI95_LO, MEAN, OVERALL_AUC, STD, describe
-from engine.study.tradeoff_plot import Point
-from engine.study.people import participant_cells, people_of
 from engine.study.choice import choice_metrics
+from engine.study.people import participant_cells, people_of
 from engine.study.spec import StudySpec
+from engine.study.tradeoff_plot import Point
+from engine.study.within import analyse
 
 NO_PROFILE = "(no profile)"
 DARK_GROUP = "group_2"   # FST V–VI (DDI's 56) in an evaluated summary
@@ -115,8 +117,6 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
 def _dark_sensitivity(test: dict[str, Any]) -> dict[str, Any]:
     """Sensitivity on dark skin (FST V–VI) at the session's operating point on test, with its Wilson
     interval (engine.measures.operating_point); empty for a node measured before operating points."""
-    from engine.measures.operating_point import OperatingPoint
-
     point = OperatingPoint.of(test)
     dark = point.group(DARK_GROUP) if point is not None else None
     value, ci = dark.sensitivity if dark is not None else (None, None)
@@ -177,8 +177,6 @@ def scale_questions(spec: StudySpec) -> list[str]:
 
 def within_analysis(spec: StudySpec, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The mixed model and the paired differences of every measure (engine.study.within)."""
-    from engine.study.within import analyse
-
     return analyse(rows, level_order=[lv.label for lv in spec.levels], group_order=groups(spec, rows),
                    scale_questions=scale_questions(spec))
 

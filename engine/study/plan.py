@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.study.within import observations
+
 SIMULATIONS = 4000
 MAX_N = 1000
 SEED = 20_261_127
@@ -251,7 +253,6 @@ def measured_spread(report: Any, outcome: str, agent: str | None = None) -> Spre
 
 
 def _paired_differences(rows: Sequence[dict[str, Any]], key: str) -> dict[tuple[str, str], list[float]]:
-    from engine.study.within import observations
 
     per: dict[tuple[str, str], list[float]] = {}
     for o in observations(rows, key):

@@ -22,7 +22,9 @@ from typing import Any
 from engine.errors import UsageError
 from engine.session.store import SessionStore
 from engine.study import grid
+from engine.study.comparisons import METHOD
 from engine.study.spec import StudySpec
+from engine.study.within import MODEL_METHOD, PAIRED_METHOD
 
 KIND = "preregistered"
 PRIMARY = {"gap": "test_auc_gap", "auc": "test_auc"}
@@ -55,8 +57,6 @@ def design_of(spec: StudySpec) -> str:
 
 
 def planned_analysis(spec: StudySpec) -> str:
-    from engine.study.comparisons import METHOD
-    from engine.study.within import MODEL_METHOD, PAIRED_METHOD
 
     if spec.people is not None:
         return f"{MODEL_METHOD}; {PAIRED_METHOD} (the paired analysis alone when the model cannot be fitted)"

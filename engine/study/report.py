@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.agent.session_config import BEST_CRITERIA
 from engine.errors import UsageError
+from engine.session.sealed import open_sealed
 from engine.session.store import SessionStore
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, METRIC_COLUMNS, MODEL, OVERALL_AUC, PROMPT, aggregate, sizes
@@ -84,8 +85,6 @@ def compare_levels(rows: Sequence[dict[str, Any]], level_order: Sequence[str] = 
 def build_report(store: SessionStore, name: str, *, criterion: str | None = None,
                  spec: StudySpec | None = None, unblind: bool = False) -> StudyReport:
     """The report; `unblind` (a researcher) reads a blind study's sealed test metrics."""
-    from engine.session.sealed import open_sealed
-
     spec = spec or grid.stored_spec(store, name)
     criterion = criterion or spec.best
     if criterion not in BEST_CRITERIA:

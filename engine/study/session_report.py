@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.measures.operating_point import GroupAtPoint, OperatingPoint
-from engine.session import selection, views
-from engine.session import figure_text
+from engine.session import figure_text, selection, views
 from engine.session.state import NodeState, SessionState
+from engine.study.tradeoff_plot import Point, draw_figure, reference_points
 
 if TYPE_CHECKING:
     from engine.session.store import SessionStore
@@ -400,8 +400,6 @@ def summarise(state: SessionState, *, unblind: bool = False) -> SessionReport:
 
 def figure_points(state: SessionState, *, unblind: bool = False) -> list[Any]:
     """The session's measured, visible test points (with their intervals) for the report's plot."""
-    from engine.study.tradeoff_plot import Point
-
     out = []
     for node_id, gap, auc in views.plot_points(state, "test", unblind):
         test = views.visible_test(state, state.nodes[node_id], unblind) or {}
@@ -419,8 +417,6 @@ def write_report(store: SessionStore, state: SessionState, report: SessionReport
                  unblind: bool = False) -> list[Path]:
     """Write the report (Markdown or HTML, by `out`'s suffix) and its plot (SVG beside a Markdown
     file, inline in HTML); returns the files written."""
-    from engine.study.tradeoff_plot import draw_figure, reference_points
-
     out.parent.mkdir(parents=True, exist_ok=True)
     points = figure_points(state, unblind=unblind)
     references = reference_points(views.published_points(store.reference_rows(), state.level))

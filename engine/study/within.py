@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.study.comparisons import holm_adjust
+
 MIN_PARTICIPANTS = 4
 ALPHA = 0.05
 OUTCOMES = {"test_auc": "test AUC", "test_auc_gap": "skin-tone AUC gap",
@@ -273,8 +275,6 @@ def _paired_one(d: np.ndarray, measure: str, label: str, a: str, b: str) -> Pair
 
 def holm(family: Sequence[PairedDifference]) -> None:
     """Set `p_holm` on each member of one family that has a p-value (engine.study.comparisons.holm_adjust)."""
-    from engine.study.comparisons import holm_adjust
-
     tested = [c for c in family if c.p_value is not None]
     for c, p in zip(tested, holm_adjust([c.p_value for c in tested if c.p_value is not None]), strict=True):
         c.p_holm = p

@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.agent.coders import make_coder
 from engine.agent.session_config import SessionConfig
+from engine.agent.signals import install_sigterm_handler
 from engine.errors import EXIT_FAILED, EXIT_INTERRUPTED, BefairError, UsageError
+from engine.session.heartbeat import runner_status
 from engine.session.store import SessionNotFound, SessionStore
 from engine.study import grid
 from engine.study.grid import EXIT_BUSY
@@ -45,7 +48,6 @@ def build_coder(cell: Cell, config: SessionConfig) -> Any:
         except (ImportError, AttributeError) as exc:
             raise UsageError(f"coder factory {cell.coder.factory!r} cannot be imported ({exc})") from None
         return factory(config)
-    from engine.agent.coders import make_coder
 
     return make_coder(config)
 
@@ -64,7 +66,6 @@ def run_cell(db_path: str | Path, study: str, cell_index: int) -> int:
     from engine.agent.recovery import recover
     from engine.agent.runner import run
     from engine.agent.session_setup import resolve_workspace, start_session
-    from engine.session.heartbeat import runner_status
 
     store = SessionStore(db_path)
     spec = grid.stored_spec(store, study)
@@ -106,7 +107,6 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_S) -> threading.Thre
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.agent.signals import install_sigterm_handler
 
     parser = argparse.ArgumentParser(prog="python -m engine.study.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, type=Path)

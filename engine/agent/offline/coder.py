@@ -22,7 +22,6 @@ from typing import Any
 
 from engine.agent.coder import CoderBase, CoderContext, CoderReply, NodeView, Review
 from engine.agent.offline.composer import render
-from engine.offline_grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
 from engine.agent.offline.guidance import (
     Directive,
     Outcome,
@@ -33,6 +32,8 @@ from engine.agent.offline.guidance import (
     satisfied,
 )
 from engine.agent.offline.sampling import level_profile, lighten, mutate_one, sample_draft
+from engine.evaluation.audit import parse_claimed_metric
+from engine.offline_grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
 
 LABEL = "offline coder (simulated agent)"
 
@@ -206,7 +207,6 @@ class OfflineCoder(CoderBase):
         return self._reply("\n".join(lines), c)
 
     def review(self, ctx: CoderContext, node: NodeView) -> Review:
-        from engine.evaluation.audit import parse_claimed_metric
 
         output = node.output or ""
         claimed = parse_claimed_metric(output)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.measures.claims import CLAIM_DIFFERENCE_FLAG
+from engine.offline_grammar import injected_failure
 from engine.session.figure_text import fmt
 from engine.session.state import NodeState
 
@@ -65,6 +66,4 @@ def audit_badges(node: NodeState) -> list[str]:
 def simulated_failure(node: NodeState) -> str | None:
     """"simulated agent: this node was made to …" when the offline coder (a simulated agent) made
     this node fail on purpose, so that the debug path runs; None otherwise."""
-    from engine.offline_grammar import injected_failure
-
     return injected_failure(node.components) if node.components else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass
 
+from engine import offline_grammar as grammar
 from engine.session import figure_text
 from engine.session.figure_text import fmt
 from engine.session.state import GuidanceState, NodeState, SessionState
@@ -250,8 +251,6 @@ def components_words(node: NodeState) -> list[str]:
     """A node's recorded pipeline choice in words, for the Plan tab ([] when its plan already says
     it). The offline coder's choices read as its plans do (engine.offline_grammar.describe); other
     coders' are listed as "name: value" with no internal spelling (no None, True or {…})."""
-    from engine import offline_grammar as grammar
-
     c = node.components or {}
     if not c:
         return []
