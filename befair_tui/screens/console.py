@@ -67,7 +67,6 @@ class ConsoleScreen(ExpertBaselines):
         self._selected: int | None = None
         self._auto_select = True
         self._auto_target: int | None = None
-        self.renders = 0  # how many times the widgets were synced (benchmarks, tests)
         self.runner: str | None = None  # runner_status of a followed session: alive | stopped | finished
         self._runner_checked = float("-inf")
         self.split = "test"  # what the scoreboard and the plot compare: test | validation
@@ -152,7 +151,6 @@ class ConsoleScreen(ExpertBaselines):
 
     def _redraw(self, dirty: set[int], guidance: set[int], subtree: set[int],
                 output: dict[int, list[str]], scores: bool) -> None:
-        self.renders += 1
         state = self.state
         # the ★: the same choice as the final one (engine.session.selection), by the criterion in force
         self.best = views.best_id(state, self.view_criterion)

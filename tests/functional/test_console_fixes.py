@@ -16,6 +16,8 @@ from befair_tui.screens.console import ConsoleScreen
 from befair_tui.screens.replay import ReplayScreen
 from befair_tui.screens.sessions import SessionsScreen
 
+from tests.redraws import count_redraws
+
 from .conftest import tree_text, wait_for
 from .test_console_events import add_node, new_session
 from engine.session.event_types import parse
@@ -158,9 +160,9 @@ async def test_an_idle_console_polls_less_and_still_sees_new_events(db, store):
         polls = console.polls
         await pilot.pause(3.0)
         assert console.polls - polls <= 8, console.polls - polls  # at 0.05 s it would be ~60
-        renders = console.renders
+        redraws = count_redraws(console)
         await pilot.pause(1.0)
-        assert console.renders == renders  # nothing new: nothing re-rendered
+        assert not redraws  # nothing new: nothing re-rendered
         t0 = time.monotonic()
         add_node(w, 2, parent=1, stage="improve")
         await wait_for(pilot, lambda: 2 in console.state.nodes, what="a node after a quiet spell")
