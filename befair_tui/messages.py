@@ -58,3 +58,16 @@ class BaselinesTraining(Message):
         self.finished = finished  # runs recorded in the database so far
         self.done = done
         self.error = error
+
+
+class HeartbeatRead(Message):
+    """The heartbeat worker read the session's row (`row`: None when it could not, `error` why)."""
+
+    def __init__(self, session_id: str, row: dict[str, Any] | None, error: str | None = None) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.row = row
+        self.error = error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HeartbeatRead) and message.session_id == self.session_id

@@ -26,9 +26,9 @@ from engine.session.state import SessionState, memoised, new_state
 from engine.session.store import SessionStore
 
 from befair_tui.launch import runner_state
-from befair_tui.messages import EventsArrived, FollowProblem
+from befair_tui.messages import EventsArrived, FollowProblem, HeartbeatRead
 from befair_tui.navigation import navigator
-from befair_tui.polling import ENDED_POLL, IDLE_POLL, EventLogFollower
+from befair_tui.polling import ENDED_POLL, IDLE_POLL, EventLogFollower, refresh_every
 from befair_tui.screens.console_baselines import ExpertBaselines
 from befair_tui.screens.console_keys import (CONSOLE_BINDINGS, FOOTER_DROP, OFFERED_WHEN_ABLE, fits_the_p_key,
                                              key_actions, screen_keys, steering_refusal)
@@ -68,7 +68,7 @@ class ConsoleScreen(ExpertBaselines):
         self._auto_select = True
         self._auto_target: int | None = None
         self.runner: str | None = None  # runner_status of a followed session: alive | stopped | finished
-        self._runner_checked = float("-inf")
+        self._session_row: dict[str, Any] | None = None   # the last row the heartbeat worker read
         self.split = "test"  # what the scoreboard and the plot compare: test | validation
         self._follower = EventLogFollower(store, session_id, self.post_message, proc=proc,
                                           poll_interval=poll_interval)
@@ -102,6 +102,7 @@ class ConsoleScreen(ExpertBaselines):
         tree.focus()
         if self.follow_enabled:
             self.follow()
+            self.read_heartbeat()
             self.set_interval(0.5, self._tick)
         self.sync_all()
 
@@ -110,6 +111,29 @@ class ConsoleScreen(ExpertBaselines):
     def follow(self) -> None:
         """Poll the event log (polling.EventLogFollower); never touches widgets, only posts messages."""
         self._follower.run(get_current_worker(), self.state.last_seq)
+
+    @work(thread=True, exclusive=True, group="heartbeat", name="read-heartbeat")
+    def read_heartbeat(self) -> None:
+        """Read the session's row (its heartbeat) every RUNNER_CHECK seconds; only posts messages.
+        The first read is at once, so that a runner already gone is said without waiting."""
+        sid, worker = self.session_id, get_current_worker()
+
+        def read(store: SessionStore) -> HeartbeatRead:
+            return HeartbeatRead(sid, store.session(sid))
+
+        try:
+            self.post_message(read(self.store))
+        except Exception as exc:  # noqa: BLE001 - not created yet: the next read tells
+            self.post_message(HeartbeatRead(sid, None, str(exc)))
+        refresh_every(worker, RUNNER_CHECK, self.store, read, lambda error: HeartbeatRead(sid, None, error),
+                      self.post_message, repeat_errors=False)
+
+    @on(HeartbeatRead)
+    def _on_heartbeat(self, message: HeartbeatRead) -> None:
+        if message.session_id == self.session_id and message.row is not None:
+            self._session_row = message.row
+            if self.state.status in ("running", "paused"):
+                self.check_runner()
 
     @property
     def polls(self) -> int:
@@ -257,8 +281,6 @@ class ConsoleScreen(ExpertBaselines):
 
     def _tick(self) -> None:
         self._frame = int(self.clock() * 2)
-        if self.state.status in ("running", "paused"):
-            self.check_runner()
         if self.state.running_node is not None and self.runner != "stopped":
             now = self.now()
             self.query_one(SearchTree).spin(self.state, self._frame, now)
@@ -269,22 +291,17 @@ class ConsoleScreen(ExpertBaselines):
             self.query_one(NodeDetail).sync_live(self.state)
 
     # -- is anything still running this session? ------------------------------------------
-    def check_runner(self, *, force: bool = False) -> str | None:
-        """Read the session's heartbeat (one row, at most once a second) and, when the runner is
+    def check_runner(self) -> str | None:
+        """The session's heartbeat, as the heartbeat worker last read it, and, when the runner is
         gone (kill -9, crash, a closed machine), say so instead of a ticking clock."""
         if not self.follow_enabled:
             return None
-        mono = time.monotonic()
-        if not force and mono - self._runner_checked < RUNNER_CHECK:
-            return self.runner
-        self._runner_checked = mono
         if self.proc is not None and self.proc.poll() is None:
             status = "alive"  # our own child (the runner, or one about to become it) still runs
+        elif self._session_row is None:
+            return self.runner  # not read yet, or not created yet: keep what we knew
         else:
-            try:
-                status = runner_state(self.store.session(self.session_id), self.proc)
-            except Exception:  # noqa: BLE001 - not created yet, or unreadable: keep what we knew
-                return self.runner
+            status = runner_state(self._session_row, self.proc)
         if status != self.runner:
             previous, self.runner = self.runner, status
             if status == "stopped" and self.state.status in ("running", "paused"):

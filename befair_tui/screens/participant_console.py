@@ -30,7 +30,7 @@ from engine.study.spec import StudySpec
 from befair_tui.bindings import CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, RESUME, TOGGLE_SPLIT, detail_tab_bindings
 from befair_tui.launch import runner_state
 from befair_tui.navigation import participant_flow
-from befair_tui.screens.console import RUNNER_CHECK, ConsoleScreen
+from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
@@ -83,17 +83,12 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
             self._resume_if_needed()
         self._sync_bar()
 
-    def check_runner(self, *, force: bool = False) -> str | None:
-        """The heartbeat read as ConsoleScreen does; a stopped runner is resumed here (the
-        participant has no key for it)."""
-        mono = time.monotonic()
-        if not force and mono - self._runner_checked < RUNNER_CHECK:
-            return self.runner
-        self._runner_checked = mono
-        try:
-            status = runner_state(self.store.session(self.session_id), None)
-        except Exception:  # noqa: BLE001 - not created yet: the worker is setting up
-            return self.runner
+    def check_runner(self) -> str | None:
+        """The heartbeat as the heartbeat worker last read it (ConsoleScreen); a stopped runner
+        is resumed here (the participant has no key for it)."""
+        if self._session_row is None:
+            return self.runner  # not read yet, or not created yet: the worker is setting up
+        status = runner_state(self._session_row, None)
         self.runner = status
         if status == "stopped" and self.state.status in ("running", "paused"):
             self._resume_if_needed()
