@@ -71,3 +71,14 @@ class HeartbeatRead(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, HeartbeatRead) and message.session_id == self.session_id
+
+
+class ReferencesRead(Message):
+    """The reference rows read for the console: baselines trained here, the published rows, and
+    the session's level from its row (`error`: why they could not be read)."""
+
+    def __init__(self, trained: list[dict[str, Any]], rows: list[dict[str, Any]], level: str,
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.trained, self.rows, self.level = trained, rows, level
+        self.error = error

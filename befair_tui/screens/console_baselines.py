@@ -20,7 +20,7 @@ from engine.session import views
 from engine.session.state import SessionState
 from engine.session.store import SessionStore
 
-from befair_tui.messages import BaselinesTraining
+from befair_tui.messages import BaselinesTraining, ReferencesRead
 from befair_tui.polling import pause
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.scoreboard import Scoreboard
@@ -41,26 +41,41 @@ class ExpertBaselines(Screen[None]):
     _training: subprocess.Popen[bytes] | None = None  # the training's process while it runs
     _trained_runs = 0     # its runs recorded so far (each one reloads the rows)
 
+    @work(thread=True, exclusive=True, group="references", name="read-references")
     def _load_references(self) -> None:
-        baselines: list[dict[str, Any]] = []
-        published: list[dict[str, Any]] = []
+        """Read the reference rows (and the session's level, for a session just spawned, whose
+        events have not come yet) in a thread; only posts ReferencesRead."""
         try:
             trained, rows = reference_rows(self.store)
-            baselines = views.baseline_points(trained, self.state)
-            level = self.state.level or self._level_hint()
-            published = views.published_points(rows, level)
-        except Exception as exc:  # noqa: BLE001
-            self.notify(f"could not read baselines: {exc}", severity="warning")
+            try:
+                level = self.store.session(self.session_id).get("level") or ""
+            except Exception:  # noqa: BLE001 - the session may not exist yet (just spawned)
+                level = ""
+            self.post_message(ReferencesRead(trained, rows, level))
+        except Exception as exc:  # noqa: BLE001 - said on screen
+            self.post_message(ReferencesRead([], [], "", error=str(exc)))
+        finally:
+            self.store.close()   # this thread's connection
+
+    def shown_published(self, published: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The published rows this reader is shown (all, here)."""
+        return published
+
+    @on(ReferencesRead)
+    def _on_references(self, message: ReferencesRead) -> None:
+        baselines: list[dict[str, Any]] = []
+        published: list[dict[str, Any]] = []
+        if message.error:
+            self.notify(f"could not read baselines: {message.error}", severity="warning")
+        else:
+            baselines = views.baseline_points(message.trained, self.state)
+            published = self.shown_published(views.published_points(message.rows, self.state.level or message.level))
         board = self.query_one(Scoreboard)
         board.set_references(baselines, published)
         board.can_baselines = not self.read_only and self.baseline_workspace() is not None
         self.query_one(ComparisonPlot).set_references(baselines, published)
-
-    def _level_hint(self) -> str:
-        try:
-            return self.store.session(self.session_id).get("level") or ""
-        except Exception:  # noqa: BLE001 - the session may not exist yet (just spawned)
-            return ""
+        board.sync(self.state)
+        self.query_one(ComparisonPlot).sync(self.state, self.best)
 
     def baseline_workspace(self) -> str | None:
         """The session's prepared workspace, when it is here to train baselines on."""

@@ -31,7 +31,6 @@ from befair_tui.bindings import CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, R
 from befair_tui.launch import runner_state
 from befair_tui.navigation import participant_flow
 from befair_tui.screens.console import ConsoleScreen
-from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
 from befair_tui.widgets.scoreboard import Scoreboard
@@ -168,15 +167,10 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         return clock_runs_when_paused(self.state.config)
 
     # -- what a participant is shown -------------------------------------------------------------
-    def _load_references(self) -> None:
+    def shown_published(self, published: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The published reference rows only where the study shows them to everyone ([people]
         references): a published figure can anchor a participant's answers."""
-        super()._load_references()
-        if people.people_of(self.spec).participants_see_references:
-            return
-        board = self.query_one(Scoreboard)
-        board.set_references(board.baselines, [])
-        self.query_one(ComparisonPlot).set_references(board.baselines, [])
+        return published if people.people_of(self.spec).participants_see_references else []
 
     # -- steering: this participant's own session only ------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.settle import reads_done
 from tests.snapshot.participant_demo import participant_console
 
 
@@ -33,6 +34,7 @@ def _participant_app(tmp_path):
             await pilot.pause(0.02)
             if getattr(app.screen, "state", None) is not None and app.screen.state.last_seq == last:
                 break
+        await reads_done(app, pilot)
         await pilot.pause(0.3)
 
     return app, run_before

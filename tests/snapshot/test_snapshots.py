@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from tests.settle import reads_done
 from tests.demo_session import write_demo_session
 from engine.session.store import SessionStore
 
@@ -41,6 +42,7 @@ async def _settle(pilot, predicate, rounds: int = 200):
         await pilot.pause(0.02)
         if predicate():
             break
+    await reads_done(pilot.app, pilot)
     await pilot.pause(0.1)
 
 

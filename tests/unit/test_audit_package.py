@@ -9,8 +9,8 @@ from engine.evaluation.audit import CLAIM_DIFFERENCE_FLAG, check_claim
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("engine", "befair_tui", "baselines")
-CLAIMS = ROOT / "engine" / "evaluation" / "audit" / "claims.py"
-AUDIT = CLAIMS.parent
+CLAIMS = ROOT / "engine" / "measures" / "claims.py"
+AUDIT = ROOT / "engine" / "evaluation" / "audit"
 
 
 def _product_files() -> list[Path]:
