@@ -139,7 +139,6 @@ class SessionsScreen(SessionPicker):
         self.sort_key = "created_at"
         self.sort_reverse = True
         self.filter_text = ""
-        self.reads = 0  # how many times the refresher read the table (tests)
         # what the table shows now (to skip identical redraws)
         self._shown: list[tuple[str, tuple[str, ...], object]] | None = None
 
@@ -164,13 +163,15 @@ class SessionsScreen(SessionPicker):
         procs = getattr(self.app, "procs", {})
         return [annotate(r, procs.get(r["id"])) for r in store.sessions()]
 
+    @work(thread=True, exclusive=True, group="sessions-read", name="sessions-read")
     def reload(self) -> None:
+        """Read the sessions table now (on mount, on coming back, after a delete); only posts SessionsRead."""
         try:
-            self.rows = self._read(self.store)
-        except Exception as exc:  # noqa: BLE001
-            self.notify(f"cannot read the sessions: {exc}", severity="error")
-            self.rows = []
-        self._fill()
+            self.post_message(SessionsRead(self._read(self.store)))
+        except Exception as exc:  # noqa: BLE001 - said on screen
+            self.post_message(SessionsRead([], error=str(exc)))
+        finally:
+            self.store.close()   # this thread's connection
 
     @work(thread=True, exclusive=True, group="sessions-refresh", name="sessions-refresh")
     def refresher(self) -> None:
@@ -178,9 +179,7 @@ class SessionsScreen(SessionPicker):
         from textual.worker import get_current_worker
 
         def read(store: SessionStore) -> SessionsRead:
-            rows = self._read(store)
-            self.reads += 1
-            return SessionsRead(rows)
+            return SessionsRead(self._read(store))
 
         # connections are per thread: the store's connection in this thread is the worker's own
         refresh_every(get_current_worker(), REFRESH, self.store, read, lambda error: SessionsRead([], error=error),

@@ -110,7 +110,6 @@ class StudyScreen(SessionPicker):
         self.study = name if name in names else (names[-1] if names else None)
         self.rows: list[dict[str, Any]] = []
         self.report: StudyReport | None = None
-        self.reads = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="study-title")
@@ -176,7 +175,6 @@ class StudyScreen(SessionPicker):
             if study != self.study:  # another study was chosen meanwhile
                 study, seen, report = self.study, None, None
             rows, report, seen = self._read(store, seen, report)
-            self.reads += 1
             return StudyRead(rows, report, references)
 
         refresh_every(get_current_worker(), REFRESH, SessionStore(self.store.path), read,

@@ -64,7 +64,6 @@ class StudyPeopleScreen(SessionPicker):
         self.spec = grid.stored_spec(store, study)
         people.people_of(self.spec)
         self.rows: list[dict[str, Any]] = []
-        self.reads = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="people-title")
@@ -85,9 +84,7 @@ class StudyPeopleScreen(SessionPicker):
         from textual.worker import get_current_worker
 
         def read(store: SessionStore) -> PeopleGridRead:
-            rows = people.live_grid(store, self.spec)
-            self.reads += 1
-            return PeopleGridRead(rows)
+            return PeopleGridRead(people.live_grid(store, self.spec))
 
         refresh_every(get_current_worker(), REFRESH, SessionStore(self.store.path), read,
                       lambda error: PeopleGridRead([], error=error), self.post_message)
