@@ -82,3 +82,11 @@ class ReferencesRead(Message):
         super().__init__()
         self.trained, self.rows, self.level = trained, rows, level
         self.error = error
+
+
+class FinishReasonRead(Message):
+    """Why a participant's session ended, read from its events for the questions page."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason

@@ -3,7 +3,7 @@ session ended (an `answers` study event), and the closing page."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -16,6 +16,7 @@ from engine.study.spec import StudySpec
 from engine.task import instruction_text
 
 from befair_tui.format import reflow
+from befair_tui.messages import FinishReasonRead
 from befair_tui.navigation import participant_flow
 from befair_tui.screens.participant_profile import ChoiceSet
 from befair_tui.screens.participant_signin import PAGE_CSS, focus_first, page_button
@@ -81,22 +82,33 @@ class QuestionsScreen(Screen[None]):
         super().__init__()
         self.spec, self.position = spec, position
 
-    def _ended(self) -> str:
-        session = self.position.session or {}
-        reason = None
+    def _title(self, reason: str | None = None) -> str:
+        status = (self.position.session or {}).get("status") or "ended"
+        ended = f"{status}: {reason}" if reason else str(status)
+        return f"Session {self.position.number} of {self.position.total} has ended ({ended})."
+
+    @work(thread=True, exclusive=True, group="finish-reason", name="read-finish-reason")
+    def read_finish_reason(self) -> None:
+        """Why the session ended, from its events (a whole fold: never on the UI thread)."""
+        store = participant_flow(self.app).store
         try:
-            reason = participant_flow(self.app).store.state(str(session.get("id"))).finish_reason
+            reason = store.state(str((self.position.session or {}).get("id"))).finish_reason
         except Exception:  # noqa: BLE001 - the page still works without the reason
-            pass
-        status = session.get("status") or "ended"
-        return f"{status}: {reason}" if reason else str(status)
+            return
+        finally:
+            store.close()   # this thread's connection
+        if reason:
+            self.post_message(FinishReasonRead(reason))
+
+    @on(FinishReasonRead)
+    def _on_finish_reason(self, message: FinishReasonRead) -> None:
+        self.query_one("#questions-title", Static).update(self._title(message.reason))
 
     def compose(self) -> ComposeResult:
         p = people.people_of(self.spec)
         last = self.position.number == self.position.total
         with VerticalScroll(id="page"):
-            yield Static(f"Session {self.position.number} of {self.position.total} has ended ({self._ended()}).",
-                         classes="page-title")
+            yield Static(self._title(), id="questions-title", classes="page-title")
             yield Static(("A few questions about it, before you finish." if last else
                           "A few questions about it, before the next session.") if p.questions else
                          "Nothing to answer after this session.", classes="page-text")
@@ -117,6 +129,7 @@ class QuestionsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         focus_first(self, "RadioSet, Input, Button")
+        self.read_finish_reason()
 
     def answers(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

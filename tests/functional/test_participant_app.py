@@ -161,8 +161,8 @@ async def test_a_participant_goes_through_the_whole_study(db, store, study):
             assert f"Session {number} of 2 · {level}" in screen_text(app)
             await wait_for(pilot, lambda: isinstance(app.screen, QuestionsScreen), timeout=180,
                            what="the questions after the session")
-            await pilot.pause(0.2)
-            assert f"Session {number} of 2 has ended (finished" in screen_text(app)
+            await wait_for(pilot, lambda n=number: f"Session {n} of 2 has ended (finished: " in screen_text(app),
+                           what="why the session ended, read off the UI thread")
             await click(pilot, "#questions-continue")
             await pilot.pause()
             assert "needs an answer" in screen_text(app)
