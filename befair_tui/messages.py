@@ -90,3 +90,13 @@ class FinishReasonRead(Message):
     def __init__(self, reason: str) -> None:
         super().__init__()
         self.reason = reason
+
+
+class ReplayRead(Message):
+    """A replayed session's events, read whole (`error`: why they could not be)."""
+
+    def __init__(self, session_id: str, events: list[Event], error: str | None = None) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.events = events
+        self.error = error

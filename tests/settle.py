@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-ONE_OFF_READS = ("references", "sessions-read")   # worker groups that read once and end (not the followers)
+# worker groups that read once and end (not the followers)
+ONE_OFF_READS = ("references", "sessions-read", "replay-read")
 
 
 async def reads_done(app: Any, pilot: Any) -> None:

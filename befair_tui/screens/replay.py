@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 
@@ -20,6 +21,7 @@ from engine.session.replay import Timeline
 from engine.session.state import SessionState
 from engine.session.store import SessionStore
 
+from befair_tui.messages import ReplayRead
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.timeline import TimelineBar
 
@@ -46,11 +48,12 @@ class ReplayScreen(ConsoleScreen):
         kwargs.setdefault("read_only", True)
         kwargs.setdefault("follow", False)
         super().__init__(store, session_id, **kwargs)
-        self.timeline = Timeline(store.events(session_id), session_id=session_id)
+        self.timeline = Timeline([], session_id=session_id)   # its events come from read-replay (on mount)
+        self.loaded = False
         self.playing = autoplay
         self.speed = speed if speed in SPEEDS else "10x"
         self._mono = mono
-        self._times = session_times(self.timeline.events)
+        self._times: list[float] = []
         self._anchor: tuple[float, float] | None = None  # (wall clock, session time) play is measured from
 
     def compose_bottom(self) -> ComposeResult:
@@ -59,6 +62,26 @@ class ReplayScreen(ConsoleScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.set_interval(TICK, self._play_tick)
+        self._sync_timeline()
+        self.read_events()
+
+    @work(thread=True, exclusive=True, group="replay-read", name="read-replay")
+    def read_events(self) -> None:
+        """Read the whole session's events in a thread (a long session's are many); only posts ReplayRead."""
+        try:
+            self.post_message(ReplayRead(self.session_id, self.store.events(self.session_id)))
+        except Exception as exc:  # noqa: BLE001 - said on screen
+            self.post_message(ReplayRead(self.session_id, [], error=str(exc)))
+        finally:
+            self.store.close()   # this thread's connection
+
+    @on(ReplayRead)
+    def _on_read(self, message: ReplayRead) -> None:
+        if message.error:
+            self.notify(f"cannot read the session: {message.error}", title="Replay", severity="error", timeout=15)
+        self.timeline = Timeline(message.events, session_id=self.session_id)
+        self._times = session_times(self.timeline.events)
+        self.loaded = True
         if len(self.timeline):
             self._move_to(1)  # the session's header (level, coder, budget) before any node
         self._sync_timeline()
@@ -113,7 +136,7 @@ class ReplayScreen(ConsoleScreen):
         return max(tl.position, min(bisect_right(self._times, due), tl.position + MAX_PER_TICK))
 
     def _play_tick(self) -> None:
-        if not self.playing:
+        if not self.playing or not self.loaded:
             return
         tl = self.timeline
         if tl.at_end:

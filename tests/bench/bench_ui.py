@@ -14,6 +14,7 @@ from engine.session import events as ev
 from engine.session.store import SessionStore
 from engine.session.event_types import parse
 from tests.redraws import count_redraws
+from tests.settle import reads_done
 
 N_NODES = 1_000
 BIG_TREE = 5_000  # "a 5,000-node session stays usable"
@@ -66,6 +67,7 @@ async def _new_node_ms(db: Path, session_id: str, cached: bool, n_nodes: int = N
     times: dict[str, list[float]] = {"frame": [], "cpu": [], "wall": [], "floor": []}
     try:
         async with app.run_test(size=(160, 50)) as pilot:
+            await reads_done(app, pilot)
             screen = app.screen
             await pilot.pause()
             t0 = time.perf_counter()
@@ -269,6 +271,7 @@ async def _replay_bench(db: Path) -> list[dict]:
     span = events[-1].ts - events[0].ts
     app = create_app(db, start="replay", session_id=sid, replay_speed="10x")
     async with app.run_test(size=(160, 50)) as pilot:
+        await reads_done(app, pilot)
         screen = app.screen
         await pilot.pause(0.3)
         t0 = time.perf_counter()

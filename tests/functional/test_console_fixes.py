@@ -21,6 +21,7 @@ from tests.redraws import count_calls, count_redraws
 from .conftest import tree_text, wait_for
 from .test_console_events import add_node, new_session
 from engine.session.event_types import parse
+from tests.settle import reads_done
 
 
 async def test_sessions_screen_refreshes_and_keeps_the_cursor(db, store, monkeypatch):
@@ -117,6 +118,7 @@ async def test_replay_speeds_follow_the_wall_clock(db, store):
     _timed_session(store, "s-time", 60)
     app = create_app(db, start="replay", session_id="s-time", replay_speed="10x")
     async with app.run_test(size=(120, 34)) as pilot:
+        await reads_done(app, pilot)
         screen = app.screen
         assert isinstance(screen, ReplayScreen)
         now = [100.0]

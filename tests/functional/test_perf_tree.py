@@ -11,6 +11,7 @@ from engine.agent.session_config import SessionConfig
 from engine.session.store import SessionStore
 
 from tests.bench.bench_ui import CODER, _node_events, _tree_events
+from tests.settle import reads_done
 
 N = 300
 
@@ -33,6 +34,7 @@ async def _screens(db, sid: str, cached: bool) -> tuple[list[list[str]], int]:
     try:
         app = create_app(db, start="replay", session_id=sid)
         async with app.run_test(size=(140, 40)) as pilot:
+            await reads_done(app, pilot)
             screen = app.screen
             await pilot.pause()
             screen.ingest(_tree_events(sid, N)[1:])

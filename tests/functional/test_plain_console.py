@@ -30,6 +30,7 @@ from befair_tui.widgets.status_bar import StatusBar
 
 from .conftest import region_text, screen_text, tree_text, wait_for
 from engine.session.event_types import parse
+from tests.settle import reads_done
 
 CODER = {"name": "offline", "label": "offline coder (simulated agent)", "simulated": True}
 T0 = 1_700_000_000.0
@@ -209,6 +210,7 @@ async def test_the_replay_header_tells_paused_from_playing(db, store):
     sid = write_demo_session(store, n_nodes=4)
     app = create_app(db, start="replay", session_id=sid, replay_speed="max")
     async with app.run_test(size=(120, 40)) as pilot:
+        await reads_done(app, pilot)
         screen = app.screen
         assert isinstance(screen, ReplayScreen)
         await pilot.press("ctrl+a")  # event 0

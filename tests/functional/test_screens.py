@@ -13,6 +13,7 @@ from befair_tui.screens.sessions import SessionsScreen
 from befair_tui.screens.setup import SetupScreen
 
 from .conftest import SHARED_AIDE, screen_text, tree_text, wait_for
+from tests.settle import reads_done
 
 
 async def test_sessions_screen_filter_sort_open_export_delete(db, store, tmp_path):
@@ -71,6 +72,7 @@ async def test_replay_to_the_end_and_back(db, store):
     total = store.last_seq(sid)
     app = create_app(db, start="replay", session_id=sid, replay_speed="max")
     async with app.run_test(size=(120, 34)) as pilot:
+        await reads_done(app, pilot)
         screen = app.screen
         assert isinstance(screen, ReplayScreen)
         assert screen.timeline.position == 1 and not screen.state.nodes  # the session header only
@@ -111,6 +113,7 @@ async def test_replay_steps_node_by_node_both_ways(db, store):
     sid = write_demo_session(store, n_nodes=6, seed=0)
     app = create_app(db, start="replay", session_id=sid, replay_speed="max")
     async with app.run_test(size=(120, 34)) as pilot:
+        await reads_done(app, pilot)
         screen = app.screen
         assert isinstance(screen, ReplayScreen)
         starts = []
@@ -170,5 +173,6 @@ async def test_imported_aide_run_opens_and_replays(db, store):
         assert "(imported)" in tree_text(app)
     app = create_app(db, start="replay", session_id=sid, replay_speed="max", autoplay=True)
     async with app.run_test(size=(120, 34)) as pilot:
-        await wait_for(pilot, lambda: app.screen.timeline.at_end, what="replay end")
+        await reads_done(app, pilot)
+        await wait_for(pilot, lambda: app.screen.loaded and app.screen.timeline.at_end, what="replay end")
         assert len(app.screen.state.nodes) == n

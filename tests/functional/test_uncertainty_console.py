@@ -22,6 +22,7 @@ from befair_tui.widgets.status_bar import StatusBar
 from .conftest import screen_text, tree_text, wait_for
 from engine.session.event_types import parse
 from tests.command_sink import WriterSink
+from tests.settle import reads_done
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 SIZES = {"group_0": (120, 30), "group_1": (100, 20), "group_2": (60, 6)}   # FST V–VI: 6 malignant
@@ -97,6 +98,7 @@ async def test_in_a_replay_the_switch_is_a_view_only(db, store):
     w.emit(parse(ev.SESSION_FINISHED, {"status": "finished", "reason": "done"}))
     app = create_app(db, start="replay", session_id="s-done")
     async with app.run_test(size=(140, 42)) as pilot:
+        await reads_done(app, pilot)
         screen = app.screen
         await pilot.press("ctrl+e")   # to the end of the recording
         await wait_for(pilot, lambda: screen.state.status == "finished", what="the end of the replay")

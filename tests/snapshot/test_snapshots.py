@@ -100,6 +100,7 @@ def test_replay_screen(snap_compare, tmp_path):
 
     async def run_before(pilot):
         screen = app.screen
+        await reads_done(app, pilot)
         screen._move_to(screen.timeline._node_pos[7])
         await _settle(pilot, lambda: 7 in screen.state.nodes)
 
