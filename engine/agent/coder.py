@@ -114,6 +114,15 @@ class CoderBase:
         """Hand each reply on as it streams (a coder that streams calls these on its thread)."""
 
 
+RUNNER_ASKS = ("secrets", "budget_usd", "attach_stream")   # beyond draft/improve/debug/review
+
+
+def missing_members(coder: object) -> list[str]:
+    """What `coder` lacks of what the runner asks (a coder from a study's factory, say)."""
+    return [name for name in ("name", "label", "simulated", *RUNNER_ASKS, "draft", "improve", "debug", "review")
+            if not hasattr(coder, name)]
+
+
 class Coder(Protocol):
     name: str          # "offline" | "openai"
     label: str         # shown everywhere, e.g. "offline coder (simulated agent)"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from engine.agent import context
-from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, NodeView, Review
+from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, NodeView, Review, missing_members
 from engine.agent.coders import make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
@@ -86,6 +86,9 @@ class Runner:
         self.config = SessionConfig.from_dict(self.writer.state.config)
         self.protocol = task_protocol(self.config.protocol)
         self.coder: Coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
+        if missing := missing_members(self.coder):
+            raise BefairError(f"the coder {type(self.coder).__name__} lacks {', '.join(missing)}: "
+                              "subclass engine.agent.coder.CoderBase, which has the defaults")
         self.sandbox = Sandbox.create(self.config.sandbox)
         self.executor: Executor = executor if executor is not None else LocalExecutor(sandbox=self.sandbox)
         self.on_event = on_event

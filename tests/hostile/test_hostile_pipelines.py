@@ -29,6 +29,7 @@ from engine.agent.session_config import SessionConfig
 from engine.execution import Job, LocalExecutor, Sandbox, prepare_node_dir, prepare_session_input
 from engine.execution.sandbox import check
 from engine.session.store import SessionStore
+from engine.agent.coder import CoderBase
 
 pytestmark = pytest.mark.skipif(not check().available, reason=f"no sandbox here: {check().explain()}")
 
@@ -139,7 +140,7 @@ if __name__ == "__main__":
 '''
 
 
-class ScriptCoder:
+class ScriptCoder(CoderBase):
     """Returns the same hostile script at every step."""
     name, label, simulated = "hostile", "hostile test coder", True
 

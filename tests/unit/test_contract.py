@@ -10,6 +10,7 @@ from engine.agent.runner import run
 from engine.agent.session_setup import start_session
 from engine.agent.session_config import SessionConfig
 from engine.session.store import SessionStore
+from engine.agent.coder import CoderBase
 
 GOOD = ("import os\ndef predict(folder):\n    return {n: 0.5 for n in os.listdir(folder)}\n"
         "if __name__ == '__main__':\n    print('Validation AUROC: 0.61')\n")
@@ -17,7 +18,7 @@ NO_PREDICT_CODE = "print('Validation AUROC: 0.99')\n"
 SILENT = "import os\ndef predict(folder):\n    return {n: 0.5 for n in os.listdir(folder)}\n"
 
 
-class CountingCoder:
+class CountingCoder(CoderBase):
     name, label, simulated = "counting", "test coder", True
 
     def __init__(self, codes):

@@ -113,3 +113,24 @@ def test_the_local_model_bench_counts_hits_per_rule_recorded_or_checked_again_fr
     clean = {"role": "improve", "ok": True, "check": None}
     review = {"role": "review", "ok": True, "reply": "no code"}
     assert rule_hits([recorded, older, clean, review, recorded]) == {"undefined-name": 2, "unavailable-import": 1}
+
+
+def test_a_coder_without_what_the_runner_asks_is_refused_with_what_it_lacks(workspace, tmp_path):
+    from engine.agent.runner import Runner
+    from engine.agent.session_config import SessionConfig
+    from engine.agent.session_setup import start_session
+    from engine.errors import BefairError
+    from engine.session.store import SessionStore
+
+    class Foreign:   # a study factory's coder written before CoderBase
+        name, label, simulated = "foreign", "foreign coder", True
+
+        def draft(self, ctx): ...
+        def improve(self, ctx, parent): ...
+        def debug(self, ctx, parent): ...
+        def review(self, ctx, node): ...
+
+    store = SessionStore(tmp_path / "s.db")
+    writer = start_session(store, SessionConfig(steps=1, data=str(workspace.root)), workspace=workspace, coder=Foreign())
+    with pytest.raises(BefairError, match="lacks secrets, budget_usd, attach_stream: subclass"):
+        Runner(store, writer.session_id, coder=Foreign(), workspace=workspace)
