@@ -131,6 +131,7 @@ def test_a_coder_without_what_the_runner_asks_is_refused_with_what_it_lacks(work
         def review(self, ctx, node): ...
 
     store = SessionStore(tmp_path / "s.db")
-    writer = start_session(store, SessionConfig(steps=1, data=str(workspace.root)), workspace=workspace, coder=Foreign())
+    config = SessionConfig(steps=1, data=str(workspace.root))
+    writer = start_session(store, config, workspace=workspace, coder=Foreign())
     with pytest.raises(BefairError, match="lacks secrets, budget_usd, attach_stream: subclass"):
         Runner(store, writer.session_id, coder=Foreign(), workspace=workspace)
