@@ -100,3 +100,12 @@ class ReplayRead(Message):
         self.session_id = session_id
         self.events = events
         self.error = error
+
+
+class ResumeChecked(Message):
+    """A participant's session, checked off the UI thread: its place in the study's waiting line
+    (`waiting`: why it waits, or None), whether a runner was started for it, and why not."""
+
+    def __init__(self, waiting: str | None, started: bool, error: str | None) -> None:
+        super().__init__()
+        self.waiting, self.started, self.error = waiting, started, error

@@ -51,6 +51,8 @@ class ParticipantFlow(Protocol):
 
     def ensure_runner(self) -> bool: ...
 
+    def start_runner_if_needed(self) -> tuple[bool, str | None]: ...
+
 
 def participant_flow(app: App[Any]) -> ParticipantFlow:
     """`app` (a participant screen's `self.app`) as the ParticipantApp it is."""

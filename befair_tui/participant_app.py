@@ -177,22 +177,29 @@ class ParticipantApp(App[None], inherit_bindings=False):  # no Ctrl+Q: a partici
 
     def ensure_runner(self) -> bool:
         """Start a worker for the current cell when nothing runs it (it was interrupted: the server
-        or the machine was killed); True when one was started here."""
+        or the machine was killed); True when one was started here. Says on screen why it could not."""
+        started, error = self.start_runner_if_needed()
+        if error:
+            self.notify(f"Cannot resume the session: {error}", severity="error", timeout=15)
+        return started
+
+    def start_runner_if_needed(self) -> tuple[bool, str | None]:
+        """ensure_runner without a word on screen, so that a thread worker may call it: (started
+        here, why it could not)."""
         position = self.position
         if position is None or position.cell is None:
-            return False
+            return False, None
         mine = self.procs.get(position.cell.session_id)
         if mine is not None and mine.poll() is None:
-            return False  # the worker this tab started is still setting up or running it
+            return False, None  # the worker this tab started is still setting up or running it
         try:
             proc = people.ensure_runner(self.store, self.spec, position.cell)
         except (BefairError, OSError) as exc:
-            self.notify(f"Cannot resume the session: {exc}", severity="error", timeout=15)
-            return False
+            return False, str(exc)
         if proc is None:
-            return False
+            return False, None
         self.procs[position.cell.session_id] = proc
-        return True
+        return True, None
 
     def _touch(self) -> None:
         self._reap()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from textual import on, work
 from textual.app import ComposeResult
 
 from engine.agent.commands import guidance_budget
@@ -29,6 +30,7 @@ from engine.study.spec import StudySpec
 
 from befair_tui.bindings import CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, RESUME, TOGGLE_SPLIT, detail_tab_bindings
 from befair_tui.launch import runner_state
+from befair_tui.messages import ResumeChecked
 from befair_tui.navigation import participant_flow
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.widgets.guidance_input import GuidanceInput
@@ -99,7 +101,29 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         if mono - self._respawned < RESPAWN_AFTER:
             return
         self._respawned = mono
-        waiting = people.waiting_line(self.store, self.spec, self.position.cell)
+        self.resume_in_background()
+
+    @work(thread=True, exclusive=True, group="resume", name="resume-session")
+    def resume_in_background(self) -> None:
+        """The study's waiting line and, when a place is free, a runner for this session: database
+        reads and a process start, off the UI thread; only posts ResumeChecked."""
+        error: str | None = None
+        started = False
+        try:
+            waiting = people.waiting_line(self.store, self.spec, self.position.cell)
+            if waiting is None:
+                started, error = participant_flow(self.app).start_runner_if_needed()
+        except Exception as exc:  # noqa: BLE001 - said on screen; tried again after RESPAWN_AFTER
+            waiting, error = None, str(exc)
+        finally:
+            self.store.close()   # this thread's connection
+        self.post_message(ResumeChecked(waiting, started, error))
+
+    @on(ResumeChecked)
+    def _on_resume_checked(self, message: ResumeChecked) -> None:
+        if message.error:
+            self.notify(f"Cannot resume the session: {message.error}", severity="error", timeout=15)
+        waiting = message.waiting
         if waiting is not None:  # the study's cap on sessions at once: it starts here once a place is free
             if not self._note.startswith("waiting"):
                 self.notify(waiting[0].upper() + waiting[1:] + ".", title="Session", timeout=15)
@@ -112,7 +136,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
                 self.notify(f"The session could not be started {MAX_ATTEMPTS} times; please tell the researcher "
                             f"(its log: {log_dir(self.store.path, self.spec.name)}).", severity="error", timeout=30)
             return
-        if participant_flow(self.app).ensure_runner() and self.state.status != "new":
+        if message.started and self.state.status != "new":
             self._note = "the session was interrupted; it is resuming…"
             self.notify("The agent was interrupted (the server or the machine restarted); it is resuming where "
                         "it was. Nothing recorded is lost.", title="Session", timeout=8)
