@@ -109,3 +109,11 @@ class ResumeChecked(Message):
     def __init__(self, waiting: str | None, started: bool, error: str | None) -> None:
         super().__init__()
         self.waiting, self.started, self.error = waiting, started, error
+
+
+class ReportWritten(Message):
+    """The session's report page was written (`path`), or why not (`error`)."""
+
+    def __init__(self, path: str | None, error: str | None) -> None:
+        super().__init__()
+        self.path, self.error = path, error

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -15,6 +16,8 @@ from textual.widgets import Static
 from engine.study.session_report import summarise, write_report
 from engine.session.state import SessionState
 from engine.session.store import SessionStore
+
+from befair_tui.messages import ReportWritten
 
 
 def report_path(store: SessionStore, session_id: str) -> Path:
@@ -49,11 +52,26 @@ class SummaryModal(ModalScreen[None]):
         self.query_one(Vertical).border_title = f"Session summary · {self.state.session_id}"
 
     def action_write(self) -> None:
+        self.notify("Writing the report…", title="Report", timeout=3)
+        self.write_in_background()
+
+    @work(thread=True, exclusive=True, group="report", name="write-report")
+    def write_in_background(self) -> None:
+        """The report reads the baselines and draws its plot (matplotlib): off the UI thread."""
         target = report_path(self.store, self.state.session_id)
         try:
             written = write_report(self.store, self.state, self.report, target)
         except Exception as exc:  # noqa: BLE001 - the user reads why, nothing is lost
-            self.notify(f"could not write the report: {exc}", severity="error", title="Report")
+            self.post_message(ReportWritten(None, str(exc)))
             return
-        self.notify(f"Report written: {written[0]} (befair report {self.state.session_id} writes it too)",
+        finally:
+            self.store.close()   # this thread's connection
+        self.post_message(ReportWritten(str(written[0]), None))
+
+    @on(ReportWritten)
+    def _on_written(self, message: ReportWritten) -> None:
+        if message.error:
+            self.notify(f"could not write the report: {message.error}", severity="error", title="Report")
+            return
+        self.notify(f"Report written: {message.path} (befair report {self.state.session_id} writes it too)",
                     title="Report", timeout=10)
