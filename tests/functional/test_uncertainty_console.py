@@ -148,7 +148,8 @@ async def test_intervals_too_few_to_judge_and_the_summary(db, store, tmp_path):
         assert "Session summary" in text and "cannot be told apart" in text and "simulated agent" in text
         await pilot.press("w")
         report = db.parent / "reports" / "s-groups.html"
-        await wait_for(pilot, lambda: "Report written" in screen_text(app), what="the report, written off the UI thread")
+        await wait_for(pilot, lambda: not any(w.group == "report" for w in app.workers) and report.exists(),
+                       what="the report, written off the UI thread")
         page = report.read_text()
         assert page.startswith("<!doctype html>") and "cannot be told apart" in page and "simulated agent" in page
 
