@@ -67,7 +67,9 @@ llm_call          node_id?, role: draft|improve|debug|review, model: str, tokens
                   tokens_estimated: bool, messages: [{role, content}] (what the agent was told),
                   reply: str (the raw reply); the last three absent in sessions recorded earlier;
                   first_token_s: float?, tokens_per_s: float? (streamed: prompt reading time,
-                  writing speed), server_model: str? (the model id the server's reply named)
+                  writing speed), server_model: str? (the model id the server's reply named),
+                  check: {rule, attempt, message}? (the reply rule its reply hit,
+                  engine.agent.reply_rules; absent when none did, and in sessions recorded earlier)
 llm_stream        role: str, step: int, chars: int, tokens: int, elapsed_s: float,
                   first_token_s: float?, tokens_per_s: float? (since the first token),
                   recent_tokens_per_s: float? (the last 15 s): how far a streaming reply has got
