@@ -39,12 +39,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run", help="run a search session (headless with --headless)",
         description="Run an agent's search over ML pipelines on the skin-lesion task and record it as a session.",
     )
-    _task_options(p)
-    _data_options(p)
-    _search_options(p)
-    _limit_options(p)
-    _agent_options(p)
-    _study_options(p)
+    _task_options(p.add_argument_group("the task: instruction level, budget, coder"))
+    add_llm_arguments(p.add_argument_group("LLM coder (--coder openai)"))
+    _data_options(p.add_argument_group("data"))
+    _search_options(p.add_argument_group("what the agent is shown and what 'best' means"))
+    _limit_options(p.add_argument_group("limits, blinding and the sandbox"))
+    _agent_options(p.add_argument_group("search policy, the offline coder, the evaluation device"))
+    _study_options(p.add_argument_group("studies, guidance, and where the settings come from"))
     add_db_arg(p)
     p.set_defaults(func=cmd_run)
     _register_resume(subparsers)
@@ -64,7 +65,7 @@ def _register_resume(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     r.set_defaults(func=cmd_resume)
 
 
-def _task_options(p: argparse.ArgumentParser) -> None:
+def _task_options(p: argparse._ArgumentGroup) -> None:
     """How it runs, the instruction level, the budget and the coder."""
     p.add_argument("--headless", action="store_true", help="no console: print progress to the terminal")
     p.add_argument("--level", choices=[*LEVELS, CUSTOM], default="base", help="instruction level (default: base)")
@@ -72,10 +73,9 @@ def _task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=20, help="step budget: nodes the search may create (default 20)")
     p.add_argument("--coder", choices=list(CODERS), default="offline",
                    help="; ".join(f"{kind.name}: {kind.help}" for kind in CODERS.values()))
-    add_llm_arguments(p.add_argument_group("LLM coder (--coder openai)"))
 
 
-def _data_options(p: argparse.ArgumentParser) -> None:
+def _data_options(p: argparse._ArgumentGroup) -> None:
     """The data, and the seed."""
     p.add_argument("--data", default="synth",
                    help="'synth' (generated SynthDerm, cached) or a prepared workspace folder")
@@ -85,7 +85,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="the agent's seed (same seed, same session)")
 
 
-def _search_options(p: argparse.ArgumentParser) -> None:
+def _search_options(p: argparse._ArgumentGroup) -> None:
     """What "best" means, and the task protocol."""
     p.add_argument("--best", choices=BEST_CRITERIA, default=None,
                    help="what 'best node' means for ★ and for the search's improve step (default: validation; "
@@ -106,7 +106,7 @@ def _search_options(p: argparse.ArgumentParser) -> None:
                         "LLM coder)")
 
 
-def _limit_options(p: argparse.ArgumentParser) -> None:
+def _limit_options(p: argparse._ArgumentGroup) -> None:
     """Blinding, and each node's limits and sandbox."""
     p.add_argument("--blind-test", action="store_true", help="mark test metrics blinded (studies)")
     p.add_argument("--step-timeout", type=float, default=None,
@@ -120,7 +120,7 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
                         "unavailable); none: run it unsandboxed, and mark the session UNSANDBOXED")
 
 
-def _agent_options(p: argparse.ArgumentParser) -> None:
+def _agent_options(p: argparse._ArgumentGroup) -> None:
     """The offline coder's failures, the search policy, and the evaluation device."""
     p.add_argument("--failure-rate", type=float, default=None,
                    help="offline coder: share of pipelines written with a bug (default 0.15)")
@@ -136,7 +136,7 @@ def _agent_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="evaluation device (cpu, cuda); default: GPU when present")
 
 
-def _study_options(p: argparse.ArgumentParser) -> None:
+def _study_options(p: argparse._ArgumentGroup) -> None:
     """User studies, starting guidance, and where the settings come from."""
     p.add_argument("--participant", default=None, help="participant id (user studies)")
     p.add_argument("--study", default=None, help="study id (user studies)")
