@@ -160,6 +160,8 @@ class ConsoleScreen(ExpertBaselines):
             apply_changes(self.state, event, changes)
         if first:
             self._load_references()
+            if self._session_row is not None and self.state.status in ("running", "paused"):
+                self.check_runner()   # the heartbeat came before the events: read it now, not a tick later
         if len(events) >= FREEZE_AFTER:
             # A long session's fold lives as long as the screen: keep it out of the garbage
             # collector's full passes, which otherwise stall a 1,000-node console ~200 ms each.

@@ -94,6 +94,7 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
         if status == "stopped" and self.state.status in ("running", "paused"):
             self._resume_if_needed()
         self._sync_status()
+        self._sync_bar()   # the bar says the runner's state too (a restart's note)
         return status
 
     def _resume_if_needed(self) -> None:

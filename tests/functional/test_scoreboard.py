@@ -8,6 +8,7 @@ from befair_tui.widgets.scoreboard import Scoreboard
 
 from .conftest import screen_text, wait_for
 from .test_console_events import add_node, new_session
+from tests.settle import reads_done
 
 
 async def test_scoreboard_shows_trained_baselines_next_to_published_rows(db, store):
@@ -24,6 +25,7 @@ async def test_scoreboard_shows_trained_baselines_next_to_published_rows(db, sto
         screen = app.screen
         assert isinstance(screen, ConsoleScreen)
         await wait_for(pilot, lambda: 1 in screen.state.nodes and screen.state.nodes[1].val_auc is not None)
+        await reads_done(app, pilot)   # the reference rows, read off the UI thread
         board = screen.query_one(Scoreboard)
         names = [(b["name"], b["n"], b["same_data"]) for b in board.baselines]
         assert names == [("medfair", 1, False), ("medfair-dedup", 2, True)]

@@ -22,6 +22,7 @@ from befair_tui.screens.sessions import SessionsScreen
 from befair_tui.widgets.scoreboard import Scoreboard
 
 from .conftest import screen_text, wait_for
+from tests.settle import reads_done
 
 
 def _record(store, sid: str, sandbox: str) -> str:
@@ -79,7 +80,7 @@ async def test_unsandboxed_and_dead_runners_in_the_sessions_list(db, store):
     async with app.run_test(size=(140, 20)) as pilot:
         screen = app.screen
         assert isinstance(screen, SessionsScreen)
-        await pilot.pause()
+        await reads_done(app, pilot)   # the sessions table, read off the UI thread
         table = screen.query_one("DataTable")
         rows = {str(key.value): [str(c) for c in table.get_row(key)] for key in table.rows}
         assert any("UNSANDBOXED" in c for c in rows["open-air"])

@@ -32,7 +32,8 @@ def _participant_app(tmp_path):
     async def run_before(pilot):
         for _ in range(200):
             await pilot.pause(0.02)
-            if getattr(app.screen, "state", None) is not None and app.screen.state.last_seq == last:
+            if getattr(app.screen, "state", None) is not None and app.screen.state.last_seq == last \
+                    and app.screen.runner is not None:   # the heartbeat read: the clock depends on it
                 break
         await reads_done(app, pilot)
         await pilot.pause(0.3)
