@@ -163,15 +163,15 @@ class SessionsScreen(SessionPicker):
         procs = getattr(self.app, "procs", {})
         return [annotate(r, procs.get(r["id"])) for r in store.sessions()]
 
-    @work(thread=True, exclusive=True, group="sessions-read", name="sessions-read")
     def reload(self) -> None:
-        """Read the sessions table now (on mount, on coming back, after a delete); only posts SessionsRead."""
+        """Read the sessions table now (on mount, on coming back, after a delete), on the UI thread:
+        one query, so that the list is there when the screen is; the refresher reads it after."""
         try:
-            self.post_message(SessionsRead(self._read(self.store)))
-        except Exception as exc:  # noqa: BLE001 - said on screen
-            self.post_message(SessionsRead([], error=str(exc)))
-        finally:
-            self.store.close()   # this thread's connection
+            self.rows = self._read(self.store)
+        except Exception as exc:  # noqa: BLE001
+            self.notify(f"cannot read the sessions: {exc}", severity="error")
+            self.rows = []
+        self._fill()
 
     @work(thread=True, exclusive=True, group="sessions-refresh", name="sessions-refresh")
     def refresher(self) -> None:

@@ -23,6 +23,7 @@ async def test_sessions_screen_filter_sort_open_export_delete(db, store, tmp_pat
     async with app.run_test(size=(120, 30)) as pilot:
         screen = app.screen
         assert isinstance(screen, SessionsScreen)
+        await reads_done(app, pilot)   # the sessions table, read off the UI thread
         table = screen.query_one("DataTable")
         assert table.row_count == 2
         text = screen_text(app)
@@ -56,6 +57,7 @@ async def test_sessions_screen_filter_sort_open_export_delete(db, store, tmp_pat
         await pilot.pause()
         await pilot.press("y")
         await wait_for(pilot, lambda: len(store.sessions()) == 1, what="delete")
+        await reads_done(app, pilot)
         assert table.row_count == 1
 
         # open the remaining one in the console
