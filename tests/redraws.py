@@ -6,16 +6,8 @@ from typing import Any
 
 
 def count_redraws(screen: Any) -> list[float]:
-    """Wrap `screen._redraw` (one call per sync of its widgets); the list grows by one per call."""
-    calls: list[float] = []
-    real = screen._redraw
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1.0)
-        return real(*args, **kwargs)
-
-    screen._redraw = counted
-    return calls
+    """Count `screen._redraw` calls (one per sync of its widgets)."""
+    return count_calls(screen, "_redraw")
 
 
 def count_calls(obj: Any, name: str) -> list[float]:
