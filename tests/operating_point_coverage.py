@@ -65,7 +65,7 @@ def coverage(reps: int, seed: int = 0) -> dict[str, dict[str, float]]:
         vy, vs, _ = _draw(rng, VALIDATION)
         threshold, _ = op.choose_threshold(setting, (vy, vs))
         ty, ts, tg = _draw(rng, TEST)
-        point = op.OperatingPoint.of({op.KEY: op.block(setting, threshold, ty, ts, tg, GROUPS)})
+        point = op.OperatingPoint.of(op.block(setting, threshold, ty, ts, tg, GROUPS))
         for group in GROUPS:
             found = point.group(group)
             sensitivity, specificity = _true_rates(threshold, group)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.paths import add_db_arg, db_from_args
+from engine.session import figure_text
 from engine.session.runner_control import open_store
 
 PREDICTIONS_HELP = "the run's published DDI predictions (DDI_file,predicted_probability), scored here"
@@ -65,8 +66,8 @@ def _report_run(store: Any, sid: str, started: float, as_json: bool) -> int:
     if as_json:
         _json_out({"session_id": sid, "n_nodes": len(state.nodes), "level": state.level, "tokens": tokens,
                    "published_node": published.node_id if published else None,
-                   "published_test_auc": (published.test or {}).get("auc") if published else None,
-                   "published_test_auc_gap": (published.test or {}).get("auc_gap") if published else None,
+                   "published_test_auc": published.test.auc if published and published.test else None,
+                   "published_test_auc_gap": published.test.auc_gap if published and published.test else None,
                    "seconds": round(time.perf_counter() - started, 3)})
         return 0
     drafts = sum(1 for n in state.nodes.values() if n.stage == "draft")
@@ -74,8 +75,8 @@ def _report_run(store: Any, sid: str, started: float, as_json: bool) -> int:
     print(f"imported {len(state.nodes)} nodes ({drafts} drafts, {buggy} failed) as session {sid} "
           f"[{state.level}] in {time.perf_counter() - started:.2f} s; {tokens:,} tokens")
     if published is not None and published.test is not None:
-        print(f"node {published.node_id}: test AUC {published.test.get('auc'):.4f}, gap "
-              f"{published.test.get('auc_gap'):.4f} (published predictions, scored here)")
+        print(f"node {published.node_id}: test AUC {figure_text.fmt(published.test.auc, 4)}, gap "
+              f"{figure_text.fmt(published.test.auc_gap, 4)} (published predictions, scored here)")
     return 0
 
 

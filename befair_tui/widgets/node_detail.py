@@ -15,6 +15,7 @@ from textual.containers import Vertical
 from textual.widgets import Log, Static, TabbedContent, TabPane
 
 from engine.measures.operating_point import OperatingPoint
+from engine.measures.summary import EvaluationSummary
 from engine.session import views
 from engine.session import figure_text
 from engine.study import session_report as report
@@ -237,7 +238,7 @@ class NodeDetail(Vertical):
             parts.append(_split_groups(split, summary, node.eval_verdicts.get(split), node.eval_reasons.get(split)))
             parts += [Text(said, style="dim")] if (said := group_tests.words(summary)) else []
         parts.append(Text(f"\n{figure_text.INTERVAL_HELP} {figure_text.TOO_FEW_HELP}", style="dim"))
-        if any(OperatingPoint.of(s) is not None for s in (node.validation, node.test)):
+        if any(s is not None and s.operating_point is not None for s in (node.validation, node.test)):
             parts.append(Text(report.POINT_HELP, style="dim"))
         parts.append(Text("validation: held-out split of the training data · test: DDI-format test set; "
                           "both measured here", style="dim"))
@@ -298,16 +299,16 @@ def _no_node(state: SessionState, live: dict[str, Any] | None) -> str:
             "reply come in.")
 
 
-def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | None, reason: str | None) -> Group:
-    if not summary:
+def _split_groups(split: str, summary: EvaluationSummary | None, verdict: str | None, reason: str | None) -> Group:
+    if summary is None:
         why = f"{verdict}: {reason}" if verdict and verdict != "ok" else "not measured"
         return Group(Text(f"\n{split}: {why}", style="red" if verdict and verdict != "ok" else "dim"))
-    n, malignant = summary.get("n"), sum(g.malignant or 0 for g in figure_text.groups(summary))
+    n, malignant = summary.n, sum(g.malignant or 0 for g in figure_text.groups(summary))
     head = Text(f"\n{split}", style="bold")
     head.append(f" · {n} images" + (f", {malignant} malignant" if malignant else ""), style="dim")
     if not figure_text.has_intervals(summary):
         head.append(f" · {figure_text.NO_INTERVAL}", style="yellow")
-    point = OperatingPoint.of(summary)
+    point = summary.operating_point
     table = Table(expand=True, box=None, pad_edge=False)
     columns = ("skin tone · malignant", "AUC (95 %)") + (() if point else ("missed malignant (at 0.5)",))
     for column in columns:
@@ -318,8 +319,9 @@ def _split_groups(split: str, summary: dict[str, Any] | None, verdict: str | Non
         if g.malignant is not None:
             who.append(f"\n{g.malignant} of {g.n} images", style="dim")
         table.add_row(who, auc, *(() if point else (g.missed_text() if g.malignant is not None else "–",)))
-    for label, key in (("overall", "auc"), ("worst group", "worst_auc"), ("gap (best − worst)", "auc_gap")):
-        table.add_row(label, figure_text.with_interval(summary.get(key), figure_text.interval(summary, key)),
+    for label, key, value in (("overall", "auc", summary.auc), ("worst group", "worst_auc", summary.worst_auc),
+                              ("gap (best − worst)", "auc_gap", summary.auc_gap)):
+        table.add_row(label, figure_text.with_interval(value, figure_text.interval(summary, key)),
                       *(() if point else ("",)))
     return Group(head, table, *(_point_tables(point) if point else ()))
 

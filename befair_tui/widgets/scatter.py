@@ -83,7 +83,7 @@ def tagged(references: Sequence[tuple[str, float, float, str]], tags: dict[tuple
 
 def _intervals(state: SessionState, node_id: int, split: str) -> tuple[tuple[float, float] | None, ...]:
     node = state.nodes[node_id]
-    summary = (node.validation if split == "validation" else views.visible_test(state, node)) or {}
+    summary = node.validation if split == "validation" else views.visible_test(state, node)
     return tuple(_pair(figure_text.interval(summary, k)) for k in ("auc", "auc_gap"))
 
 

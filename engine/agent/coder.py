@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from engine.measures.summary import EvaluationSummary
+
 
 @dataclass
 class LlmCall:
@@ -57,7 +59,7 @@ class NodeView:
     output: str = ""                       # tail of the execution output
     exc_type: str | None = None
     components: dict[str, Any] | None = None
-    measured: dict[str, Any] | None = None  # validation summary (auc, auc_gap, group_auc ...)
+    measured: EvaluationSummary | None = None  # its validation figures, as far as the feedback setting shows them
     tried: list[dict[str, Any]] = field(default_factory=list)  # components of its existing children
     eval_failure: str | None = None        # the run ended, but the independent evaluation of its
                                            # predict() failed: why (raised, wrong keys, no model)

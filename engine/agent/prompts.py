@@ -391,16 +391,16 @@ def review_prompt(ctx: CoderContext, node: NodeView, *, json_only: bool = False)
 
 
 def _measured_line(node: NodeView, feedback: str = "auc") -> str | None:
-    m = node.measured or {}
-    auc = m.get("auc")
-    if auc is None or feedback == "none":
+    m = node.measured
+    auc = m.auc if m is not None else None
+    if m is None or auc is None or feedback == "none":
         return None
     line = f"validation AUROC {float(auc):.4f}"
     if feedback != "groups":
         return line + " (measured independently on held-out images)"
-    if m.get("auc_gap") is not None:
-        line += f", skin-tone AUROC gap {float(m['auc_gap']):.4f}"
-    groups = m.get("group_auc") or {}
+    if m.auc_gap is not None:
+        line += f", skin-tone AUROC gap {m.auc_gap:.4f}"
+    groups = m.group_auc
     if groups:
         shown = ", ".join(f"{GROUP_LABELS.get(g, g)} {float(v):.3f}"
                           for g, v in sorted(groups.items()) if v is not None)

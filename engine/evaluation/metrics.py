@@ -318,7 +318,7 @@ def compute_metrics(labels: Sequence[Any] | np.ndarray, scores: Sequence[Any] | 
     if intervals:
 
         strata = Strata.of(y, names, [g.name for g in result.groups])
-        result.intervals = interval_fields(s, strata, result.summary())
+        result.intervals = interval_fields(s, strata, result)
     return result
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.agent.session_config import SessionConfig
+from engine.measures.summary import EvaluationSummary
 from engine.errors import BefairError, DataError, UsageError
 from engine.imports.aide import import_aide
 from engine.imports.common import SHAPE_ERRORS, Clock, RunTag, emit_end, read_text
@@ -252,11 +253,12 @@ def study_rows(store: SessionStore, study_id: str = STUDY_ID, *, as_published: b
     return sorted(rows, key=lambda r: (r["model"] != AIDE, r["id"], r["session"]))
 
 
-def _published_evaluation(store: SessionStore, session_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _published_evaluation(store: SessionStore,
+                          session_id: str) -> tuple[dict[str, Any], EvaluationSummary | None] | None:
     """(MEDFAIR metrics, summary with its intervals) of a run's published predictions, scored here."""
     for p in store.evaluated_payloads(session_id):
         if p.get("source") == PUBLISHED_SOURCE and p.get("ok") and p.get("medfair"):
-            return dict(p["medfair"]), dict(p.get("summary") or {})
+            return dict(p["medfair"]), EvaluationSummary.from_payload(p.get("summary") or {})
     return None
 
 

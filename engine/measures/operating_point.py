@@ -23,7 +23,7 @@ At that cut-off, per group and pooled, on validation and test (`GroupAtPoint`):
   group with one class only, or whose classes the probabilities separate perfectly, has none.
 
 The `evaluated` summary keeps the counts (`block`); the intervals are computed when read
-(`OperatingPoint.of`), as engine.measures.uncertainty.missed_interval does. Pure numpy.
+(`OperatingPoint.of`, through engine.measures.summary), as engine.measures.uncertainty.missed_interval does. Pure numpy.
 """
 from __future__ import annotations
 
@@ -299,9 +299,9 @@ class OperatingPoint:
     groups: tuple[GroupAtPoint, ...]
 
     @classmethod
-    def of(cls, summary: Mapping[str, Any] | None) -> OperatingPoint | None:
-        """None for a summary recorded before operating points (its figures are at 0.5)."""
-        found = (summary or {}).get(KEY)
+    def of(cls, found: Any) -> OperatingPoint | None:
+        """The block as a summary stores it under KEY, read back; None for none (a summary recorded
+        before operating points: its figures are at 0.5)."""
         if not isinstance(found, Mapping) or not isinstance(found.get("groups"), Mapping):
             return None
         threshold = found.get("threshold")
@@ -337,10 +337,9 @@ def public_group(g: GroupAtPoint) -> dict[str, Any]:
             "calibration_slope_ci": g.slope[1:] if g.slope else None}
 
 
-def public(summary: Mapping[str, Any] | None, key: Callable[[str], str] = str) -> dict[str, Any] | None:
+def public(found: OperatingPoint | None, key: Callable[[str], str] = str) -> dict[str, Any] | None:
     """The block spelled out for JSON and exports: every figure with its interval, groups named by
     `key` (e.g. 12/34/56), the method in words. None without one."""
-    found = OperatingPoint.of(summary)
     if found is None:
         return None
     return {"setting": found.setting, "words": found.words, "threshold": found.threshold,

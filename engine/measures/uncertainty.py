@@ -61,7 +61,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -304,7 +304,7 @@ def _rounded(interval: Interval | tuple[Any, ...] | None) -> list[float | None]:
     return [round(float(interval[0]), DIGITS), round(float(interval[1]), DIGITS)]
 
 
-def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point: Mapping[str, Any],
+def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point: PointEstimates,
                     counts: np.ndarray | None = None) -> dict[str, Any]:
     """The summary fields an `evaluated` event gains, kept compact (every event of a long session is
     decoded when it opens; `Intervals` reads them, engine.session.figure_text.public spells them out):
@@ -317,23 +317,23 @@ def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point:
     - `signed`: [diff, low, high] per pair of SIGNED_PAIRS and `groups_apart`: {p, apart}
       (difference_fields; engine.session.views.group_tests reads them; absent with fewer than two
       groups that have an AUC, and in summaries recorded before METHOD_ID v2).
-    `point`: the summary's point estimates (auc, group_auc, worst_auc, auc_gap)."""
+    `point`: the point estimates (engine.evaluation.metrics.MetricSet)."""
     s = np.asarray(scores, dtype=float)
     rep = replicates(s, strata, shared_counts(strata) if counts is None else counts)
     y = strata.labels
-    group_point = point.get("group_auc") or {}
+    group_point = point.group_auc
     ci: list[float | None] = []
-    ci += _rounded(logit_interval(rep.auc, float(point["auc"]))) if point.get("auc") is not None else [None, None]
-    ci += _rounded(percentile(rep.worst)) if rep.worst is not None and point.get("worst_auc") is not None \
+    ci += _rounded(logit_interval(rep.auc, point.auc)) if point.auc is not None else [None, None]
+    ci += _rounded(percentile(rep.worst)) if rep.worst is not None and point.worst_auc is not None \
         else [None, None]
     differences = group_differences(rep, group_point)
     gap = differences.gap() if differences is not None else (percentile(rep.gap) if rep.gap is not None else None)
-    ci += _rounded(gap) if gap is not None and point.get("auc_gap") is not None else [None, None]
+    ci += _rounded(gap) if gap is not None and point.auc_gap is not None else [None, None]
     cases: list[int] = []
     for name in strata.names:
         values = rep.group_auc.get(name)
-        ci += _rounded(logit_interval(values, float(group_point[name]))) \
-            if values is not None and group_point.get(name) is not None else [None, None]
+        group = group_point.get(name)
+        ci += _rounded(logit_interval(values, group)) if values is not None and group is not None else [None, None]
         idx = strata.groups == name
         cases += [int(idx.sum()), int(y[idx].sum()), int(((s < FNR_THRESHOLD) & idx & (y == 1)).sum())]
     fields: dict[str, Any] = {"ci": ci, "cases": cases, "ci_method": METHOD_ID,
@@ -343,20 +343,28 @@ def interval_fields(scores: Sequence[float] | np.ndarray, strata: Strata, point:
     return fields
 
 
+class PointEstimates(Protocol):
+    """The point estimates the intervals are built around."""
+
+    @property
+    def auc(self) -> float | None: ...
+    @property
+    def worst_auc(self) -> float | None: ...
+    @property
+    def auc_gap(self) -> float | None: ...
+    @property
+    def group_auc(self) -> Mapping[str, float | None]: ...
+
+
 @dataclass(frozen=True)
 class Intervals:
-    """A summary's compact interval fields (see interval_fields), read back."""
+    """A summary's compact interval fields (see interval_fields), read back
+    (engine.measures.summary.EvaluationSummary.intervals)."""
 
     ci: Sequence[float | None]
     cases: Sequence[int]
     groups: tuple[str, ...]
-
-    @classmethod
-    def of(cls, summary: Mapping[str, Any] | None) -> Intervals | None:
-        """None for a summary recorded without intervals (predictions not kept)."""
-        if not summary or not isinstance(summary.get("ci"), list):
-            return None
-        return cls(summary["ci"], summary.get("cases") or [], tuple(summary.get("ci_groups") or GROUPS))
+    method: str | None = None   # the method's id (METHODS spells it out)
 
     def _pair(self, i: int) -> list[float] | None:
         lo, hi = (self.ci[i], self.ci[i + 1]) if len(self.ci) > i + 1 else (None, None)

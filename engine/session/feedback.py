@@ -10,7 +10,9 @@ act while the session runs (the `set_feedback` command, a `feedback_set` event).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from engine.measures.summary import EvaluationSummary
 
 if TYPE_CHECKING:
     from engine.session.state import SessionState
@@ -42,9 +44,8 @@ def current_feedback(state: SessionState) -> str:
     return value if value in FEEDBACK else LEGACY_FEEDBACK
 
 
-def shown(measured: dict[str, Any] | None, feedback: str) -> dict[str, Any] | None:
+def shown(measured: EvaluationSummary | None, feedback: str) -> EvaluationSummary | None:
     """The part of a node's measured summary that the agent may see under `feedback`."""
-    if not measured:
+    if measured is None:
         return None
-    kept = {k: v for k, v in measured.items() if k in _SHOWN_KEYS[check(feedback)]}
-    return kept or None
+    return measured.only(_SHOWN_KEYS[check(feedback)])

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.measures import operating_point
-from engine.measures.uncertainty import CI_LEVEL, METHODS, MIN_CASES, Intervals, missed_interval, too_few
+from engine.measures.summary import EvaluationSummary
+from engine.measures.uncertainty import CI_LEVEL, METHODS, MIN_CASES, missed_interval, too_few
 from engine.task import GROUP_LABELS, GROUPS
 
 GROUP_KEY = {"group_0": "12", "group_1": "34", "group_2": "56"}   # the public name of a group (DDI's)
@@ -49,14 +50,14 @@ def half_width(ci: Sequence[float] | None) -> float | None:
     return None if ci is None else (ci[1] - ci[0]) / 2
 
 
-def has_intervals(summary: Mapping[str, Any] | None) -> bool:
-    return Intervals.of(summary) is not None
+def has_intervals(summary: EvaluationSummary | None) -> bool:
+    return summary is not None and summary.intervals is not None
 
 
-def interval(summary: Mapping[str, Any] | None, figure: str) -> list[float] | None:
+def interval(summary: EvaluationSummary | None, figure: str) -> list[float] | None:
     """A stored summary's 95 % interval of "auc", "worst_auc", "auc_gap" or a group's AUC (its
     stored name, e.g. "group_2"); None without one."""
-    found = Intervals.of(summary)
+    found = summary.intervals if summary is not None else None
     if found is None:
         return None
     return {"auc": found.auc, "worst_auc": found.worst, "auc_gap": found.gap}.get(figure) if figure in (
@@ -71,10 +72,12 @@ def plus_minus(value: float | None, ci: Sequence[float] | None, digits: int = 2)
     return fmt(value, digits) if half is None else f"{fmt(value, digits)} ±{fmt(half, digits)}"
 
 
-def compact(summary: Mapping[str, Any]) -> str:
+def compact(summary: EvaluationSummary | None) -> str:
     """The tree's and scoreboard's figure: `.81 ±.05 · gap .16 ±.11` (`.812 / .052` without intervals)."""
-    auc, gap = summary.get("auc"), summary.get("auc_gap")
-    found = Intervals.of(summary)
+    if summary is None:
+        return f"{fmt(None)} / {fmt(None)}"
+    auc, gap = summary.auc, summary.auc_gap
+    found = summary.intervals
     if found is None:
         return f"{fmt(auc)} / {fmt(gap)}"
     return f"{plus_minus(auc, found.auc)} · gap {plus_minus(gap, found.gap)}"
@@ -118,11 +121,12 @@ class GroupFigure:
         return f"{self.missed} of {self.malignant} missed{share}"
 
 
-def groups(summary: Mapping[str, Any] | None) -> list[GroupFigure]:
+def groups(summary: EvaluationSummary | None) -> list[GroupFigure]:
     """Each group's figures, in skin-tone order (the groups the summary names)."""
-    summary = summary or {}
-    aucs = dict(summary.get("group_auc") or {})
-    found = Intervals.of(summary)
+    if summary is None:
+        return []
+    aucs = summary.group_auc
+    found = summary.intervals
     names = [g for g in GROUPS if g in aucs or (found is not None and g in found.groups)]
     names += sorted(set(aucs) - set(names))
     out = []
@@ -132,35 +136,42 @@ def groups(summary: Mapping[str, Any] | None) -> list[GroupFigure]:
         out.append(GroupFigure(
             key=key, words=GROUP_WORDS.get(key, key), n=n, malignant=positives, auc=aucs.get(name),
             auc_ci=found.group(name) if found is not None else None,
-            auc_reason=(summary.get("group_auc_reason") or {}).get(name), too_few=too_few(positives, n),
+            auc_reason=summary.group_auc_reason.get(name), too_few=too_few(positives, n),
             missed=missed, fnr=missed / positives if missed is not None and positives else None,
             fnr_ci=missed_interval(missed, positives)))
     return out
 
 
-def too_few_groups(summary: Mapping[str, Any] | None) -> list[str]:
+def too_few_groups(summary: EvaluationSummary | None) -> list[str]:
     """Public names of the groups too small to judge on this split."""
     return [g.key for g in groups(summary) if g.too_few]
 
 
-_COMPACT = ("ci", "cases", "ci_groups")   # the stored form of the intervals (uncertainty.interval_fields)
+_SPELLED_OUT = ("ci", "cases", "ci_groups", "ci_method", "auc_ci", "worst_auc_ci", "auc_gap_ci", "group_auc_ci",
+                "group_n", "group_positives", "group_missed", "group_fnr", "group_fnr_ci", "ci_level")
 
 
-def public(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def public(summary: EvaluationSummary | None) -> dict[str, Any] | None:
     """A summary for JSON and exports: groups keyed 12/34/56, every interval spelled out (auc_ci,
     worst_auc_ci, auc_gap_ci, group_auc_ci, group_n, group_positives, group_missed, group_fnr(_ci),
     ci_level, ci_method), and a note when it has none."""
     if summary is None:
         return None
-    out = {k: ({group_key(g): v for g, v in value.items()} if k in ("group_auc", "group_auc_reason")
-               and isinstance(value, Mapping) else value) for k, value in summary.items() if k not in _COMPACT}
-    if (point := operating_point.public(summary, group_key)) is not None:   # the counts spelled out
+    out: dict[str, Any] = {"auc": summary.auc, "worst_auc": summary.worst_auc, "best_auc": summary.best_auc,
+                           "auc_gap": summary.auc_gap, "group_auc": _by_key(summary.group_auc),
+                           "group_auc_reason": _by_key(summary.group_auc_reason), "n": summary.n}
+    out.update((k, v) for k, v in summary.extra.items() if k not in _SPELLED_OUT)
+    if summary.signed is not None:
+        out["signed"] = list(summary.signed)
+    if summary.groups_apart is not None:
+        out["groups_apart"] = {"p": summary.groups_apart.p, "apart": summary.groups_apart.apart}
+    if (point := operating_point.public(summary.operating_point, group_key)) is not None:   # counts spelled out
         out[operating_point.KEY] = point
-    found = Intervals.of(summary)
+    found = summary.intervals
     if found is None:
         out["interval"] = NO_INTERVAL
         return out
-    method = str(summary.get("ci_method"))
+    method = str(found.method)
     rows = groups(summary)
     out.update(auc_ci=found.auc, worst_auc_ci=found.worst, auc_gap_ci=found.gap,
                group_auc_ci={g.key: g.auc_ci for g in rows}, group_n={g.key: g.n for g in rows},
@@ -169,3 +180,7 @@ def public(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
                ci_level=CI_LEVEL, ci_method=METHODS.get(method, method), ci_method_id=method, min_cases=MIN_CASES,
                too_few_to_judge=[g.key for g in rows if g.too_few])
     return out
+
+
+def _by_key(by_group: Mapping[str, Any]) -> dict[str, Any]:
+    return {group_key(g): v for g, v in by_group.items()}

@@ -146,11 +146,11 @@ def figure(node: NodeState, criterion: str) -> float | None:
     """The figure a criterion ranks by (robust: the lower bound of the worst-group AUC)."""
     if criterion == "claimed":
         return node.claimed_metric
-    validation = node.validation or {}
+    validation = node.validation
     if criterion == "validation":
-        return _number(validation.get("auc"))
+        return _number(validation.auc) if validation is not None else None
     if criterion == "minimax":
-        return _number(validation.get("worst_auc"))
+        return _number(validation.worst_auc) if validation is not None else None
     if criterion == "robust":
         bounds = figure_text.interval(validation, "worst_auc")
         return bounds[0] if bounds else None
@@ -175,7 +175,7 @@ def _best_ids(state: SessionState) -> dict[str, int | None]:
     pruned = state.pruned_ids()
     nodes = [n for n in sorted(state.nodes.values(), key=lambda n: n.node_id) if is_candidate(n, pruned)]
     out: dict[str, int | None] = {c: _argmax(nodes, c) for c in ("claimed", "validation")}
-    vectors = {n.node_id: dict((n.validation or {}).get("group_auc") or {}) for n in nodes if n.validation}
+    vectors = {n.node_id: dict(n.validation.group_auc) for n in nodes if n.validation is not None}
     out["minimax"] = minimax_pareto(vectors) if vectors else None
     out["robust"] = _robust(nodes, vectors)
     return out

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from collections.abc import Callable, Hashable, Iterable, Iterator
 
+from engine.measures.summary import EvaluationSummary
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.event_types import ABSENT
@@ -52,8 +53,8 @@ class NodeState:
     review_summary: str | None = None
     claimed_metric: float | None = None
     lower_is_better: bool | None = None  # the review's direction of claimed_metric (None: higher is better)
-    validation: dict[str, Any] | None = None
-    test: dict[str, Any] | None = None
+    validation: EvaluationSummary | None = None
+    test: EvaluationSummary | None = None
     eval_verdicts: dict[str, str] = field(default_factory=dict)
     eval_reasons: dict[str, str | None] = field(default_factory=dict)
     eval_sources: dict[str, str] = field(default_factory=dict)   # split -> where its figures come from,
@@ -88,15 +89,15 @@ class NodeState:
 
     @property
     def val_auc(self) -> float | None:
-        return (self.validation or {}).get("auc")
+        return self.validation.auc if self.validation is not None else None
 
     @property
     def val_gap(self) -> float | None:
-        return (self.validation or {}).get("auc_gap")
+        return self.validation.auc_gap if self.validation is not None else None
 
     @property
     def val_worst(self) -> float | None:
-        return (self.validation or {}).get("worst_auc")
+        return self.validation.worst_auc if self.validation is not None else None
 
     @property
     def finished(self) -> bool:
@@ -381,7 +382,7 @@ def _evaluated(s: SessionState, t: et.Evaluated, e: ev.Event) -> None:
     node.eval_reasons[split] = None if t.reason is ABSENT else t.reason
     if t.source:
         node.eval_sources[split] = str(t.source)
-    summary = t.summary if t.ok and t.summary is not ABSENT else None
+    summary = EvaluationSummary.from_payload(t.summary) if t.ok and t.summary is not ABSENT else None
     if split == "validation":
         node.validation = summary
     else:

@@ -13,7 +13,7 @@ from engine.study.aggregate import METRIC_COLUMNS, TEST_PREFIX
 def run_intervals(state: SessionState, node_id: int | None) -> dict[str, Any]:
     """The chosen node's own 95 % test intervals (from its predictions), where it has them."""
     node = state.nodes.get(node_id) if node_id is not None else None
-    test = (node.test or {}) if node is not None else {}
+    test = node.test if node is not None else None
     return {"test_auc_ci": figure_text.interval(test, "auc"), "test_auc_gap_ci": figure_text.interval(test, "auc_gap")}
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.measures.operating_point import OperatingPoint
+from engine.measures.summary import EvaluationSummary
 from engine.session import events as ev
 from engine.session import figure_text
 from engine.session import participants as log
@@ -98,7 +98,7 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
         apply(state, event)
     node_id, metrics, why = choice_metrics(state, criterion)
     node = state.nodes.get(node_id) if node_id is not None else None
-    test = (node.test or {}) if node is not None and not why else {}
+    test = node.test if node is not None and not why else None
     out: dict[str, Any] = {
         "finish_reason": state.finish_reason, "node_id": node_id, "excluded": why,
         "test_auc": metrics.get(OVERALL_AUC), "test_auc_gap": metrics.get(AUC_GAP),
@@ -114,10 +114,10 @@ def _session_part(store: SessionStore, session_id: str, participant: str, criter
     return out
 
 
-def _dark_sensitivity(test: dict[str, Any]) -> dict[str, Any]:
+def _dark_sensitivity(test: EvaluationSummary | None) -> dict[str, Any]:
     """Sensitivity on dark skin (FST V–VI) at the session's operating point on test, with its Wilson
     interval (engine.measures.operating_point); empty for a node measured before operating points."""
-    point = OperatingPoint.of(test)
+    point = test.operating_point if test is not None else None
     dark = point.group(DARK_GROUP) if point is not None else None
     value, ci = dark.sensitivity if dark is not None else (None, None)
     lo, hi = _interval(ci)

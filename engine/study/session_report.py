@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.measures.operating_point import GroupAtPoint, OperatingPoint
+from engine.measures.summary import EvaluationSummary
 from engine.session import figure_text, selection, views
 from engine.session.state import NodeState, SessionState
 from engine.study.tradeoff_plot import Point, draw_figure, reference_points
@@ -190,12 +191,12 @@ def _guidance_where(g: GuidanceSummary) -> str:
     return f"first used by node {g.first_node} ({g.figures_after}), compared with {before}"
 
 
-def split_figures(summary: dict[str, object] | None) -> str:
+def split_figures(summary: EvaluationSummary | None) -> str:
     """`.794 (.741–.845) · gap .116 (.031–.251)`, or the point figures with a note."""
-    if not summary or summary.get("auc") is None:
+    if summary is None or summary.auc is None:
         return "not measured"
-    auc = figure_text.with_interval(_f(summary.get("auc")), figure_text.interval(summary, "auc"))
-    gap = figure_text.with_interval(_f(summary.get("auc_gap")), figure_text.interval(summary, "auc_gap"))
+    auc = figure_text.with_interval(summary.auc, figure_text.interval(summary, "auc"))
+    gap = figure_text.with_interval(summary.auc_gap, figure_text.interval(summary, "auc_gap"))
     text = f"{auc} · gap {gap}"
     return text if figure_text.has_intervals(summary) else f"{text} ({figure_text.NO_INTERVAL})"
 
@@ -305,14 +306,14 @@ def _point_rows(point: OperatingPoint) -> list[tuple[str, str]]:
 
 def _points(state: SessionState, node: NodeState, unblind: bool) -> tuple[tuple[str, OperatingPoint], ...]:
     """The operating point of each split whose figures a reader may see."""
-    found = [("validation", OperatingPoint.of(node.validation))]
+    found = [("validation", _point(node.validation))]
     if not views.test_withheld(state, node, unblind):
-        found.append(("test", OperatingPoint.of(views.visible_test(state, node, unblind))))
+        found.append(("test", _point(views.visible_test(state, node, unblind))))
     return tuple((split, point) for split, point in found if point is not None)
 
 
-def _f(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
+def _point(summary: EvaluationSummary | None) -> OperatingPoint | None:
+    return summary.operating_point if summary is not None else None
 
 
 def _test_text(state: SessionState, node: NodeState, unblind: bool) -> str:
@@ -402,7 +403,7 @@ def figure_points(state: SessionState, *, unblind: bool = False) -> list[Any]:
     """The session's measured, visible test points (with their intervals) for the report's plot."""
     out = []
     for node_id, gap, auc in views.plot_points(state, "test", unblind):
-        test = views.visible_test(state, state.nodes[node_id], unblind) or {}
+        test = views.visible_test(state, state.nodes[node_id], unblind)
         out.append(Point(label=f"node {node_id}", auc=auc, gap=gap, group="this session", level=f"node {node_id}",
                          auc_ci=_pair(figure_text.interval(test, "auc")),
                          gap_ci=_pair(figure_text.interval(test, "auc_gap"))))

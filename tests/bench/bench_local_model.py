@@ -175,9 +175,9 @@ def _own_choice(state: Any) -> dict[str, Any] | None:
     pick = best_choice(state, session_criterion(state))
     if pick.node_id is None:
         return None
-    test = state.nodes[pick.node_id].test or {}
-    return {"node_id": pick.node_id, "criterion": session_criterion(state), "auc": test.get("auc"),
-            "gap": test.get("auc_gap")}
+    test = state.nodes[pick.node_id].test
+    return {"node_id": pick.node_id, "criterion": session_criterion(state), "auc": test and test.auc,
+            "gap": test and test.auc_gap}
 
 
 def rule_hits(calls: list[dict[str, Any]]) -> dict[str, int]:

@@ -241,13 +241,15 @@ def _test_set(ws) -> tuple[list[str], Any, Any]:
 
 
 def _figures(node) -> dict[str, Any]:
-    test, val = node.test or {}, node.validation or {}
-    return {"node_id": node.node_id, "auc": test.get("auc"), "auc_ci": test.get("auc_ci"),
-            "gap": test.get("auc_gap"), "gap_ci": test.get("auc_gap_ci"),
-            "worst": test.get("worst_auc"), "worst_ci": test.get("worst_auc_ci"),
-            "val_auc": val.get("auc"), "val_auc_ci": val.get("auc_ci"), "val_gap": val.get("auc_gap"),
-            "val_gap_ci": val.get("auc_gap_ci"), "val_worst": val.get("worst_auc"),
-            "val_worst_ci": val.get("worst_auc_ci"),
+    from engine.session.figure_text import interval
+
+    test, val = node.test, node.validation
+    return {"node_id": node.node_id, "auc": test and test.auc, "auc_ci": interval(test, "auc"),
+            "gap": test and test.auc_gap, "gap_ci": interval(test, "auc_gap"),
+            "worst": test and test.worst_auc, "worst_ci": interval(test, "worst_auc"),
+            "val_auc": val and val.auc, "val_auc_ci": interval(val, "auc"), "val_gap": val and val.auc_gap,
+            "val_gap_ci": interval(val, "auc_gap"), "val_worst": val and val.worst_auc,
+            "val_worst_ci": interval(val, "worst_auc"),
             "fairness": (node.components or {}).get("fairness"), "selection": (node.components or {}).get("selection"),
             "model": (node.components or {}).get("model")}
 
@@ -327,11 +329,15 @@ def _baseline_predictions(ws, rows: list[dict[str, Any]], config) -> list[dict[s
 
 
 def _baseline_figures(row: dict[str, Any], replay_off: float) -> dict[str, Any]:
-    test, val = row.get("test_metrics") or {}, row.get("val_metrics") or {}
-    return {"auc": row["test_auc"], "auc_ci": test.get("auc_ci"), "gap": row["test_gap"],
-            "gap_ci": test.get("auc_gap_ci"), "worst": row["test_worst"], "worst_ci": test.get("worst_auc_ci"),
-            "val_auc": row["val_auc"], "val_gap": row["val_gap"], "val_gap_ci": val.get("auc_gap_ci"),
-            "val_worst_ci": val.get("worst_auc_ci"), "epoch": row["selected_epoch"],
+    from engine.measures.summary import EvaluationSummary
+    from engine.session.figure_text import interval
+
+    test = EvaluationSummary.from_payload(row.get("test_metrics") or {})
+    val = EvaluationSummary.from_payload(row.get("val_metrics") or {})
+    return {"auc": row["test_auc"], "auc_ci": interval(test, "auc"), "gap": row["test_gap"],
+            "gap_ci": interval(test, "auc_gap"), "worst": row["test_worst"], "worst_ci": interval(test, "worst_auc"),
+            "val_auc": row["val_auc"], "val_gap": row["val_gap"], "val_gap_ci": interval(val, "auc_gap"),
+            "val_worst_ci": interval(val, "worst_auc"), "epoch": row["selected_epoch"],
             "replay_off": replay_off}
 
 

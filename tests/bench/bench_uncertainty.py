@@ -58,7 +58,7 @@ def _interval_rows() -> list[dict[str, Any]]:
     from engine.measures.uncertainty import N_RESAMPLES, Strata, interval_fields, shared_counts
 
     y, s, g = _ddi_like()
-    point = compute_metrics(y, s, g).summary()
+    point = compute_metrics(y, s, g)
     strata = Strata.of(y, g, ("group_0", "group_1", "group_2"))
     first = _median_ms(lambda: interval_fields(s, strata, point, counts=strata.counts()), 7)
     shared_counts(strata)
@@ -82,15 +82,15 @@ def _interval_rows() -> list[dict[str, Any]]:
     ]
 
 
-def _v1_fields(s: np.ndarray, strata: Any, point: dict[str, Any]) -> dict[str, Any]:
+def _v1_fields(s: np.ndarray, strata: Any, point: Any) -> dict[str, Any]:
     """The interval fields as METHOD_ID v1 computed them: a percentile interval of max − min for the
     gap, no signed differences and no test (the reference for what issue 34's statistics cost)."""
     from engine.measures.uncertainty import logit_interval, percentile, replicates, shared_counts
 
     rep = replicates(s, strata, shared_counts(strata))
-    ci = [*logit_interval(rep.auc, float(point["auc"])), *percentile(rep.worst), *percentile(rep.gap)]
+    ci = [*logit_interval(rep.auc, float(point.auc)), *percentile(rep.worst), *percentile(rep.gap)]
     for name in strata.names:
-        ci += logit_interval(rep.group_auc[name], float(point["group_auc"][name]))
+        ci += logit_interval(rep.group_auc[name], float(point.group_auc[name]))
     return {"ci": ci}
 
 
@@ -99,7 +99,7 @@ def _group_statistics_rows() -> list[dict[str, Any]]:
     from engine.measures.uncertainty import Strata, interval_fields, shared_counts
 
     y, s, g = _ddi_like()
-    point = compute_metrics(y, s, g).summary()
+    point = compute_metrics(y, s, g)
     strata = Strata.of(y, g, ("group_0", "group_1", "group_2"))
     shared_counts(strata)
     # alternate, so that a busy moment of the machine does not favour one side

@@ -23,6 +23,9 @@ from .conftest import screen_text, tree_text, wait_for
 from engine.session.event_types import parse
 from tests.command_sink import WriterSink
 from tests.settle import reads_done
+from engine.measures.summary import EvaluationSummary
+
+S = EvaluationSummary.from_payload
 
 CODER = {"name": "offline", "label": "offline coder (simulated)", "simulated": True}
 SIZES = {"group_0": (120, 30), "group_1": (100, 20), "group_2": (60, 6)}   # FST V–VI: 6 malignant

@@ -247,7 +247,7 @@ def test_a_hostile_pipeline_is_contained(private_workspace, tmp_path, monkeypatc
         assert (run_dir / "node_1" / "solution.py").read_text() == coder.code
         # measured on data it never saw: constant predictions, not the labels it hunted for
         for node in state.nodes.values():
-            assert node.test and node.test.get("auc") == pytest.approx(0.5)
+            assert node.test and node.test.auc == pytest.approx(0.5)
         # nothing left running
         for _ in range(30):
             if not running_with(marker):

@@ -99,7 +99,7 @@ def test_aide_run_5_imported_with_log_and_predictions(store):
     assert state.final_choice["by_claimed"] == final.node_id
     measured = {"Test " + k: v for k, v in final.medfair["test"].items()}
     assert _assert_same_metrics(measured, _expected()) == 44  # every "Test" column published
-    assert final.test["auc"] == pytest.approx(0.603195273406885, abs=1e-12)
+    assert final.test.auc == pytest.approx(0.603195273406885, abs=1e-12)
     assert store.nodes(sid)[final.node_id - 1]["test_auc"] == pytest.approx(0.603195273406885, abs=1e-12)
     # every surface says where the final node's figures come from (never "measuring…")
     from engine.session import views

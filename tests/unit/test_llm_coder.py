@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from engine.measures.summary import EvaluationSummary
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
 from engine.agent.llm_coder import LlmCoder
 from engine.agent.llm_config import LlmConfig, over_budget
@@ -96,7 +97,8 @@ def test_improve_and_debug_prompts_hold_parent_memory_and_output():
     mem = [MemoryItem(1, "draft", "Plan one: colour stats.", "ok", 0.71, 0.12, "trained fine"),
            MemoryItem(2, "draft", "Plan two: small CNN.", "buggy")]
     parent = node(1)
-    parent.measured = {"auc": 0.71, "auc_gap": 0.12, "group_auc": {"group_0": 0.75, "group_2": 0.63}}
+    parent.measured = EvaluationSummary.from_payload(
+        {"auc": 0.71, "auc_gap": 0.12, "group_auc": {"group_0": 0.75, "group_2": 0.63}})
     with FakeChatServer(default=AutoResponder()) as srv:
         coder = make_coder(srv)
         r1 = coder.improve(ctx(memory=mem, feedback="groups"), parent)   # the expert turned group feedback on

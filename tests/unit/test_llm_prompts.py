@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.measures.summary import EvaluationSummary
 from engine.agent.coder import CoderContext, MemoryItem, NodeView
 from engine.agent.llm_coder import LlmCoder
 from engine.agent.llm_config import LlmConfig
@@ -61,8 +62,9 @@ def scripted_sequence() -> dict[str, str]:
     ]
     parent_ok = NodeView(1, "draft", "Colour statistics with a balanced logistic regression.",
                          SIMPLE_PIPELINE, "ok", output="Validation AUROC: 0.7012\n",
-                         measured={"auc": 0.6812, "auc_gap": 0.1423,
-                                   "group_auc": {"group_0": 0.7301, "group_1": 0.6902, "group_2": 0.5878}})
+                         measured=EvaluationSummary.from_payload({
+                             "auc": 0.6812, "auc_gap": 0.1423,
+                             "group_auc": {"group_0": 0.7301, "group_1": 0.6902, "group_2": 0.5878}}))
     parent_bug = NodeView(2, "draft", "A small CNN on 64x64 crops.", BUGGY_PIPELINE, "buggy",
                           output="Traceback (most recent call last):\n  File \"solution.py\", line 37\n"
                                  "KeyError: 'diagnosis'\n", exc_type="KeyError")

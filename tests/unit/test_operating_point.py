@@ -14,6 +14,7 @@ from sklearn.metrics import brier_score_loss, confusion_matrix, roc_curve
 
 from engine.agent.session_config import SessionConfig
 from engine.measures import operating_point as op
+from engine.measures.summary import EvaluationSummary
 
 GROUPS = ("group_0", "group_1", "group_2")
 
@@ -59,7 +60,7 @@ def test_counts_and_intervals_per_group_match_sklearn_and_scipy(seed):
     threshold, reason = op.choose_threshold(setting, (labels, scores))
     assert reason is None
     stored = json.loads(json.dumps({op.KEY: op.block(setting, threshold, labels, scores, groups, GROUPS)}))
-    found = op.OperatingPoint.of(stored)
+    found = op.OperatingPoint.of(stored[op.KEY])
     assert found is not None and found.threshold == pytest.approx(threshold, abs=1e-6)
     assert found.overall.sensitivity[0] >= 0.9
     for name in GROUPS:
@@ -124,7 +125,7 @@ def test_a_group_without_malignant_cases_has_no_sensitivity_and_a_fixed_cut_off_
     labels = np.array([0, 0, 0, 1, 0, 1])
     scores = np.array([.1, .4, .2, .5, .35, .2])
     groups = np.array(["group_0"] * 3 + ["group_1"] * 3)
-    found = op.OperatingPoint.of({op.KEY: op.block(setting, threshold, labels, scores, groups, GROUPS)})
+    found = op.OperatingPoint.of(op.block(setting, threshold, labels, scores, groups, GROUPS))
     g0, g1, g2 = (found.group(name) for name in GROUPS)
     assert g0.sensitivity == (None, None) and g0.missed_per_100 == (None, None)
     assert g0.specificity[0] == pytest.approx(2 / 3)
@@ -139,7 +140,7 @@ def test_without_validation_a_sensitivity_cut_off_is_not_chosen_and_says_why():
     assert threshold is None and reason.startswith("this workspace withholds no validation set")
     labels, scores, groups = _data(41, n=60)
     stored = op.block(setting, threshold, labels, scores, groups, GROUPS, reason=reason)
-    found = op.OperatingPoint.of({op.KEY: stored})
+    found = op.OperatingPoint.of(stored)
     assert found.reason == reason and found.overall.sensitivity == (None, None)
     assert found.overall.brier is not None   # calibration needs no cut-off
 
@@ -172,11 +173,12 @@ def test_the_session_setting_defaults_for_sessions_recorded_before_it_and_refuse
 
 
 def test_a_summary_recorded_before_operating_points_has_none_and_public_spells_every_interval():
-    assert op.OperatingPoint.of({"auc": .8}) is None and op.public({"auc": .8}) is None
+    old = EvaluationSummary.from_payload({"auc": .8})
+    assert old.operating_point is None and op.public(old.operating_point) is None
     labels, scores, groups = _data(51)
     setting = op.Setting.parse(op.DEFAULT)
     threshold, _ = op.choose_threshold(setting, (labels, scores))
-    out = op.public({op.KEY: op.block(setting, threshold, labels, scores, groups, GROUPS)},
+    out = op.public(op.OperatingPoint.of(op.block(setting, threshold, labels, scores, groups, GROUPS)),
                     key={"group_0": "12", "group_1": "34", "group_2": "56"}.get)
     assert set(out["groups"]) == {"12", "34", "56"}
     dark = out["groups"]["56"]

@@ -70,10 +70,10 @@ def test_a_real_evaluation_chooses_the_cut_off_on_validation_and_applies_it_to_t
     blocks = {split: json.loads(json.dumps(o.summary[op.KEY])) for split, o in outcomes.items()}
     assert blocks["validation"]["threshold"] == blocks["test"]["threshold"] == pytest.approx(expected, abs=1e-6)
     assert blocks["validation"]["setting"] == "sensitivity:0.90"
-    validation = op.OperatingPoint.of(outcomes["validation"].summary)
+    validation = op.OperatingPoint.of(outcomes["validation"].summary[op.KEY])
     assert validation.overall.sensitivity[0] >= 0.9
     test_labels, test_scores = _scores(workspace.test_labels)
-    test = op.OperatingPoint.of(outcomes["test"].summary)
+    test = op.OperatingPoint.of(outcomes["test"].summary[op.KEY])
     assert test.overall.caught == int(((test_scores >= expected) & (test_labels == 1)).sum())
     assert outcomes["test"].summary["group_auc"] and "ci" in outcomes["test"].summary   # the old fields stay
 

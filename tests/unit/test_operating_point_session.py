@@ -35,6 +35,6 @@ def test_a_session_started_with_a_fixed_cut_off_records_it_on_every_evaluation(s
         assert (block["setting"], block["threshold"], block["chosen_on"]) == ("probability:0.30", 0.3, "fixed")
         assert set(block["groups"]) == {"group_0", "group_1", "group_2"}
     node = state.nodes[1]
-    point = op.OperatingPoint.of(node.validation)
-    assert point is not None and point.overall.n == node.validation["n"]
-    assert op.OperatingPoint.of(node.test) is not None
+    point = node.validation.operating_point
+    assert point is not None and point.overall.n == node.validation.n
+    assert node.test.operating_point is not None

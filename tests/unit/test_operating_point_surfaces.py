@@ -64,7 +64,7 @@ def _session(store, sid: str, point: bool = True) -> None:
 def test_the_report_gives_each_skin_tone_at_the_operating_point_in_every_format(store):
     _session(store, "s-rep")
     state = store.state("s-rep")
-    point = op.OperatingPoint.of(state.nodes[1].test)
+    point = state.nodes[1].test.operating_point
     dark = point.group("group_2")
     caught_text = f"{dark.caught}/{dark.malignant} caught"
     report = summarise(state)
@@ -127,10 +127,10 @@ def test_the_published_run_at_0_5_and_at_a_cut_off_catching_90_percent(shared_da
     predictions = read_predictions(shared_data / "befair_run_example" / "5-basic_prompt_DDI_predictions.csv")
     _, _, metrics = score_predictions(predictions, shared_data / "ddi_metadata.csv")
     y, s, g = metrics.scored
-    at_half = op.OperatingPoint.of({op.KEY: op.block(op.Setting.parse("probability:0.5"), 0.5, y, s, g, GROUPS)})
+    at_half = op.OperatingPoint.of(op.block(op.Setting.parse("probability:0.5"), 0.5, y, s, g, GROUPS))
     assert (at_half.group("group_2").missed, at_half.group("group_2").malignant) == (40, 48)
     assert at_half.group("group_2").missed == round(metrics.groups[2].fnr_at_thres * 48)   # MEDFAIR's FNR at 0.5
     threshold = op.sensitivity_threshold(y, s, 0.9)
-    point = op.OperatingPoint.of({op.KEY: op.block(op.Setting.parse(op.DEFAULT), threshold, y, s, g, GROUPS)})
+    point = op.OperatingPoint.of(op.block(op.Setting.parse(op.DEFAULT), threshold, y, s, g, GROUPS))
     assert point.overall.sensitivity[0] >= 0.9
     assert (point.group("group_2").missed, point.group("group_0").missed) == (12, 1)

@@ -81,7 +81,7 @@ def test_what_the_agent_is_handed_follows_the_feedback_setting():
                                                                        "best_auc"})):
         state = example_state(SessionConfig(feedback=shown))
         view = node_view(state, state.nodes[1])
-        assert (set(view.measured) if view.measured else None) == keys
+        assert (set(view.measured.to_payload()) if view.measured else None) == keys
         ctx, _ = coder_context(state, PREVIEW, 1)
         assert ctx.feedback == shown
         item = ctx.memory[0]

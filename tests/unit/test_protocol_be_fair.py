@@ -288,7 +288,7 @@ def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
                      r"\(time limit is a minute\)\.$", state.nodes[1].stored_output), state.nodes[1].stored_output
     for node in state.nodes.values():
         assert node.validation is None and "validation" not in node.eval_verdicts
-        assert node.eval_verdicts["test"] == "ok" and node.test_blinded and node.test["n"] == 164
+        assert node.eval_verdicts["test"] == "ok" and node.test_blinded and node.test.n == 164
     assert [stage for stage, _ in coder.contexts] == ["draft", "improve"]
     assert all(isinstance(ctx, BeFairContext) for _, ctx in coder.contexts)
     assert coder.contexts[0][1].data_preview.startswith("```\ninput/\n    mydataset.csv (481 lines)\n")

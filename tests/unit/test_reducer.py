@@ -209,7 +209,7 @@ def test_failed_evaluation_and_blinded_test():
     n = fold(log.events).nodes[1]
     assert n.validation is None and n.eval_verdicts == {"validation": "nan", "test": "ok"}
     assert n.failure_reason == "evaluation: NaN predictions"
-    assert n.test["auc"] == 0.6 and n.test_blinded and n.medfair["test"] == {"auc": 0.6}
+    assert n.test.auc == 0.6 and n.test_blinded and n.medfair["test"] == {"auc": 0.6}
 
 
 def test_unknown_kinds_and_unknown_nodes_are_ignored():

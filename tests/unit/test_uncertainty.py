@@ -9,10 +9,13 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from engine.evaluation.metrics import compute_metrics
+from engine.measures.summary import EvaluationSummary
 from engine.measures.uncertainty import (
     MIN_CASES, N_RESAMPLES, Intervals, Strata, difference, logit_interval, missed_interval, percentile, replicates,
     too_few, weighted_auc, wilson,
 )
+
+S = EvaluationSummary.from_payload
 
 GROUPS = ("group_0", "group_1", "group_2")
 
@@ -52,7 +55,7 @@ def test_intervals_contain_the_estimate_and_are_deterministic():
     y, s, g = _data(3)
     metrics = compute_metrics(y, s, g, intervals=True)
     summary = metrics.summary()
-    found = Intervals.of(summary)
+    found = S(summary).intervals
     for ci, point in ((found.auc, "auc"), (found.worst, "worst_auc"), (found.gap, "auc_gap")):
         lo, hi = ci
         assert lo <= summary[point] <= hi, point
@@ -93,7 +96,7 @@ def test_auc_intervals_are_logit_intervals_of_the_resamples():
     spread = np.std(np.log(rep.auc / (1 - rep.auc)), ddof=1)
     centre = np.log(summary["auc"] / (1 - summary["auc"]))
     expected = 1 / (1 + np.exp(-(centre + np.array([-1, 1]) * 1.959964 * spread)))
-    assert Intervals.of(summary).auc == pytest.approx(expected.tolist(), abs=6e-5)   # stored to 4 decimals
+    assert S(summary).intervals.auc == pytest.approx(expected.tolist(), abs=6e-5)   # stored to 4 decimals
     lo, hi = logit_interval(np.array([1.0, 1.0, 0.98]), 1.0)   # a perfect group stays within [0, 1]
     assert 0 < lo < hi <= 1
 
@@ -102,7 +105,7 @@ def test_a_group_with_one_class_has_no_interval_and_the_others_still_do():
     y, s, g = _data(5)
     keep = ~((g == "group_2") & (y == 1))
     summary = compute_metrics(y[keep], s[keep], g[keep], intervals=True).summary()
-    found = Intervals.of(summary)
+    found = S(summary).intervals
     assert found.group("group_2") is None and summary["group_auc"]["group_2"] is None
     assert found.group("group_0") and found.group("group_1") and found.gap is not None
     assert found.counts("group_2")[1] == 0 and missed_interval(0, 0) is None
@@ -113,7 +116,7 @@ def test_missed_malignant_cases_and_their_wilson_interval():
     summary = compute_metrics(y, s, g, intervals=True).summary()
     idx = (g == "group_2") & (y == 1)
     missed = int((s[idx] < 0.5).sum())
-    n, positives, counted = Intervals.of(summary).counts("group_2")
+    n, positives, counted = S(summary).intervals.counts("group_2")
     assert counted == missed and positives == idx.sum()
     lo, hi = missed_interval(counted, positives)
     assert lo <= missed / idx.sum() <= hi

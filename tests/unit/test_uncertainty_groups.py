@@ -13,6 +13,9 @@ from engine.measures.uncertainty import (
 from engine.session import figure_text
 from engine.session.views import group_tests
 from tests.uncertainty_coverage import binormal_coverage
+from engine.measures.summary import EvaluationSummary
+
+S = EvaluationSummary.from_payload
 
 GROUPS = ("group_0", "group_1", "group_2")
 DDI_TEST = ((208, 49), (241, 74), (207, 48))
@@ -45,7 +48,7 @@ def test_summary_stores_signed_differences_and_the_test_with_its_method():
     assert "max-t" in METHODS[METHOD_ID] and "percentile" in METHODS[f"stratified-bootstrap-{N_RESAMPLES}-v1"]
     aucs = summary["group_auc"]
     assert len(summary["signed"]) == 9               # [diff, low, high] per pair, compact
-    (light, medium, third) = group_tests.signed(summary)
+    (light, medium, third) = group_tests.signed(S(summary))
     assert third.pair == "medium − light"
     assert (light.pair, light.groups) == ("dark − light", ("group_2", "group_0"))
     assert (medium.pair, medium.groups) == ("dark − medium", ("group_2", "group_1"))
@@ -55,7 +58,7 @@ def test_summary_stores_signed_differences_and_the_test_with_its_method():
     test = summary["groups_apart"]
     assert test["apart"] is True and test["p"] <= 0.05
     assert GROUP_TEST == "bootstrap max-t test of equal skin-tone group AUCs" and GROUP_TEST in METHODS[METHOD_ID]
-    lo, hi = figure_text.interval(summary, "auc_gap")
+    lo, hi = figure_text.interval(S(summary), "auc_gap")
     assert lo <= summary["auc_gap"] <= hi and lo > 0       # told apart: the gap's interval excludes 0
 
 
@@ -64,8 +67,8 @@ def test_groups_alike_cannot_be_told_apart_and_their_gap_interval_reaches_zero()
     summary = compute_metrics(y, s, g, intervals=True).summary()
     assert summary["auc_gap"] > 0                          # max − min of noisy AUCs is never 0
     assert summary["groups_apart"]["apart"] is False and summary["groups_apart"]["p"] > 0.05
-    assert all(row.includes_zero for row in group_tests.signed(summary))
-    assert figure_text.interval(summary, "auc_gap")[0] == 0.0
+    assert all(row.includes_zero for row in group_tests.signed(S(summary)))
+    assert figure_text.interval(S(summary), "auc_gap")[0] == 0.0
 
 
 def test_apart_is_exactly_some_pair_interval_excluding_zero_and_the_gap_follows_the_pairs():
@@ -89,38 +92,38 @@ def test_a_group_with_one_class_leaves_the_other_pair_and_one_group_leaves_none(
     y, s, g = _data(3, (1.0, 0.8, 0.3), sizes=((208, 49), (241, 74), (40, 0)))
     summary = compute_metrics(y, s, g, intervals=True).summary()
     assert summary["signed"][:6] == [None] * 6                 # no AUC in the dark group: no dark − x
-    assert [row.pair for row in group_tests.signed(summary)] == ["medium − light"]
-    assert "groups_apart" in summary and figure_text.interval(summary, "auc_gap") is not None
+    assert [row.pair for row in group_tests.signed(S(summary))] == ["medium − light"]
+    assert "groups_apart" in summary and figure_text.interval(S(summary), "auc_gap") is not None
     y, s, g = _data(4, (1.0, 0.8, 0.3), sizes=((208, 49), (30, 0), (40, 0)))
     summary = compute_metrics(y, s, g, intervals=True).summary()
     assert "signed" not in summary and "groups_apart" not in summary
-    assert group_tests.words(summary) is None
+    assert group_tests.words(S(summary)) is None
 
 
 def test_an_old_summary_still_reads_and_has_no_words():
     old = {"auc": 0.8, "auc_gap": 0.1, "group_auc": {g: 0.8 for g in GROUPS},
            "ci": [0.7, 0.9, 0.6, 0.8, 0.05, 0.2] + [0.6, 0.9] * 3, "cases": [100, 20, 5] * 3,
            "ci_method": f"stratified-bootstrap-{N_RESAMPLES}-v1"}
-    assert Intervals.of(old).gap == [0.05, 0.2]
-    assert figure_text.public(old)["ci_method"] == METHODS[f"stratified-bootstrap-{N_RESAMPLES}-v1"]
-    assert group_tests.words(old) is None and group_tests.signed(old) == []
+    assert S(old).intervals.gap == [0.05, 0.2]
+    assert figure_text.public(S(old))["ci_method"] == METHODS[f"stratified-bootstrap-{N_RESAMPLES}-v1"]
+    assert group_tests.words(S(old)) is None and group_tests.signed(S(old)) == []
 
 
 def test_the_words_name_the_method_and_warn_when_groups_are_too_few_to_judge():
     y, s, g = _data(6, (1.2, 1.2, 1.2), sizes=((120, 30), (100, 20), (60, 6)))   # (seed 5: p = .017)
     summary = compute_metrics(y, s, g, intervals=True).summary()
-    said = group_tests.words(summary)
+    said = group_tests.words(S(summary))
     assert said.startswith(group_tests.CANNOT_TELL)
     assert "bootstrap max-t test of equal skin-tone group AUCs, p = ." in said
     assert "dark − light" in said and "too few to judge in FST V–VI (dark), so that says little" in said
     y, s, g = _data(6, (2.4, 2.2, 0.3))
-    said = group_tests.words(compute_metrics(y, s, g, intervals=True).summary())
+    said = group_tests.words(S(compute_metrics(y, s, g, intervals=True).summary()))
     assert said.startswith(group_tests.TOLD_APART) and "p < .001" in said
 
 
 def test_a_malformed_signed_entry_is_left_out_not_fatal():
     summary = {"signed": [0.1, "x", None, -0.02, -0.1, 0.06], "groups_apart": {"p": 0.5, "apart": False}}
-    (only,) = group_tests.signed(summary)
+    (only,) = group_tests.signed(S(summary))
     assert only.pair == "dark − medium" and only.includes_zero
-    assert "dark − medium -.020 (-.100 to .060)" in group_tests.words(summary)
-    assert group_tests.signed({"signed": "garbage"}) == [] and group_tests.words({"groups_apart": 3}) is None
+    assert "dark − medium -.020 (-.100 to .060)" in group_tests.words(S(summary))
+    assert group_tests.signed(S({"signed": "garbage"})) == [] and group_tests.words(S({"groups_apart": 3})) is None

@@ -58,7 +58,7 @@ def test_a_blinded_test_figure_is_sealed_while_the_session_runs(tmp_path):
     assert views.test_withheld(participant, participant.nodes[1])
     assert "test hidden" in views.node_line(participant, participant.nodes[1])
     researcher = open_sealed(store, "run", unblind=True)
-    assert researcher.nodes[1].test["auc"] == TEST_AUC and researcher.nodes[1].medfair["test"] == {"AUC": TEST_AUC}
+    assert researcher.nodes[1].test.auc == TEST_AUC and researcher.nodes[1].medfair["test"] == {"AUC": TEST_AUC}
     assert "test .614" in views.node_line(researcher, researcher.nodes[1], unblind=True)
 
 
@@ -69,8 +69,8 @@ def test_the_end_of_the_session_reveals_them_to_everyone(tmp_path):
     kinds = [e.kind for e in store.events("end")]
     assert kinds[-2:] == [ev.EVALUATED, ev.SESSION_FINISHED]  # revealed before the end is recorded
     state = store.state("end")
-    assert state.nodes[1].test["auc"] == TEST_AUC and views.test_visible(state, state.nodes[1])
-    assert store.nodes("end")[0]["test_auc"] == TEST_AUC and w.state.nodes[1].test["auc"] == TEST_AUC
+    assert state.nodes[1].test.auc == TEST_AUC and views.test_visible(state, state.nodes[1])
+    assert store.nodes("end")[0]["test_auc"] == TEST_AUC and w.state.nodes[1].test.auc == TEST_AUC
     assert fold(store.events("end")) == open_sealed(store, "end", unblind=True)  # nothing left sealed
     # revealed once, by the event just before session_finished
     revealed = store.db.execute("select revealed_seq from sealed_metrics where session_id = 'end'").fetchall()
@@ -125,4 +125,4 @@ def test_migration_seals_a_running_session_recorded_before_it(tmp_path):
     store.close()
     store = SessionStore(path)  # migrates
     assert not _participant_can_read(path, "old")
-    assert open_sealed(store, "old", unblind=True).nodes[1].test == {"auc": TEST_AUC}
+    assert open_sealed(store, "old", unblind=True).nodes[1].test.to_payload() == {"auc": TEST_AUC}

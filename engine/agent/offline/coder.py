@@ -164,9 +164,9 @@ class OfflineCoder(CoderBase):
             change += f" (\"{repeated}\" was already tried on node {parent.node_id})"
         self._maybe_bug(rng, c, self.failure_rate)
         measured = ""
-        if parent.measured and parent.measured.get("auc") is not None:
-            gap = parent.measured.get("auc_gap")
-            measured = f" (validation AUROC {parent.measured['auc']:.3f}" + (
+        if parent.measured is not None and parent.measured.auc is not None:
+            gap = parent.measured.auc_gap
+            measured = f" (validation AUROC {parent.measured.auc:.3f}" + (
                 f", gap {gap:.3f})" if gap is not None else ")")
         lines = [f"Improve node {parent.node_id}{measured}: change one thing: {change}."]
         note = self._guidance_note(ctx, directives, outcome, c["model"])

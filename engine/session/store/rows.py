@@ -8,28 +8,29 @@ from array import array
 from collections.abc import Mapping
 from typing import Any
 
+from engine.measures.summary import EvaluationSummary
 from engine.session import selection
 
 from engine.session import figure_text
 from engine.session.state import NodeState, SessionState
 
 
-def _ci(summary: dict[str, Any], figure: str) -> str | None:
+def _ci(summary: EvaluationSummary | None, figure: str) -> str | None:
     value = figure_text.interval(summary, figure)
     return json.dumps(value) if value is not None else None
 
 
 def node_row(session_id: str, node: NodeState) -> dict[str, Any]:
     """The nodes table's projection of a node (what `fold` must reproduce exactly)."""
-    val, test = node.validation or {}, node.test or {}
+    val, test = node.validation, node.test
     return {
         "session_id": session_id, "node_id": node.node_id, "parent_id": node.parent_id,
         "step": node.step, "stage": node.stage, "status": node.status, "origin": node.origin,
         "plan": node.plan, "code": node.code, "exec_time": node.exec_time,
         "exit_code": node.exit_code, "exc_type": node.exc_type, "output_head": node.output_head,
         "output_tail": node.output_tail, "claimed_metric": node.claimed_metric,
-        "val_auc": val.get("auc"), "val_gap": val.get("auc_gap"), "val_worst": val.get("worst_auc"),
-        "test_auc": test.get("auc"), "test_gap": test.get("auc_gap"), "test_worst": test.get("worst_auc"),
+        "val_auc": val and val.auc, "val_gap": val and val.auc_gap, "val_worst": val and val.worst_auc,
+        "test_auc": test and test.auc, "test_gap": test and test.auc_gap, "test_worst": test and test.worst_auc,
         "val_auc_ci": _ci(val, "auc"), "val_gap_ci": _ci(val, "auc_gap"),
         "test_auc_ci": _ci(test, "auc"), "test_gap_ci": _ci(test, "auc_gap"),
         "val_verdict": node.eval_verdicts.get("validation"), "test_verdict": node.eval_verdicts.get("test"),
@@ -55,8 +56,8 @@ def session_summary(state: SessionState, best: int | None = UNSET) -> dict[str, 
         "steps": state.agent_steps, "n_nodes": len(state.nodes), "best_criterion": selection.current_criterion(state),
         "best_node": node.node_id if node else None,
         "best_auc": node.val_auc if node else None, "best_gap": node.val_gap if node else None,
-        "best_auc_ci": _ci(node.validation or {}, "auc") if node else None,
-        "best_gap_ci": _ci(node.validation or {}, "auc_gap") if node else None,
+        "best_auc_ci": _ci(node.validation, "auc") if node else None,
+        "best_gap_ci": _ci(node.validation, "auc_gap") if node else None,
         "tokens_in": state.tokens_in, "tokens_out": state.tokens_out, "cost": round(state.cost, 10),
     }
 

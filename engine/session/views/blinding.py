@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.measures.summary import EvaluationSummary
 from engine.session.state import ENDED, NodeState, SessionState, derived
 
 BLINDED_NOTE = "test metrics hidden until the session ends"
@@ -51,7 +52,7 @@ def blinded_note(state: SessionState) -> str:
     return STUDY_BLINDED_NOTE if kept_blind(state) else BLINDED_NOTE
 
 
-def visible_test(state: SessionState, node: NodeState, unblind: bool = False) -> dict[str, Any] | None:
+def visible_test(state: SessionState, node: NodeState, unblind: bool = False) -> EvaluationSummary | None:
     """The node's test summary when this reader may see it, else None."""
     return node.test if test_visible(state, node, unblind) else None
 

@@ -9,10 +9,10 @@ little, and the words say so.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.measures.summary import EvaluationSummary
 from engine.measures.uncertainty import GROUP_TEST, SIGNED_PAIRS
 from engine.session import figure_text
 from engine.session.figure_text import fmt
@@ -43,11 +43,11 @@ class SignedDifference:
         return self.low <= 0 <= self.high
 
 
-def signed(summary: Mapping[str, Any] | None) -> list[SignedDifference]:
+def signed(summary: EvaluationSummary | None) -> list[SignedDifference]:
     """The summary's signed differences (uncertainty.SIGNED_PAIRS' order); [] for one recorded
     without them. A pair without figures (a group with no AUC) is left out."""
-    stored = (summary or {}).get("signed")
-    if not isinstance(stored, list):
+    stored = summary.signed if summary is not None else None
+    if stored is None:
         return []
     out = []
     for i, (groups, pair) in enumerate(SIGNED_PAIRS):
@@ -57,22 +57,16 @@ def signed(summary: Mapping[str, Any] | None) -> list[SignedDifference]:
     return out
 
 
-def groups_apart(summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """{p, apart} of the test of equal group AUCs (GROUP_TEST); None for a summary recorded without it."""
-    found = (summary or {}).get("groups_apart")
-    return found if isinstance(found, Mapping) and "apart" in found else None
-
-
-def words(summary: Mapping[str, Any] | None) -> str | None:
+def words(summary: EvaluationSummary | None) -> str | None:
     """What a node's screen says about its groups, e.g. "skin-tone groups cannot be told apart (their
     AUCs' differences all include 0: dark − light -.030 (-.120 to .060); …; bootstrap max-t test of equal
     skin-tone group AUCs, p = .41)"; None without the test."""
-    test = groups_apart(summary)
+    test = summary.groups_apart if summary is not None else None
     if test is None:
         return None
     shown = "; ".join(d.text() for d in signed(summary))
-    method = f"{GROUP_TEST}, p {_p(test.get('p'))}"
-    if test.get("apart"):
+    method = f"{GROUP_TEST}, p {_p(test.p)}"
+    if test.apart:
         why = "at least one pair's interval excludes 0"
         return f"{TOLD_APART} ({why}: {shown}; {method})" if shown else f"{TOLD_APART} ({why}; {method})"
     why = "their AUCs' differences all include 0"

@@ -85,8 +85,8 @@ def node_metrics(state: SessionState, node: NodeState, split: str,
     """(AUC, gap) of a node on a split, or (None, None) when it has none or it is hidden."""
     if split == "validation":
         return node.val_auc, node.val_gap
-    test = visible_test(state, node, unblind) or {}
-    return test.get("auc"), test.get("auc_gap")
+    test = visible_test(state, node, unblind)
+    return (test.auc, test.auc_gap) if test is not None else (None, None)
 
 
 @dataclass
@@ -192,7 +192,7 @@ def node_rows(state: SessionState, split: str, unblind: bool = False, criterion:
         explain = (f"Node {node_id}: the best node by {', '.join(CRITERION_WORDS[c] for c in crits)}. "
                    f"AUC and skin-tone AUC gap on the {SPLIT_WORDS[split]}, {source}."
                    + (f" {note[0].upper() + note[1:]}." if note else ""))
-        summary = (node.validation if split == "validation" else visible_test(state, node, unblind)) or {}
+        summary = node.validation if split == "validation" else visible_test(state, node, unblind)
         measured = figure_text.has_intervals(summary)
         rows.append(Row(name=f"node {node_id} · best {'/'.join(CRITERION_SHORT[c] for c in crits)}", auc=auc,
                         gap=gap, source=source, kind="node", node_id=node_id, criteria=crits,

@@ -87,9 +87,9 @@ def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
     """(kind, compact figures) of a node (see NodeSummary)."""
     reason = node.failure_reason
     published = node.eval_sources.get("test")
-    if published and node.val_auc is None and node.test and node.test.get("auc") is not None:
+    if published and node.val_auc is None and node.test is not None and node.test.auc is not None:
         # an imported run's final node: its published predictions, scored by this product
-        return "imported", f"test {fmt(node.test.get('auc'))} / {fmt(node.test.get('auc_gap'))} · {published}"
+        return "imported", f"test {fmt(node.test.auc)} / {fmt(node.test.auc_gap)} · {published}"
     if node.origin == "import" and node.status == "ok" and not reason and node.val_auc is None \
             and not node.eval_verdicts:
         # ran elsewhere (an AIDE journal): its only figure is the one the run reported
@@ -97,7 +97,7 @@ def _figures(state: SessionState, node: NodeState) -> tuple[str, str]:
             return "imported", f"{IMPORTED_UNMEASURED} · reported {fmt(node.claimed_metric, 4)}"
         return "imported", IMPORTED_UNMEASURED
     if node.status == "ok" and node.val_auc is not None:
-        return "measured", figure_text.compact(node.validation or {})
+        return "measured", figure_text.compact(node.validation)
     if node.status in ("queued", "running"):
         return "pending", STATUS_WORD[node.status]
     if node.status == "ok" and not reason:
@@ -116,7 +116,7 @@ def _test_part(state: SessionState, node: NodeState, unblind: bool) -> str:
     if test_withheld(state, node, unblind):
         return "test hidden"
     test = visible_test(state, node, unblind)
-    if test and test.get("auc") is not None:
+    if test is not None and test.auc is not None:
         return f"test {figure_text.compact(test)}"
     return ""
 
@@ -204,8 +204,8 @@ def tree_figures(state: SessionState, node: NodeState, summary: NodeSummary, now
     a measured node's intervals go first (the node panel's Groups tab has them); a running node
     shows its time against the step limit (`now`: the clock)."""
     forms = [summary.figures]
-    if summary.kind == "measured" and node.validation and figure_text.has_intervals(node.validation):
-        auc, gap = node.validation.get("auc"), node.validation.get("auc_gap")
+    if summary.kind == "measured" and node.validation is not None and figure_text.has_intervals(node.validation):
+        auc, gap = node.validation.auc, node.validation.auc_gap
         forms += [f"{fmt(auc)} · gap {fmt(gap)}", f"{fmt(auc)} / {fmt(gap)}"]
     if node.status == "running" and now is not None:
         ran = running_clock(state, node, now)
