@@ -49,7 +49,7 @@ def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
     return argv
 
 
-# option -> the environment variable the child reads it from (engine.agent.llm_config)
+# option -> the environment variable the child reads it from (engine.coders.llm.config)
 SECRET_OPTIONS = {"--api-key": "OPENAI_API_KEY"}
 
 

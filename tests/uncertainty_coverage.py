@@ -75,10 +75,10 @@ class Tally:
 
 def session_nodes(root: Path, steps: int) -> tuple[list[Path], Any]:
     """Run a small offline session; returns the working nodes' folders and the workspace."""
-    from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
-    from engine.agent.session_setup import start_session
     from engine.agent.session_config import SessionConfig
+    from engine.agent.session_setup import start_session
+    from engine.coders.offline import OfflineCoder
     from engine.data.agent_workspace import synth_workspace
     from engine.session.store import SessionStore
 

@@ -9,7 +9,7 @@ import argparse
 import json
 import signal
 
-from engine.agent.llm_config import LlmConfig, LlmConfigError
+from engine.coders.llm.config import LlmConfig, LlmConfigError
 from engine.errors import BefairError, UsageError
 
 
@@ -50,7 +50,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from engine.agent.llm_check import check_server
+    from engine.coders.llm.server_check import check_server
 
     try:
         config = LlmConfig.load({"base_url": args.base_url, "model": args.model, "api_key": args.api_key,
@@ -69,7 +69,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_serve_local(args: argparse.Namespace) -> int:
-    from engine.agent import local_model
+    from engine.coders.llm import local_model
 
     model = local_model.find()
     if not model.present:

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.agent.session_config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, POLICIES, PROTOCOLS, SessionConfig
-from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
-from engine.paths import add_db_arg, db_from_args
+from engine.agent.coder_registry import CODERS
 from engine.agent.headless import Progress
-from engine.agent.coders import CODERS
-from engine.agent.llm_config import add_cli_arguments as add_llm_arguments, cli_overrides
+from engine.agent.session_config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, POLICIES, PROTOCOLS, SessionConfig
 from engine.agent.task_protocol import task_protocol
+from engine.coders.llm.config import add_cli_arguments as add_llm_arguments, cli_overrides
+from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.measures.operating_point import Setting
+from engine.paths import add_db_arg, db_from_args
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState
@@ -195,7 +195,7 @@ def _best(args: argparse.Namespace) -> str:
 
 
 def _coder(config: SessionConfig, args: argparse.Namespace) -> Any:
-    from engine.agent.coders import make_coder
+    from engine.agent.coder_registry import make_coder
 
     try:
         return make_coder(config, model=getattr(args, "model", None), base_url=getattr(args, "base_url", None),

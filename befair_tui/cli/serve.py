@@ -130,7 +130,7 @@ def _prepare_study(db: Path, args: argparse.Namespace) -> str:
 
 def _check_coders(spec: Any) -> None:
     """An LLM agent without a key or server would fail every participant's session: refuse now."""
-    from engine.agent.llm_config import LlmConfig
+    from engine.coders.llm.config import LlmConfig
 
     for coder in spec.coders:
         if coder.name != "openai":

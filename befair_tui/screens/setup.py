@@ -20,9 +20,9 @@ from textual.screen import Screen
 from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
                              Static, TextArea)
 
-from engine.agent import scaffold
-from engine.agent.coders import CODERS
+from engine.agent.coder_registry import CODERS
 from engine.agent.session_config import BEST_CRITERIA, FEEDBACK
+from engine.coders.llm import scaffold
 from engine.session.feedback import FEEDBACK_LABEL
 from engine.session.selection import CRITERION_LABEL
 from engine.task import CUSTOM, LEVELS, METRIC_LINE
@@ -33,7 +33,7 @@ from befair_tui.widgets.keys_footer import KeysFooter
 from befair_tui.widgets.toggles import PlainCheckbox, PlainRadioButton
 
 if TYPE_CHECKING:
-    from engine.agent.llm_config import LlmConfig
+    from engine.coders.llm.config import LlmConfig
 
 LEVEL_NAMES = [*LEVELS, CUSTOM]
 NUMBER_FIELDS = {  # input id -> SetupChoices field
@@ -96,7 +96,7 @@ def adequacy_warnings(choices: SetupChoices) -> list[str]:
 def llm_problem(overrides: dict[str, str] | None = None) -> str | None:
     """Why the OpenAI-compatible coder cannot reach a model with these settings (None: it can)."""
     try:
-        from engine.agent.llm_config import LlmConfig
+        from engine.coders.llm.config import LlmConfig
 
         given = {k: v for k, v in (overrides or {}).items() if v}
         return LlmConfig.load(given).problem()
@@ -107,7 +107,7 @@ def llm_problem(overrides: dict[str, str] | None = None) -> str | None:
 def llm_defaults() -> tuple[str, str]:
     """(model, server) the LLM configuration would use when the fields stay blank."""
     try:
-        from engine.agent.llm_config import LlmConfig
+        from engine.coders.llm.config import LlmConfig
 
         config = LlmConfig.load()
         return config.model, config.base_url or "OpenAI (api.openai.com)"
@@ -294,7 +294,7 @@ class SetupScreen(Screen[None]):
     @on(Button.Pressed, "#llm-check-button")
     def check_server(self) -> None:
         """`befair llm check` for the server filled in (in a thread: a slow model takes seconds)."""
-        from engine.agent.llm_config import LlmConfig
+        from engine.coders.llm.config import LlmConfig
 
         box = self.query_one("#llm-check", Static)
         try:
@@ -310,7 +310,7 @@ class SetupScreen(Screen[None]):
                         name="llm-check")
 
     def _check(self, config: LlmConfig) -> None:
-        from engine.agent.llm_check import check_server
+        from engine.coders.llm.server_check import check_server
 
         scaffold = False
         try:

@@ -7,8 +7,8 @@ session's feedback setting (engine.session.feedback), checked here, before anyth
 """
 from __future__ import annotations
 
-from engine.agent.coder import CoderContext, MemoryItem, NodeView
 from engine.agent.task_protocol import task_protocol
+from engine.coders.protocol import CoderContext, MemoryItem, NodeView
 from engine.session import feedback
 from engine.session.state import NodeState, SessionState
 from engine.task import METRIC_LINE, instruction_text

@@ -1,7 +1,7 @@
 """The agent's environment: what a pipeline can import, against what its prompt promises.
 
 Pipelines run with this Python (inside the sandbox), so what is installed here is what the agent
-has. Under befair's own protocol the prompt lists exactly that (engine.agent.prompts
+has. Under befair's own protocol the prompt lists exactly that (engine.coders.llm.prompts
 `environment_text`). Under the be-fair protocol the prompt is AIDE's, byte for byte, and says of
 its package list "all packages are already installed!": those packages come with the opt-in
 extra `befair[agent]`, and a be-fair session refuses to start without them.
@@ -12,7 +12,7 @@ from importlib import metadata
 
 from engine.errors import BefairError
 
-# AIDE's list (engine.agent.prompts_be_fair.AIDE_PACKAGES) by distribution name.
+# AIDE's list (engine.coders.llm.prompts_be_fair.AIDE_PACKAGES) by distribution name.
 BE_FAIR_PACKAGES = ("numpy", "pandas", "scikit-learn", "statsmodels", "xgboost", "lightgbm", "torch", "torchvision",
                     "torch-geometric", "bayesian-optimization", "timm")
 INSTALL_COMMAND = "pip install 'befair[agent]'   (in a checkout: .venv/bin/pip install -e '.[agent]')"

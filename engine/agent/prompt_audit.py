@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.agent import prompts
 from engine.agent.context import coder_context, node_view
-from engine.agent.task_protocol import task_protocol
 from engine.agent.session_config import SessionConfig
+from engine.agent.task_protocol import task_protocol
+from engine.coders.llm import prompts
 from engine.session import event_types as et
 from engine.session import events as ev
 from engine.session.state import SessionState, fold

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.agent.coder import Coder
 from engine.agent.runner import EventHook, run
+from engine.coders.protocol import Coder
 from engine.data.be_fair_layout import AgentWorkspace
 from engine.errors import BefairError
 from engine.execution import Executor, kill_group

@@ -24,19 +24,19 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from engine.agent import context
-from engine.agent.coder import Coder, CoderContext, CoderReply, LlmCall, NodeView, Review, missing_members
-from engine.agent.coders import make_coder
+from engine.agent.coder_registry import make_coder
 from engine.agent.commands import apply_command
 from engine.agent.contract import NO_METRIC, NO_PREDICT, contract_problem
-from engine.agent.llm_config import over_budget
 from engine.agent.policy import Decision, decide, policy_rng
-from engine.agent.prompts_be_fair import aide_closing_line
-from engine.agent.scaffold_audit import audit_pipeline
 from engine.agent.session_config import SessionConfig
 from engine.agent.session_setup import open_session_workspace
 from engine.agent.signals import INTERRUPTED, SIGNALLED, raise_if_signalled
-from engine.agent.stream_relay import StreamRelay
 from engine.agent.task_protocol import task_protocol
+from engine.coders.llm.config import over_budget
+from engine.coders.llm.prompts_be_fair import aide_closing_line
+from engine.coders.llm.scaffold_audit import audit_pipeline
+from engine.coders.llm.stream_relay import StreamRelay
+from engine.coders.protocol import Coder, CoderContext, CoderReply, LlmCall, NodeView, Review, missing_members
 from engine.data.be_fair_layout import AgentWorkspace
 from engine.errors import BefairError
 from engine.evaluation.audit import check_claim, parse_claimed_metric
@@ -88,7 +88,7 @@ class Runner:
         self.coder: Coder = coder if coder is not None else make_coder(self.config, **self._llm_settings())
         if missing := missing_members(self.coder):
             raise BefairError(f"the coder {type(self.coder).__name__} lacks {', '.join(missing)}: "
-                              "subclass engine.agent.coder.CoderBase, which has the defaults")
+                              "subclass engine.coders.protocol.CoderBase, which has the defaults")
         self.sandbox = Sandbox.create(self.config.sandbox)
         self.executor: Executor = executor if executor is not None else LocalExecutor(sandbox=self.sandbox)
         self.on_event = on_event

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.agent.coder import Coder
-from engine.agent.coders import coder_info, make_coder
-from engine.agent.task_protocol import task_protocol
+from engine.agent.coder_registry import coder_info, make_coder
 from engine.agent.session_config import SessionConfig
+from engine.agent.task_protocol import task_protocol
+from engine.coders.protocol import Coder
 from engine.data.be_fair_layout import AgentWorkspace, open_workspace
 from engine.errors import BefairError
 from engine.evaluation.evaluator import label_digests

@@ -1,7 +1,7 @@
 """The task a session's agent is given, chosen once per session: the product's own or the study's.
 
     protocol = task_protocol(config.protocol)          # "befair" or "be-fair" (engine.agent.session_config.PROTOCOLS)
-    protocol.prompts.draft(ctx, exec_timeout)          # its prompt set (engine.agent.prompts)
+    protocol.prompts.draft(ctx, exec_timeout)          # its prompt set (engine.coders.llm.prompts)
     protocol.context(ctx, state)                       # the coder's context in its shape
     protocol.data_preview(agent_input)                 # the data overview its prompts show
     protocol.workspace(data, synth, progress)          # the data workspace, in its layout
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.agent.coder import CoderContext
 from engine.agent.environment import require_be_fair_packages
-from engine.agent.prompt_common import PromptSet
-from engine.agent.prompts import PROMPT_SETS
-from engine.agent.prompts_be_fair import BeFairContext, aide_memory
+from engine.coders.llm.prompt_common import PromptSet
+from engine.coders.llm.prompts import PROMPT_SETS
+from engine.coders.llm.prompts_be_fair import BeFairContext, aide_memory
+from engine.coders.protocol import CoderContext
 from engine.errors import BefairError
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class TaskProtocol:
     checks_contract: bool = True                # a run that exits 0 without predict() or a printed metric
                                                 # fails before any review (engine.agent.contract)
     llm_defaults: Mapping[str, Any] = field(default_factory=dict)   # the LLM coder's settings before any
-                                                # file, environment or flag sets them (engine.agent.llm_config)
+                                                # file, environment or flag sets them (engine.coders.llm.config)
     test_only: bool = False                     # nothing withheld for validation: measured on the test set,
                                                 # blinded while the session runs
     criteria: tuple[str, ...] | None = None     # the criteria that may choose the best node (None: all)

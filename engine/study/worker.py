@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.agent.coders import make_coder
+from engine.agent.coder_registry import make_coder
 from engine.agent.session_config import SessionConfig
 from engine.agent.signals import install_sigterm_handler
 from engine.errors import EXIT_FAILED, EXIT_INTERRUPTED, BefairError, UsageError

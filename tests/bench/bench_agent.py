@@ -22,10 +22,10 @@ SEED = 0
 
 
 def _session(ws, steps: int, fitted: bool) -> dict:
-    from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
-    from engine.agent.session_setup import start_session
     from engine.agent.session_config import SessionConfig
+    from engine.agent.session_setup import start_session
+    from engine.coders.offline import OfflineCoder
     from engine.session.store import SessionStore
 
     config = SessionConfig(steps=steps, seed=SEED, data=str(ws.root), step_timeout=STEP_TIMEOUT,

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.agent.coder import CoderBase
+from engine.coders.protocol import CoderBase
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNTH = dict(seed=0, n_train=480, n_test=164, size=32)
@@ -39,7 +39,7 @@ class TrivialCoder(CoderBase):
     name, label, simulated = "bench", "benchmark coder (trivial pipeline)", True
 
     def _reply(self, ctx, stage):
-        from engine.agent.coder import CoderReply
+        from engine.coders.protocol import CoderReply
 
         return CoderReply(plan=f"{stage} {ctx.step}", code=TRIVIAL, components={"stage": stage})
 
@@ -53,7 +53,7 @@ class TrivialCoder(CoderBase):
         return self._reply(ctx, "debug")
 
     def review(self, ctx, node):
-        from engine.agent.coder import Review
+        from engine.coders.protocol import Review
 
         return Review(is_bug=node.status != "ok", summary="", claimed_metric=0.5)
 

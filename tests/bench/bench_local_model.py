@@ -182,11 +182,11 @@ def _own_choice(state: Any) -> dict[str, Any] | None:
 
 def rule_hits(calls: list[dict[str, Any]]) -> dict[str, int]:
     """Coding replies that hit a reply rule (and were asked again), by rule id
-    (engine.agent.reply_rules). A call recorded before the rules were recorded is checked again
+    (engine.coders.llm.reply_rules). A call recorded before the rules were recorded is checked again
     from its stored reply (a debug reply's repeats-failed-code cannot be told then)."""
-    from engine.agent.reply_rules import NO_CODE
-    from engine.agent.response_parsing import extract_all_code
-    from engine.agent.scaffold import load
+    from engine.coders.llm.reply_rules import NO_CODE
+    from engine.coders.llm.response_parsing import extract_all_code
+    from engine.coders.llm.scaffold import load
 
     out: dict[str, int] = {}
     for c in calls:
@@ -276,9 +276,9 @@ def three_arm_rows(sessions: list[dict[str, Any]], seeds: list[int]) -> list[dic
 
 def run(seeds: list[int] | None = None, arms: tuple[str, ...] = ARMS,
         out: Path | None = None, parallel: int = PARALLEL, force: bool = False) -> list[dict[str, Any]]:
-    from engine.agent import local_model
-    from engine.agent.llm_check import check_server
-    from engine.agent.llm_config import LlmConfig
+    from engine.coders.llm import local_model
+    from engine.coders.llm.config import LlmConfig
+    from engine.coders.llm.server_check import check_server
     from engine.data.agent_workspace import synth_workspace
 
     if not force and os.environ.get("BEFAIR_BENCH_LOCAL") != "1":

@@ -18,7 +18,7 @@ the CPU:
 
 The offline coder is deterministic for a seed, so the arms share every step until their settings
 or the guidance make them differ (what the record-and-replay proxy does for an LLM coder). Its
-response to guidance is programmed (engine.agent.offline.clinical): this bench measures the
+response to guidance is programmed (engine.coders.offline.clinical): this bench measures the
 protocol and the tool's control, not whether people's words make pipelines fairer.
 
 Each arm's final choice (by its own session's criterion, on validation only) is scored on the
@@ -255,10 +255,10 @@ def _figures(node) -> dict[str, Any]:
 
 
 def _session(ws, seed: int, arm: str) -> dict[str, Any]:
-    from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
-    from engine.agent.session_setup import start_session
     from engine.agent.session_config import SessionConfig
+    from engine.agent.session_setup import start_session
+    from engine.coders.offline import OfflineCoder
     from engine.session.store import SessionStore
     from engine.session.views import best_choice, session_criterion
 

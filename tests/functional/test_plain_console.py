@@ -10,8 +10,8 @@ import os
 import time
 from pathlib import Path
 
-from engine.agent import offline as g
 from engine.agent.session_config import SessionConfig
+from engine.coders import offline as g
 from engine.session import events as ev
 from tests.demo_session import write_demo_session
 

@@ -22,14 +22,14 @@ import pytest
 
 from tests.processes import running_with
 
-from engine.agent.coder import CoderReply, Review
 from engine.agent.runner import run
-from engine.agent.session_setup import start_session
 from engine.agent.session_config import SessionConfig
+from engine.agent.session_setup import start_session
+from engine.coders.protocol import CoderReply, Review
+from engine.coders.protocol import CoderBase
 from engine.execution import Job, LocalExecutor, Sandbox, prepare_node_dir, prepare_session_input
 from engine.execution.sandbox import check
 from engine.session.store import SessionStore
-from engine.agent.coder import CoderBase
 
 pytestmark = pytest.mark.skipif(not check().available, reason=f"no sandbox here: {check().explain()}")
 

@@ -119,7 +119,7 @@ def test_the_labelled_set_is_complete_and_parses():
 
 def test_offline_labels_follow_the_components():
     """The offline cases' labels are derived from the components in each file's header."""
-    from engine.agent import offline as g
+    from engine.coders import offline as g
 
     for name, label in load_labels().items():
         if not name.startswith("offline_"):
@@ -169,9 +169,9 @@ def test_every_flag_carries_its_source_line(name):
 def test_offline_coder_drafts_are_audited_from_their_components():
     """Fresh offline-coder drafts at every level: the audit agrees with the grammar's components
     (the offline coder is ground truth for what its code does)."""
-    from engine.agent import offline as g
-    from engine.agent.coder import CoderContext
-    from engine.agent.offline import OfflineCoder
+    from engine.coders import offline as g
+    from engine.coders.offline import OfflineCoder
+    from engine.coders.protocol import CoderContext
     from engine.task import LEVELS, METRIC_LINE
 
     coder = OfflineCoder(failure_rate=0.0)

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from engine.agent import prompts
-from engine.agent.coder import CoderContext, NodeView
 from engine.agent.policy import decide
-from engine.agent.prompts_be_fair import AIDE_REVIEW_TOOL, BeFairContext, natural_delta
-from engine.agent.response_parsing import aide_review
 from engine.agent.task_protocol import BE_FAIR
+from engine.coders.llm import prompts
+from engine.coders.llm.prompts_be_fair import AIDE_REVIEW_TOOL, BeFairContext, natural_delta
+from engine.coders.llm.response_parsing import aide_review
+from engine.coders.protocol import CoderContext, NodeView
 from engine.session.state import NodeState, SessionState, fold
 from engine.task import METRIC_LINE
 

@@ -143,8 +143,8 @@ def test_mean_std_skips_missing_seeds():
 
 def test_the_guidance_is_a_dermatologist_s_words_not_a_recipe():
     """The steered arm's guidance names the clinical goal, not components; the simulated agent's
-    documented mapping (engine.agent.offline.clinical) still reads a direction from it."""
-    from engine.agent.offline.guidance import parse_guidance
+    documented mapping (engine.coders.offline.clinical) still reads a direction from it."""
+    from engine.coders.offline.guidance import parse_guidance
 
     for component in ("reweight", "minimax", "pareto", "logistic", "upsampl", "numpy", "sklearn"):
         assert component not in bs.GUIDANCE.lower()
@@ -186,10 +186,10 @@ def test_arm_versus_tells_apart_only_a_consistent_difference():
 
 @pytest.mark.slow  # one real sandboxed step and its evaluation (~15-60 s on a busy 2-core machine)
 def test_guidance_queued_before_a_base_session_shapes_its_first_draft(tmp_path, workspace):
-    from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
-    from engine.agent.session_setup import start_session
     from engine.agent.session_config import SessionConfig
+    from engine.agent.session_setup import start_session
+    from engine.coders.offline import OfflineCoder
     from engine.session.store import SessionStore
 
     store = SessionStore(tmp_path / "befair.db")

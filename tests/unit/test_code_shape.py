@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("engine", "befair_tui", "baselines")
-NOT_MEASURED = ("engine/agent/offline/templates/", "engine/agent/templates/")
+NOT_MEASURED = ("engine/coders/offline/templates/", "engine/coders/llm/templates/")
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
 

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from engine.agent.coder_options import CoderOption
-from engine.agent.coders import CODERS, coder_info, make_coder
-from engine.agent.llm_config import LlmConfig, add_cli_arguments
+from engine.agent.coder_registry import CODERS, coder_info, make_coder
 from engine.agent.session_config import SessionConfig
+from engine.coders.llm.config import LlmConfig, add_cli_arguments
+from engine.coders.options import CoderOption
 from engine.errors import BefairError
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from engine.agent.coder import CoderReply, Review
 from engine.agent.contract import NO_METRIC, NO_PREDICT, defines_predict
 from engine.agent.runner import run
-from engine.agent.session_setup import start_session
 from engine.agent.session_config import SessionConfig
+from engine.agent.session_setup import start_session
+from engine.coders.protocol import CoderReply, Review
+from engine.coders.protocol import CoderBase
 from engine.session.store import SessionStore
-from engine.agent.coder import CoderBase
 
 GOOD = ("import os\ndef predict(folder):\n    return {n: 0.5 for n in os.listdir(folder)}\n"
         "if __name__ == '__main__':\n    print('Validation AUROC: 0.61')\n")

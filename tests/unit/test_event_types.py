@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.agent.coder import CoderBase, CoderReply, Review
 from engine.agent.runner import run
-from engine.agent.session_setup import start_session
 from engine.agent.session_config import SessionConfig
+from engine.agent.session_setup import start_session
+from engine.coders.protocol import CoderBase, CoderReply, Review
 from engine.session import event_types as et
 from engine.session import events as ev
 from tests.demo_session import all_event_kinds_session
@@ -43,7 +43,7 @@ def test_every_kind_written_by_the_fixtures_round_trips(tmp_path):
 
 
 def test_a_real_offline_session_parses_event_by_event(tmp_path, workspace):
-    from engine.agent.offline import OfflineCoder
+    from engine.coders.offline import OfflineCoder
 
     store = SessionStore(tmp_path / "befair.db")
     config = SessionConfig(level="fairness-methods", steps=2, seed=3, failure_rate=0.0, data=str(workspace.root),

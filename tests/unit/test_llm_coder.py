@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig, over_budget
+from engine.coders.protocol import CoderContext, MemoryItem, NodeView
 from engine.measures.summary import EvaluationSummary
-from engine.agent.coder import CoderContext, MemoryItem, NodeView
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig, over_budget
 from engine.task import FAIRNESS_METHODS, METRIC_LINE
 from tests.fakes.chat_server import (
     SIMPLE_PIPELINE,
@@ -168,7 +168,7 @@ def test_a_reply_without_code_is_asked_again_as_aide_does():
 @pytest.fixture
 def quick_resend(monkeypatch):
     """Our re-send after a malformed/empty reply waits 0.5 s, 1 s ...; tests need not."""
-    monkeypatch.setattr("engine.agent.llm_client.RESEND_DELAYS", (0.01,))
+    monkeypatch.setattr("engine.coders.llm.client.RESEND_DELAYS", (0.01,))
 
 
 def test_garbage_is_resent_then_fails_without_raising(quick_resend):
@@ -435,7 +435,7 @@ def test_a_seeded_client_sends_each_sample_its_own_seed_and_drops_it_where_refus
 # -- the be-fair protocol: AIDE's LLM settings and reading --------------------------------------
 
 def aide_ctx(**kw):
-    from engine.agent.prompts_be_fair import BeFairContext
+    from engine.coders.llm.prompts_be_fair import BeFairContext
 
     return BeFairContext(**{**dict(instruction=FAIRNESS_METHODS, metric_line=METRIC_LINE, data_preview=PREVIEW,
                                    step=1, seed=0), **kw})

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from engine.agent.llm_coder import LlmCoder, build_llm_coder, llm_config_for_session
-from engine.agent.llm_config import (
+from engine.agent.coder_registry import build_llm_coder, llm_config_for_session
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import (
     DEFAULT_MODEL,
     DUMMY_API_KEY,
     LlmConfig,
@@ -14,8 +15,8 @@ from engine.agent.llm_config import (
     over_budget,
 )
 from engine.agent.session_config import SessionConfig
+from engine.coders.protocol import CoderBase
 from engine.errors import BefairError
-from engine.agent.coder import CoderBase
 
 
 @pytest.fixture
@@ -137,7 +138,7 @@ def test_invalid_values():
 def test_cli_flags_roundtrip(tmp_path, clean_env):
     import argparse
 
-    from engine.agent.llm_config import add_cli_arguments
+    from engine.coders.llm.config import add_cli_arguments
 
     f = tmp_path / "c.toml"
     f.write_text('model = "file-model"\ntemperature = 0.3\n')
@@ -160,7 +161,7 @@ class _OneCallCoder(CoderBase):
         self.calls = calls
 
     def draft(self, ctx):
-        from engine.agent.coder import CoderReply
+        from engine.coders.protocol import CoderReply
 
         return CoderReply(plan="p", code=None, error="no code", llm_calls=list(self.calls))
 
@@ -176,9 +177,9 @@ class _OneCallCoder(CoderBase):
 
 def test_call_payload_matches_the_event_schema(tmp_path, workspace):
     """The llm_call events the runner really stores carry every key of events.py's schema."""
-    from engine.agent.coder import LlmCall
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
+    from engine.coders.protocol import LlmCall
     from engine.session import events as ev
     from engine.session.store import SessionStore
 
@@ -231,7 +232,7 @@ def test_limits_from_the_config_file_and_old_retry_keys_accepted(tmp_path):
 def test_limits_from_cli_flags(tmp_path, clean_env):
     import argparse
 
-    from engine.agent.llm_config import add_cli_arguments, cli_overrides
+    from engine.coders.llm.config import add_cli_arguments, cli_overrides
 
     parser = argparse.ArgumentParser()
     add_cli_arguments(parser)
@@ -265,7 +266,7 @@ def test_invalid_limits(kw, word):
 
 def config_from_cli(args, env=None):
     """What the CLI's flags make of a config: the flags over the file they name and the environment."""
-    from engine.agent.llm_config import LlmConfig, cli_overrides
+    from engine.coders.llm.config import LlmConfig, cli_overrides
 
     get = args.get if isinstance(args, dict) else (lambda k, d=None: getattr(args, k, d))
     return LlmConfig.load(cli_overrides(args), env=env, path=get("llm_config"))

@@ -11,8 +11,8 @@ import pytest
 
 from befair_tui.cli import main
 from engine.agent.headless import Progress
-from engine.agent.llm_client import StreamStats
-from engine.agent.stream_relay import StreamRelay
+from engine.coders.llm.client import StreamStats
+from engine.coders.llm.stream_relay import StreamRelay
 from engine.session import events as ev
 from engine.session import live_reply
 from engine.session.state import fold
@@ -133,8 +133,8 @@ def test_stream_stats_speed(tokens, elapsed, first, expected):
 def test_no_wall_clock_budget_cuts_a_slow_reply_that_keeps_coming():
     """A reply streaming for longer than the old 300 s budget would, scaled down: tokens every
     0.3 s for ~2 s, with a stall timeout of 1 s and no call budget: the whole reply arrives."""
-    from engine.agent.llm_config import LlmConfig
-    from engine.agent.llm_client import ChatClient
+    from engine.coders.llm.client import ChatClient
+    from engine.coders.llm.config import LlmConfig
     from tests.fakes.chat_server import Reply
 
     text = "x" * 40
@@ -150,7 +150,7 @@ def test_no_wall_clock_budget_cuts_a_slow_reply_that_keeps_coming():
 def test_the_speed_shown_is_the_recent_one():
     """A reply that stalled after a burst: the speed since the first token stays high, the speed
     over the last 15 s says 0 (what a person watching needs to know)."""
-    from engine.agent.llm_attempts import CallState as _Call
+    from engine.coders.llm.attempts import CallState as _Call
 
     call = _Call([], "draft", "m", float("inf"))
     now = time.monotonic()

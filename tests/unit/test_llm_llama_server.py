@@ -23,9 +23,9 @@ import urllib.request
 
 import pytest
 
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig
+from engine.coders.protocol import CoderContext, NodeView
 from engine.task import FAIRNESS_METHODS, METRIC_LINE
 from tests.fakes.chat_server import SIMPLE_PIPELINE
 

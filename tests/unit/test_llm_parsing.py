@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.evaluation.audit import parse_claimed_metric
-from engine.agent.response_parsing import (
+from engine.coders.llm.response_parsing import (
     extract_code,
     extract_plan,
     find_code_blocks,
@@ -114,7 +114,7 @@ def test_parse_claimed_metric_takes_the_last():
 # -- AIDE's reading (the be-fair protocol) ---------------------------------------------------------
 
 def test_aide_extract_code_joins_every_compiling_block():
-    from engine.agent.response_parsing import aide_code_formatter, aide_extract_code, aide_extract_plan
+    from engine.coders.llm.response_parsing import aide_code_formatter, aide_extract_code, aide_extract_plan
 
     text = ("Plan first.\n\n```python\nimport os\n```\n\nthen\n\n```\ndef predict(folder):\n    return {}\n```\n"
             "\n```python\nthis is not python(\n```\n")
@@ -129,7 +129,7 @@ def test_aide_extract_code_joins_every_compiling_block():
 
 
 def test_aide_review_rules():
-    from engine.agent.response_parsing import aide_review
+    from engine.coders.llm.response_parsing import aide_review
 
     good = aide_review({"is_bug": False, "summary": "ok", "metric": 0.81, "lower_is_better": False})
     assert good is not None and good.verdict(None) is False and good.metric == 0.81

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig
+from engine.coders.protocol import CoderContext, MemoryItem, NodeView
 from engine.measures.summary import EvaluationSummary
-from engine.agent.coder import CoderContext, MemoryItem, NodeView
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig
 from engine.task import FAIRNESS_METRIC, METRIC_LINE
 from tests.fakes.chat_server import (
     BUGGY_PIPELINE,
@@ -99,7 +99,7 @@ RECORDED_PACKAGES = {"numpy": "2.4.6", "scipy": "1.17.1", "pandas": "3.1.1", "sc
 
 
 def test_prompts_match_recorded_fixtures(monkeypatch):
-    from engine.agent import prompts
+    from engine.coders.llm import prompts
 
     monkeypatch.setattr(prompts, "installed_versions", lambda: dict(RECORDED_PACKAGES))
     rendered = scripted_sequence()
@@ -176,13 +176,13 @@ def test_simple_pipeline_of_the_fake_server_follows_the_contract(tmp_path):
 
 @pytest.mark.parametrize("code", [SIMPLE_PIPELINE, BUGGY_PIPELINE])
 def test_fake_pipelines_parse_back_from_a_reply(code):
-    from engine.agent.response_parsing import extract_code
+    from engine.coders.llm.response_parsing import extract_code
 
     assert extract_code(code_reply("plan", code)) == code
 
 
 def test_the_environment_section_lists_exactly_what_is_installed():
-    from engine.agent.prompts import environment_text, installed_versions
+    from engine.coders.llm.prompts import environment_text, installed_versions
 
     text = environment_text({"numpy": "2.0", "pandas": "2.2.3", "scikit-learn": "1.5.2", "torch": "2.5.1",
                              "lightgbm": "4.5"})
@@ -196,7 +196,7 @@ def test_the_environment_section_lists_exactly_what_is_installed():
 
 
 def test_a_failed_evaluation_reaches_the_debug_prompt():
-    from engine.agent.prompts import compile_md, debug_prompt
+    from engine.coders.llm.prompts import compile_md, debug_prompt
 
     c = CoderContext(instruction=FAIRNESS_METRIC, metric_line=METRIC_LINE, data_preview=PREVIEW, seed=3, step=2)
     parent = NodeView(1, "draft", "p", SIMPLE_PIPELINE, "ok", output="Validation AUROC: 0.70\n",

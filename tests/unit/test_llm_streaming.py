@@ -11,9 +11,9 @@ from itertools import pairwise
 
 import pytest
 
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig
+from engine.coders.protocol import CoderContext, NodeView
 from engine.task import FAIRNESS_METHODS, METRIC_LINE
 from tests.fakes.chat_server import (
     SIMPLE_PIPELINE,
@@ -171,7 +171,7 @@ def test_streaming_can_be_switched_off():
 
 
 def test_a_stream_that_stalls_is_sent_again(monkeypatch):
-    monkeypatch.setattr("engine.agent.llm_client.RESEND_DELAYS", (0.01,))
+    monkeypatch.setattr("engine.coders.llm.client.RESEND_DELAYS", (0.01,))
     chunks = deltas_of(code_reply(), 10)
     with FakeChatServer([stalled_stream(chunks, stall_after=3), streamed(chunks)]) as srv:
         r = make_coder(srv, timeout=0.5).draft(ctx())
@@ -273,7 +273,7 @@ def test_a_reply_stuck_repeating_a_line_is_stopped_and_asked_again():
 
 
 def test_a_short_cycle_is_a_loop_and_ordinary_code_is_not():
-    from engine.agent.llm_replies import repeating_tail
+    from engine.coders.llm.replies import repeating_tail
 
     assert repeating_tail("a = 1\nb = 2\n" * 15) is not None and "2 lines" in repeating_tail("a = 1\nb = 2\n" * 15)
     assert repeating_tail("x = 1\n" * 29) is None                        # not yet 30

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from befair_tui.cli import main
-from engine.agent import local_model
+from engine.coders.llm import local_model
 from engine.session import events as ev
 from engine.session.store import SessionStore
 
@@ -58,8 +58,8 @@ def test_a_four_step_session_measures_a_node(server, tmp_path, monkeypatch):
 def test_a_reproducible_server_gives_a_seeded_client_the_same_replies(tmp_path):
     """Without prompt caching, the same seed samples the same reply to the same prompt (the bench's
     arms are paired this way); the next sample of a client has the next seed."""
-    from engine.agent.llm_client import ChatClient
-    from engine.agent.llm_config import LlmConfig
+    from engine.coders.llm.client import ChatClient
+    from engine.coders.llm.config import LlmConfig
 
     model = local_model.find()
     if not model.present:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.agent.coder import CoderContext, CoderReply, NodeView
-from engine.agent.offline import OfflineCoder
+from engine.coders.offline import OfflineCoder
+from engine.coders.protocol import CoderContext, CoderReply, NodeView
 from engine.task import LEVELS, METRIC_LINE
 
 UNMAPPABLE = "unmappable"

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from engine.agent import offline as g
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.offline import LABEL, OfflineCoder
+from engine.coders import offline as g
+from engine.coders.offline import LABEL, OfflineCoder
+from engine.coders.protocol import CoderContext, NodeView
 from engine.evaluation.audit import audit_code
 from engine.task import LEVELS, METRIC_LINE
 

@@ -1,5 +1,5 @@
 """The offline coder's pipelines are composed from real Python templates
-(engine/agent/offline/templates/), and compose to the very bytes the string-built grammar wrote.
+(engine/coders/offline/templates/), and compose to the very bytes the string-built grammar wrote.
 
 The expected SHA-256 digests below were computed ONCE from main's engine/agent/grammar.py (the
 code kept in strings, before the templates existed), over the cases these functions build: every
@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
+from engine.coders.offline import OfflineCoder, render
+from engine.coders.offline.composer import FLAGS, pipeline_choices, pipeline_flags, template
+from engine.coders.protocol import CoderContext, NodeView
 from engine.measures.summary import EvaluationSummary
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.offline import OfflineCoder, render
-from engine.agent.offline.composer import FLAGS, pipeline_choices, pipeline_flags, template
 from engine.offline_grammar import BUGS, FAIRNESS, HP_CHOICES, IMAGE_SIZES, LEVELS, MODELS, normalise
 
-TEMPLATES = resources.files("engine.agent.offline") / "templates"
+TEMPLATES = resources.files("engine.coders.offline") / "templates"
 PLAN = ('Draft a pipeline: a "quoted" choice.\n- model: anything """with triple quotes"""\n'
         + "- a long line " + "word " * 40)
 GUIDANCE = ("", "use reweighting and 6 epochs", "try a resnet", "no cnn; colour constancy, drop unknown tone",
@@ -191,7 +191,7 @@ def test_templates_are_python_and_every_tag_and_choice_is_known() -> None:
 
 
 def test_a_template_without_its_start_line_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.agent.offline import composer
+    from engine.coders.offline import composer
 
     (tmp_path / "templates").mkdir()
     (tmp_path / "templates" / "broken.py").write_text("x = 1\n")
@@ -207,5 +207,5 @@ def test_a_template_without_its_start_line_is_refused(tmp_path: Path, monkeypatc
 def test_the_templates_ship_in_the_wheel() -> None:
     """setuptools packs them as package data (they are read with importlib.resources)."""
     config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "agent/offline/templates/*.py" in config["tool"]["setuptools"]["package-data"]["engine"]
+    assert "coders/offline/templates/*.py" in config["tool"]["setuptools"]["package-data"]["engine"]
     assert len(_template_files()) >= 19

@@ -21,7 +21,7 @@ def store(tmp_path):
 
 @pytest.mark.slow
 def test_a_session_started_with_a_fixed_cut_off_records_it_on_every_evaluation(store, workspace):
-    from engine.agent.offline import OfflineCoder
+    from engine.coders.offline import OfflineCoder
 
     config = SessionConfig(steps=1, num_drafts=1, failure_rate=0.0, seed=3, data=str(workspace.root),
                            step_timeout=120, operating_point="probability:0.3")

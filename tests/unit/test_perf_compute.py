@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from engine.agent import offline as g
-from engine.agent.offline import OfflineCoder, detect_device
+from engine.coders import offline as g
+from engine.coders.offline import OfflineCoder, detect_device
 
 
 def _drafts(compute, n=300, profile="base"):
@@ -56,7 +56,7 @@ def test_offline_coder_records_what_it_fitted_to(monkeypatch):
 
 
 def test_a_session_fits_its_coder_to_its_own_device_and_step_limit():
-    from engine.agent.coders import make_coder
+    from engine.agent.coder_registry import make_coder
     from engine.agent.session_config import SessionConfig
 
     coder = make_coder(SessionConfig(step_timeout=45, extra={"device": "cpu"}))

@@ -18,7 +18,7 @@ from engine.session import feedback, selection
 from engine.session.store import SessionStore
 from engine.task import LEVELS
 from tests.command_sink import WriterSink
-from engine.agent.coder import CoderBase
+from engine.coders.protocol import CoderBase
 
 PREVIEW = "Data folder: ./input\n  columns: image_name, skin_tone, alternative_skin_tone, label"
 PROTOCOLS = (("befair", None), ("be-fair", "claimed"))
@@ -169,9 +169,9 @@ def test_a_base_and_a_methods_session_differ_where_the_instruction_makes_them(tm
     only until the simulated agent's own choices (which read the instruction) make the trees differ."""
     import dataclasses
 
-    from engine.agent.offline import OfflineCoder
     from engine.agent.runner import run
     from engine.agent.session_setup import start_session
+    from engine.coders.offline import OfflineCoder
 
     got = {}
     for level in ("base", "fairness-methods"):

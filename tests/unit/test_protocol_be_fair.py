@@ -16,9 +16,9 @@ from engine.data.be_fair_layout import (
     CSV_HEADER, BeFairWorkspace, aide_data_preview, natural_size, prepare_be_fair_workspace,
     study_layout,
 )
+from engine.coders.protocol import CoderBase
 from engine.errors import DataError
 from engine.evaluation.evaluator import heldout_splits
-from engine.agent.coder import CoderBase
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 FITZ = DATA / "fitzpatrick17k.csv"
@@ -149,8 +149,8 @@ def test_prompts_are_the_ones_the_study_sent():
     the package list (AIDE shuffles it for every prompt)."""
     import json
 
-    from engine.agent import prompts as P
-    from engine.agent.coder import NodeView
+    from engine.coders.llm import prompts as P
+    from engine.coders.protocol import NodeView
     from engine.imports.aide import read_aide_log
     from engine.task import LEVELS, METRIC_LINE
 
@@ -238,7 +238,7 @@ class ProtocolCoder(CoderBase):
         self.contexts = []
 
     def _reply(self, ctx, stage):
-        from engine.agent.coder import CoderReply
+        from engine.coders.protocol import CoderReply
 
         self.contexts.append((stage, ctx))
         return CoderReply(plan=f"{stage} {ctx.step}", code=BE_FAIR_PIPELINE)
@@ -253,7 +253,7 @@ class ProtocolCoder(CoderBase):
         return self._reply(ctx, "debug")
 
     def review(self, ctx, node):
-        from engine.agent.coder import Review
+        from engine.coders.protocol import Review
 
         ok = node.status == "ok" and "Validation AUROC" in (node.output or "")
         return Review(is_bug=not ok, summary=f"ran: {ok}", claimed_metric=0.66 if ok else None)
@@ -262,10 +262,10 @@ class ProtocolCoder(CoderBase):
 def test_a_session_under_the_be_fair_protocol(tmp_path, synth_dir):
     """The agent's ./input is the study's layout, nothing is held out for validation, each node
     is measured on the test set only (blinded), the coder gets AIDE's context and preview."""
-    from engine.agent.prompts import BeFairContext
     from engine.agent.runner import run
-    from engine.agent.session_setup import start_session
     from engine.agent.session_config import SessionConfig
+    from engine.agent.session_setup import start_session
+    from engine.coders.llm.prompts import BeFairContext
     from engine.session.store import SessionStore
 
     ws = prepare_be_fair_workspace(synth_dir / "train" / "fitzpatrick17k.csv", synth_dir / "train" / "images",

@@ -7,8 +7,8 @@ import json
 import threading
 import urllib.request
 
-from engine.agent.llm_client import ChatClient
-from engine.agent.llm_config import LlmConfig
+from engine.coders.llm.client import ChatClient
+from engine.coders.llm.config import LlmConfig
 from tests.bench.replay_proxy import ReplayProxy
 from tests.fakes.chat_server import FakeChatServer, streamed
 

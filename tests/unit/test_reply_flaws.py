@@ -1,13 +1,13 @@
-"""Flaws a scaffolded reply would fail on at once (engine.agent.reply_flaws), found without running
+"""Flaws a scaffolded reply would fail on at once (engine.coders.llm.reply_flaws), found without running
 it; and the coder asking again for them while attempts are left."""
 from __future__ import annotations
 
 import pytest
 
-from engine.agent import scaffold
-from engine.agent.coder import CoderContext
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig
+from engine.coders.llm import scaffold
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig
+from engine.coders.protocol import CoderContext
 from engine.task import FAIRNESS_METRIC, METRIC_LINE
 from tests.fakes.chat_server import FakeChatServer, code_reply, reply
 
@@ -181,7 +181,7 @@ def test_checking_an_import_never_imports_an_arbitrary_package_here():
 
 
 def test_a_debug_step_asks_again_when_the_fix_is_the_failed_code():
-    from engine.agent.coder import NodeView
+    from engine.coders.protocol import NodeView
 
     failed = SC.assemble(GOOD)
     fixed = GOOD.replace(">= 5, 2.0", ">= 5, 3.0")
@@ -249,7 +249,7 @@ def test_pil_images_made_from_bytes_are_no_flaw():
 def test_a_debug_step_runs_a_new_flawed_reply_rather_than_the_failed_code_again():
     """lm8, unsteered s0: every debug reply had a flaw, and the one that ran was its parent's code
     again, which failed the same way; another reply that wrote both functions runs instead."""
-    from engine.agent.coder import NodeView
+    from engine.coders.protocol import NodeView
 
     failing = GOOD.replace("    return colour_stats(X)\n", "    return colour_stats(X[\"image_name\"])\n")
     other = GOOD.replace("LogisticRegression(", "DecisionTreeClassifier(")
@@ -292,7 +292,7 @@ def test_the_notes_of_flaws_hint_nothing_and_point_to_the_packages_listed():
     import re
     from pathlib import Path
 
-    from engine.agent import reply_flaws
+    from engine.coders.llm import reply_flaws
 
     audit = re.compile(r"fair|skin[ -]tone|skin type|\bgroups?\b|\bgap\b|fitzpatrick|dark skin|light skin|darker|"
                        r"lighter|subgroup|\bbias|equit|reweigh|sample weight|minimax|worst", re.IGNORECASE)

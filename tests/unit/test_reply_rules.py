@@ -1,4 +1,4 @@
-"""The reply rules as a registry (engine.agent.reply_rules): ids, scopes, one example that hits
+"""The reply rules as a registry (engine.coders.llm.reply_rules): ids, scopes, one example that hits
 each rule, and the hit recorded on the llm_call that brought the reply, through to
 `befair show --json`."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from befair_tui.cli import main
-from engine.agent import reply_rules, scaffold
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig
+from engine.coders.llm import reply_rules, scaffold
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig
 from tests.fakes.chat_server import AutoResponder, FakeChatServer, code_reply, reply
 from tests.unit.test_reply_flaws import GOOD, ctx
 

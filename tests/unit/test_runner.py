@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.agent.coder import CoderBase, CoderReply, LlmCall, Review
 from engine.agent.recovery import recover, resume
 from engine.agent.runner import run
-from engine.agent.session_setup import start_session
 from engine.agent.session_config import SessionConfig
+from engine.agent.session_setup import start_session
+from engine.coders.protocol import CoderBase, CoderReply, LlmCall, Review
 from engine.execution import check_isolated
 from engine.session import events as ev
+from engine.session.event_types import parse
 from engine.session.state import fold
 from engine.session.store import SessionStore, node_row
-from engine.session.event_types import parse
 
 STUB = '''
 import os, sys, time, zlib
@@ -98,7 +98,7 @@ def _assert_nodes_table_is_fold(store, sid):
 
 
 def test_offline_session_end_to_end(store, workspace):
-    from engine.agent.offline import OfflineCoder
+    from engine.coders.offline import OfflineCoder
 
     writer = _new(store, workspace, OfflineCoder(failure_rate=0.0, seed=1), steps=3, level="fairness-methods",
                   failure_rate=0.0,

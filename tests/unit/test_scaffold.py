@@ -1,4 +1,4 @@
-"""The scaffold (engine.agent.scaffold): a small model writes features() and train(), befair the
+"""The scaffold (engine.coders.llm.scaffold): a small model writes features() and train(), befair the
 rest. Assembly, the example-copy check, the prompts, and a scaffolded session measured end to end."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from befair_tui.cli import main
-from engine.agent import prompts, scaffold
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.llm_coder import LlmCoder
-from engine.agent.llm_config import LlmConfig, LlmConfigError
-from engine.agent.prompts_be_fair import BeFairContext
+from engine.coders.llm import prompts, scaffold
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LlmConfig, LlmConfigError
+from engine.coders.llm.prompts_be_fair import BeFairContext
+from engine.coders.protocol import CoderContext, NodeView
 from engine.session.store import SessionStore
 from tests.fakes.chat_server import FakeChatServer, code_reply, reply, tool_review
 
@@ -77,7 +77,7 @@ if __name__ == "__main__":
 
 
 def test_functions_written_in_separate_blocks_are_joined():
-    from engine.agent.response_parsing import extract_all_code
+    from engine.coders.llm.response_parsing import extract_all_code
 
     split = ("Design.\n\n### Features\n```python\nimport numpy as np\n\ndef features(X):\n"
              "    return X.mean(axis=(1, 2))\n```\n\n### Train\n```python\nfrom sklearn.svm import SVC\n\n"

@@ -2,8 +2,8 @@
 because the scaffold itself reads the column."""
 from __future__ import annotations
 
-from engine.agent import scaffold
-from engine.agent.scaffold_audit import audit_pipeline
+from engine.coders.llm import scaffold
+from engine.coders.llm.scaffold_audit import audit_pipeline
 from engine.evaluation.audit import audit_code
 
 HEAD = '''

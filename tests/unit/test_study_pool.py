@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.agent.coder import CoderBase, CoderReply, Review
+from engine.coders.protocol import CoderBase, CoderReply, Review
 from engine.session.heartbeat import runner_status
-from engine.session.state import fold
 from engine.session.selection import DEFAULT_CRITERION
+from engine.session.state import fold
 from engine.session.store import SessionStore, node_row
 from engine.study import grid
 from engine.study.aggregate import AUC_GAP, OVERALL_AUC, statistic

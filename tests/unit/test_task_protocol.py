@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.prompts import PROMPT_SETS, draft_prompt, review_prompt
-from engine.agent.task_protocol import BE_FAIR, BEFAIR, TASK_PROTOCOLS, task_protocol
 from engine.agent.session_config import PROTOCOLS, SessionConfig
+from engine.agent.task_protocol import BE_FAIR, BEFAIR, TASK_PROTOCOLS, task_protocol
+from engine.coders.llm.prompts import PROMPT_SETS, draft_prompt, review_prompt
+from engine.coders.protocol import CoderContext, NodeView
 from engine.errors import BefairError
 from engine.session.selection import CRITERIA
 from engine.session.state import SessionState
@@ -48,7 +48,7 @@ def test_the_be_fair_rules():
 def test_llm_settings_follow_the_protocol():
     """be-fair: AIDE's feedback temperature and no token cap; the product's own defaults otherwise;
     a setting a person gives wins over either."""
-    from engine.agent.llm_coder import llm_config_for_session
+    from engine.agent.coder_registry import llm_config_for_session
 
     study = SessionConfig(protocol="be-fair", best="claimed", coder="openai")
     aide = llm_config_for_session(study, {"base_url": "http://localhost:1/v1"}, env={})

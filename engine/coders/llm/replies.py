@@ -14,9 +14,9 @@ import math
 import time
 from typing import Any
 
-from engine.agent.coder import LlmCall
-from engine.agent.llm_attempts import Attempt, CallState, ChatResult, seconds_text, shorten, stopped_error
-from engine.agent.llm_config import LlmConfig
+from engine.coders.llm.attempts import Attempt, CallState, ChatResult, seconds_text, shorten, stopped_error
+from engine.coders.llm.config import LlmConfig
+from engine.coders.protocol import LlmCall
 
 
 class ReplyReader:

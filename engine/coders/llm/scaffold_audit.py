@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from engine.agent import scaffold
+from engine.coders.llm import scaffold
 from engine.evaluation.audit import AuditResult, audit_code
 
 SKIN_ARGUMENT = 2   # train(X, y, skin_tone): the third parameter

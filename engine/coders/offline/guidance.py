@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.agent.offline.clinical import FAMILIES
+from engine.coders.offline.clinical import FAMILIES
 from engine.offline_grammar import HP_WORDS, MODEL_NAMES, MODELS, set_model
 
 NEURAL = ("cnn", "resnet18")

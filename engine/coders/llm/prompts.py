@@ -12,11 +12,10 @@ import functools
 from importlib import metadata
 from typing import Any
 
-from engine.agent import scaffold
-from engine.agent.coder import CoderContext, MemoryItem, NodeView
-from engine.agent.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
-from engine.agent.prompt_common import REVIEW_TOOL as REVIEW_TOOL  # the LLM coder's review tool
-from engine.agent.prompts_be_fair import (
+from engine.coders.llm import scaffold
+from engine.coders.llm.prompt_common import REVIEW_JSON_FORMAT, PromptSet, guidance_section
+from engine.coders.llm.prompt_common import REVIEW_TOOL as REVIEW_TOOL  # the LLM coder's review tool
+from engine.coders.llm.prompts_be_fair import (
     AIDE_DEBUG_INTRODUCTION,
     AIDE_DEBUG_SKETCH,
     AIDE_IMPROVE_SKETCH,
@@ -26,8 +25,9 @@ from engine.agent.prompts_be_fair import (
 )
 
 # the runner builds AIDE's memory and a be-fair session's context from these
-from engine.agent.prompts_be_fair import BeFairContext as BeFairContext
-from engine.agent.prompts_be_fair import aide_memory as aide_memory
+from engine.coders.llm.prompts_be_fair import BeFairContext as BeFairContext
+from engine.coders.llm.prompts_be_fair import aide_memory as aide_memory
+from engine.coders.protocol import CoderContext, MemoryItem, NodeView
 from engine.task import GROUP_LABELS
 
 MAX_OUTPUT_CHARS = 8_000        # execution output shown to the model (the tail is kept)
@@ -282,7 +282,7 @@ IMPROVE_INTRODUCTION = (
     "increase its (test time) performance. For this you should first outline a brief plan in natural language for "
     "how the solution can be improved and then implement this improvement in Python based on the provided previous "
     "solution.")
-# AIDE's own wording (engine.agent.prompts_be_fair), word for word
+# AIDE's own wording (engine.coders.llm.prompts_be_fair), word for word
 IMPROVE_SKETCH = AIDE_IMPROVE_SKETCH
 SCAFFOLDED_CODE = "Its imports, features(X) and train(X, y, skin_tone), as they ran inside the scaffold above:"
 DEBUG_INTRODUCTION = AIDE_DEBUG_INTRODUCTION

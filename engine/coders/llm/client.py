@@ -5,7 +5,7 @@
                              on_stream=..., on_progress=...)      # ChatResult; never raises
     client.cancel()          # from another thread: the calls in progress end as "cancelled"
 
-It knows nothing of pipelines or prompts: engine.agent.llm_coder builds those.
+It knows nothing of pipelines or prompts: engine.coders.llm.coder builds those.
 
 One call (`ChatClient.complete`) is bounded in ways that suit a slow model that streams:
 - the stall timeout: the openai client's own `timeout` (per HTTP attempt; streamed, the wait for
@@ -42,17 +42,17 @@ import time
 from typing import Any
 from collections.abc import Callable
 
-from engine.agent.llm_attempts import (
+from engine.coders.llm.attempts import (
     STREAM_INTERVAL, Attempt, CallState, ChatResult, StreamStats, seconds_text, shorten, stopped_error,
 )
-from engine.agent.llm_config import LlmConfig
-from engine.agent.llm_replies import ReplyReader
+from engine.coders.llm.config import LlmConfig
+from engine.coders.llm.replies import ReplyReader
 
 __all__ = ["ChatClient", "ChatResult", "StreamStats"]
 
 RESEND_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)   # before re-sending after a malformed/empty reply
 # Failures our own small loop sends again (the openai client retries transport failures itself).
-# A reply stuck repeating a line is stopped (llm_replies.repeating_tail) and sampled again.
+# A reply stuck repeating a line is stopped (replies.repeating_tail) and sampled again.
 _RESENT = {"garbage", "empty", "broken", "looping"}
 
 

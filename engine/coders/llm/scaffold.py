@@ -1,7 +1,7 @@
 """The scaffold: befair writes the parts of a pipeline that a small model gets wrong, the model
 writes its design.
 
-The scaffold (engine/agent/templates/scaffold.py) reads the data, splits it, prints the metric
+The scaffold (engine/coders/llm/templates/scaffold.py) reads the data, splits it, prints the metric
 line, saves the model and defines predict(folder); the model's reply holds features(X) and
 train(X, y, skin_tone) (and the imports and helpers they need), which `assemble` puts where the
 scaffold's marker line is. The node's code is the whole assembled file: it runs, is reviewed and
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from engine.agent import reply_flaws, reply_rules
-from engine.agent.reply_rules import RuleHit
+from engine.coders.llm import reply_flaws, reply_rules
+from engine.coders.llm.reply_rules import RuleHit
 
 TEMPLATES = Path(__file__).parent / "templates"
 MARKER = "# >>> features(X) and train(X, y, skin_tone) go here <<<"
@@ -148,7 +148,7 @@ class Scaffold:
         return RuleHit(reply_rules.UNWRITTEN.id, f"the reply did not write {' and '.join(missing)}")
 
     def check(self, reply_code: str, failed: str | None = None) -> RuleHit | None:
-        """The first reply rule (engine.agent.reply_rules) the reply hits, put into the scaffold,
+        """The first reply rule (engine.coders.llm.reply_rules) the reply hits, put into the scaffold,
         or None. `failed`: for a debug reply, the code that failed (handing it back is a hit)."""
         return self.unwritten(reply_code) or reply_rules.first_hit(reply_code, self.assemble(reply_code), FIXED, failed)
 
@@ -187,7 +187,7 @@ OFTEN_TRIED = ("tensorflow", "keras", "timm", "xgboost", "lightgbm", "opencv-pyt
 
 def packages_text(versions: dict[str, str]) -> str:
     """What a scaffolded reply may import: every package of `versions` (what is installed,
-    engine.agent.prompts.installed_versions), the often-tried ones that are not, and where
+    engine.coders.llm.prompts.installed_versions), the often-tried ones that are not, and where
     training runs."""
     listed = [f"{dist} {version}" + (f" (import {IMPORT_NAMES[dist]})" if dist in IMPORT_NAMES else "")
               for dist, version in versions.items()]

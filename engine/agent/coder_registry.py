@@ -3,27 +3,33 @@
     coder = make_coder(session_config)             # the kind config.coder names, built
     CODERS["openai"].OPTIONS                       # its settings: name, type, default, help, flag
     coder_info(coder)                              # session_started's `coder` payload
+    build_llm_coder(session_config, model=...)     # the LLM coder for a session's settings (its task
+                                                   # protocol's LLM defaults under them)
 
 An adapter (in the manner of Harlequin's HarlequinAdapter and its ADAPTER_OPTIONS) says what a
 kind is called (`name`, the value of SessionConfig.coder and of `--coder`), how it is labelled,
 whether it is a simulated agent, which settings it reads (`OPTIONS`), how to build one from a
 session's settings and how to describe one it built. Adding a coder: write the Coder
-(engine/agent/coder.py), then an adapter here, and list it in CODERS.
+(engine/coders/protocol.py, a package of its own in engine/coders/), then an adapter here, and list
+it in CODERS. The coders never import this module or the search: what a session's settings mean
+for a coder (SessionConfig, the task protocol's defaults) is read here, above them.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from engine.agent.coder import Coder
-from engine.agent.coder_options import CoderOption
-from engine.agent.llm_coder import LlmCoder, build_llm_coder
-from engine.agent.llm_config import LLM_OPTIONS
-from engine.agent.offline import OfflineCoder
 from engine.agent.session_config import SessionConfig
+from engine.agent.task_protocol import task_protocol
+from engine.coders.llm.coder import LlmCoder
+from engine.coders.llm.config import LLM_OPTIONS, LlmConfig
+from engine.coders.offline import OfflineCoder
+from engine.coders.options import CoderOption
+from engine.coders.protocol import Coder
 from engine.errors import BefairError
 
-__all__ = ["CODERS", "CoderAdapter", "LlmCoderAdapter", "OfflineCoderAdapter", "coder_info", "make_coder"]
+__all__ = ["CODERS", "CoderAdapter", "LlmCoderAdapter", "OfflineCoderAdapter", "build_llm_coder", "coder_info",
+           "llm_config_for_session", "make_coder"]
 
 
 class CoderAdapter(ABC):
@@ -125,3 +131,46 @@ def _foreign_info(coder: object) -> dict[str, Any]:
     info.setdefault("simulated", bool(getattr(coder, "simulated", False)))
     info.setdefault("model", getattr(coder, "model", None))
     return info
+
+
+def llm_config_for_session(session_config: Any, overrides: dict[str, Any] | None = None,
+                           **load_kw: Any) -> LlmConfig:
+    """LlmConfig for a SessionConfig: its task protocol's defaults, its `model`, then extra["llm"]
+    settings, then overrides."""
+    protocol = getattr(session_config, "protocol", None)
+    if protocol and "defaults" not in load_kw:
+        load_kw["defaults"] = task_protocol(str(protocol)).llm_defaults
+    values: dict[str, Any] = {}
+    extra = getattr(session_config, "extra", None) or {}
+    if isinstance(extra.get("llm"), dict):
+        values.update({k: v for k, v in extra["llm"].items() if k not in ("api_key", "source")})
+    if getattr(session_config, "model", None):
+        values["model"] = session_config.model
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return LlmConfig.load(values, **load_kw)
+
+
+def build_llm_coder(
+    session_config: Any = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    config_path: str | None = None,
+    exec_timeout: float | None = None,
+    client: Any = None,
+    **overrides: Any,
+) -> LlmCoder:
+    """The coder for `befair run --coder openai --model M [--base-url U] [--api-key K]`.
+
+    Raises LlmConfigError (a BefairError; message says how to configure one) when no server is
+    configured or a setting is invalid: the caller shows it and offers the offline coder.
+    """
+    given = dict(overrides, model=model, base_url=base_url, api_key=api_key)
+    if session_config is not None:
+        config = llm_config_for_session(session_config, given, path=config_path)
+        if exec_timeout is None:
+            exec_timeout = getattr(session_config, "step_timeout", None)
+    else:
+        config = LlmConfig.load(given, path=config_path)
+    return LlmCoder(config, exec_timeout=exec_timeout, client=client)

@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.agent import local_model
-from engine.agent.llm_client import ChatClient
-from engine.agent.llm_config import LlmConfig
-from engine.agent.scaffold import SMALL_MODEL_PARAMS
+from engine.coders.llm import local_model
+from engine.coders.llm.client import ChatClient
+from engine.coders.llm.config import LlmConfig
+from engine.coders.llm.scaffold import SMALL_MODEL_PARAMS
 
 # What one step asks of a model, measured on befair's own prompts with SynthDerm (tokens): a
 # draft prompt is ~2,000, a debug prompt (code + output) up to ~4,500; a pipeline ~600-1,200.

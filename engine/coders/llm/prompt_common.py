@@ -1,4 +1,4 @@
-"""What both prompt sets share (engine.agent.prompts and engine.agent.prompts_be_fair): the shape
+"""What both prompt sets share (engine.coders.llm.prompts and engine.coders.llm.prompts_be_fair): the shape
 of a prompt set, the human's guidance, marked as the domain expert's, and the review's answer
 format (a tool call, or JSON said in words for a server without function calling).
 """
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.agent.coder import CoderContext, NodeView
+from engine.coders.protocol import CoderContext, NodeView
 
 
 GUIDANCE_PREAMBLE = (
@@ -74,7 +74,7 @@ REVIEW_JSON_FORMAT = (
 
 @dataclass(frozen=True)
 class PromptSet:
-    """One task protocol's four prompts, each a nested dict of sections (engine.agent.prompts
+    """One task protocol's four prompts, each a nested dict of sections (engine.coders.llm.prompts
     compiles it): draft(ctx, exec_timeout), improve and debug(ctx, parent, exec_timeout),
     review(ctx, node, json_only); and the tool its review is asked to call (a server without
     function calling is told the JSON in words by review(..., json_only=True))."""

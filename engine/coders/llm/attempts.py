@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.agent.coder import LlmCall
+from engine.coders.protocol import LlmCall
 
 STREAM_INTERVAL = 0.2            # on_stream at most five times a second
 RECENT_WINDOW = 15.0             # seconds over which the current writing speed is measured

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.agent.llm_attempts import StreamStats
+from engine.coders.llm.attempts import StreamStats
 from engine.session import live_reply
 
 

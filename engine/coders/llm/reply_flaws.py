@@ -1,4 +1,4 @@
-"""The checks behind the reply rules (engine.agent.reply_rules): each reads a scaffolded reply,
+"""The checks behind the reply rules (engine.coders.llm.reply_rules): each reads a scaffolded reply,
 without running it, and says in a sentence why it would fail at once, or returns None.
 
 Pipelines run with this Python, so what imports here imports there.

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from engine.agent.coder import CoderContext, NodeView
-from engine.agent.prompt_common import PromptSet, guidance_section
+from engine.coders.llm.prompt_common import PromptSet, guidance_section
+from engine.coders.protocol import CoderContext, NodeView
 
 
 @dataclass

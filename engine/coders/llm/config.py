@@ -1,7 +1,8 @@
 """Configuration of the LLM coder: model, server, key, sampling, limits, retries, prices, budget.
 
 Sources, lowest precedence first:
-1. built-in defaults (below), then the session's task protocol's (`defaults`: the be-fair
+1. built-in defaults (below), then the session's task protocol's (`defaults`, which
+   engine.agent.coder_registry.llm_config_for_session passes: the be-fair
    protocol's are AIDE's, engine.agent.task_protocol.AIDE_LLM_DEFAULTS);
 2. a config file: $BEFAIR_LLM_CONFIG, else ~/.config/befair/llm.toml (TOML, or JSON when the
    name ends in .json); keys are the field names below, plus an optional [prices] table
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from engine.agent.coder_options import CoderOption
+from engine.coders.options import CoderOption
 from engine.errors import BefairError
 
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -78,7 +79,7 @@ class LlmConfig:
     prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     budget_usd: float | None = None          # pause the session when the cost reaches it
     scaffold: bool = False                   # the model writes features() and train() only, into
-                                             # befair's scaffold (engine.agent.scaffold; befair's protocol)
+                                             # befair's scaffold (engine.coders.llm.scaffold; befair's protocol)
     seed: int | None = None                  # sampling seed: a client's n-th sample is asked with
                                              # seed + n (None: none sent)
     source: str = "defaults"                 # where the settings came from (for messages)

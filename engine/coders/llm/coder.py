@@ -8,8 +8,8 @@
     reply = coder.draft(ctx)            # CoderReply; never raises
     review = coder.review(ctx, node)    # Review; never raises
 
-Prompts in (engine.agent.prompts), a CoderReply or Review out (engine.agent.response_parsing
-reads the reply). Each call goes through engine.agent.llm_client.ChatClient, which bounds it and
+Prompts in (engine.coders.llm.prompts), a CoderReply or Review out (engine.coders.llm.response_parsing
+reads the reply). Each call goes through engine.coders.llm.client.ChatClient, which bounds it and
 accounts for every HTTP attempt as an LlmCall; the calls ride on the reply, and the runner
 stores them as llm_call events.
 """
@@ -20,15 +20,13 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from engine.agent import prompts, reply_flaws, scaffold
-from engine.agent.coder import CoderContext, CoderReply, LlmCall, NodeView, Review
-from engine.agent.llm_attempts import shorten
-from engine.agent.llm_check import server_identity
-from engine.agent.llm_client import ChatClient, ChatResult, StreamStats
-from engine.agent.llm_config import LlmConfig, LlmConfigError
-from engine.agent.prompts_be_fair import BeFairContext
-from engine.agent.reply_rules import NO_CODE, UNWRITTEN, RuleHit
-from engine.agent.response_parsing import (
+from engine.coders.llm import prompts, reply_flaws, scaffold
+from engine.coders.llm.attempts import shorten
+from engine.coders.llm.client import ChatClient, ChatResult, StreamStats
+from engine.coders.llm.config import LlmConfig, LlmConfigError
+from engine.coders.llm.prompts_be_fair import BeFairContext
+from engine.coders.llm.reply_rules import NO_CODE, UNWRITTEN, RuleHit
+from engine.coders.llm.response_parsing import (
     aide_code_formatter,
     aide_extract_code,
     aide_extract_plan,
@@ -39,12 +37,13 @@ from engine.agent.response_parsing import (
     parse_json_object,
     review_from_dict,
 )
-from engine.agent.task_protocol import task_protocol
+from engine.coders.llm.server_check import server_identity
+from engine.coders.protocol import CoderContext, CoderReply, LlmCall, NodeView, Review
 from engine.evaluation.audit import parse_claimed_metric
 
 T = TypeVar("T")
 
-__all__ = ["LlmCoder", "build_llm_coder", "llm_config_for_session"]
+__all__ = ["LlmCoder"]
 
 ParsedReview = tuple[bool, str, float | None, bool | None]   # is_bug, summary, claimed metric, lower_is_better
 ReviewReader = Callable[[dict[str, Any]], "ParsedReview | None"]
@@ -221,7 +220,7 @@ class LlmCoder:
         """Ask for a plan and code; a reply that holds no code is asked again, as AIDE's
         plan_and_code_query does (CODE_ATTEMPTS replies in all, the same prompt each time). With the
         scaffold, so is a reply that leaves features() or train() unwritten
-        (engine.agent.scaffold.unusable), and one that would fail at once (Scaffold.flaw; for a
+        (engine.coders.llm.scaffold.unusable), and one that would fail at once (Scaffold.flaw; for a
         debug reply, handing back the `failed` code unchanged is one); the prompt is sent again with
         a note of what the last reply lacked (not with that reply: a small model shown its reply
         repeats it word for word). When no reply is free of flaws, the last one that wrote both
@@ -376,46 +375,3 @@ def _review_from_tools(tool_calls: list[dict[str, Any]], read: ReviewReader) -> 
             if parsed is not None:
                 return parsed
     return None
-
-
-def llm_config_for_session(session_config: Any, overrides: dict[str, Any] | None = None,
-                           **load_kw: Any) -> LlmConfig:
-    """LlmConfig for a SessionConfig: its task protocol's defaults, its `model`, then extra["llm"]
-    settings, then overrides."""
-    protocol = getattr(session_config, "protocol", None)
-    if protocol and "defaults" not in load_kw:
-        load_kw["defaults"] = task_protocol(str(protocol)).llm_defaults
-    values: dict[str, Any] = {}
-    extra = getattr(session_config, "extra", None) or {}
-    if isinstance(extra.get("llm"), dict):
-        values.update({k: v for k, v in extra["llm"].items() if k not in ("api_key", "source")})
-    if getattr(session_config, "model", None):
-        values["model"] = session_config.model
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return LlmConfig.load(values, **load_kw)
-
-
-def build_llm_coder(
-    session_config: Any = None,
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    config_path: str | None = None,
-    exec_timeout: float | None = None,
-    client: Any = None,
-    **overrides: Any,
-) -> LlmCoder:
-    """The coder for `befair run --coder openai --model M [--base-url U] [--api-key K]`.
-
-    Raises LlmConfigError (a BefairError; message says how to configure one) when no server is
-    configured or a setting is invalid: the caller shows it and offers the offline coder.
-    """
-    given = dict(overrides, model=model, base_url=base_url, api_key=api_key)
-    if session_config is not None:
-        config = llm_config_for_session(session_config, given, path=config_path)
-        if exec_timeout is None:
-            exec_timeout = getattr(session_config, "step_timeout", None)
-    else:
-        config = LlmConfig.load(given, path=config_path)
-    return LlmCoder(config, exec_timeout=exec_timeout, client=client)

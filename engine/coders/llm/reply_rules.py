@@ -1,9 +1,9 @@
 """The reply checks as a registry: each `Rule` has an id, a scope and a message, and the coder
 records which one a reply hit (the `check` of its llm_call event, with the reply's attempt).
 
-A scaffolded reply (engine.agent.scaffold) is checked before anything of it runs. A reply that
+A scaffolded reply (engine.coders.llm.scaffold) is checked before anything of it runs. A reply that
 hits a rule is asked again with the rule's message as a note; when no reply is free of hits, the
-last complete one runs, so that the model sees the error (engine.agent.llm_coder).
+last complete one runs, so that the model sees the error (engine.coders.llm.coder).
 
 Scopes: "any" rules catch code that would fail whoever wrote it (it does not parse, an import
 or a name that is not there, a keyword a class does not take); "scaffold" rules catch a reply
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.agent import reply_flaws as rf
+from engine.coders.llm import reply_flaws as rf
 
 Scope = Literal["any", "scaffold", "debug"]
 

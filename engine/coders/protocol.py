@@ -1,7 +1,7 @@
 """The coder interface: what the search asks of an agent (draft, improve, debug, review).
 
-Two implementations: the offline coder (engine/agent/offline/, a simulated agent labelled as
-such) and the LLM coder (engine/agent/llm_coder.py, any OpenAI-compatible Chat Completions server).
+Two implementations: the offline coder (engine/coders/offline/, a simulated agent labelled as
+such) and the LLM coder (engine/coders/llm/coder.py, any OpenAI-compatible Chat Completions server).
 A coder never raises for a bad reply: it returns a CoderReply with `code=None` and `error` set,
 which the search records as a failed step.
 """
@@ -33,7 +33,7 @@ class LlmCall:
     tokens_per_s: float | None = None    # streamed: writing speed after the first token
     server_model: str | None = None      # the model id the server's reply named
     check: dict[str, Any] | None = None  # the reply rule its reply hit: {rule, attempt, message}
-                                         # (engine.agent.reply_rules); None: none, or not checked
+                                         # (engine.coders.llm.reply_rules); None: none, or not checked
 
 
 @dataclass
@@ -80,7 +80,7 @@ class CoderContext:
     guidance_node: list[str] = field(default_factory=list)   # only for the node being expanded
     memory: list[MemoryItem] = field(default_factory=list)
     level: str = "base"
-    scaffold: bool = False                 # the reply fills befair's scaffold (engine.agent.scaffold)
+    scaffold: bool = False                 # the reply fills befair's scaffold (engine.coders.llm.scaffold)
     feedback: str = "auc"                  # what it is shown of befair's measurements (engine.session.feedback)
 
 
@@ -103,7 +103,7 @@ class Review:
 
 
 StreamHook = Callable[[str, str], None]        # (role, the reply so far)
-ProgressHook = Callable[[str, Any], None]      # (role, engine.agent.llm_client.StreamStats)
+ProgressHook = Callable[[str, Any], None]      # (role, engine.coders.llm.client.StreamStats)
 
 
 class CoderBase:

@@ -8,8 +8,8 @@
     composer.py   a component choice composed into a runnable solution.py from templates/
     templates/    the pieces of every pipeline, as real Python files
 """
-from engine.agent.offline.coder import BUG_FIXES, BUG_WEIGHTS, LABEL, OfflineCoder, detect_device
-from engine.agent.offline.composer import render
+from engine.coders.offline.coder import BUG_FIXES, BUG_WEIGHTS, LABEL, OfflineCoder, detect_device
+from engine.coders.offline.composer import render
 from engine.offline_grammar import (
     BUGS,
     FAIRNESS,
@@ -27,8 +27,8 @@ from engine.offline_grammar import (
     uses_skin_tone,
     without_injected_failure,
 )
-from engine.agent.offline.guidance import Directive, apply_directive, parse_guidance, satisfied
-from engine.agent.offline.sampling import level_profile, lighten, mutate_one, sample_draft
+from engine.coders.offline.guidance import Directive, apply_directive, parse_guidance, satisfied
+from engine.coders.offline.sampling import level_profile, lighten, mutate_one, sample_draft
 
 __all__ = [
     "BUGS", "BUG_FIXES", "BUG_WEIGHTS", "FAIRNESS", "FAIRNESS_NAMES", "LABEL", "LEVELS", "MODELS", "MODEL_NAMES",

@@ -37,7 +37,7 @@ ChoiceValue: TypeAlias = bool | int | float | str | list[int] | list[float]
 @functools.cache
 def template(name: str) -> str:
     """The part of templates/<name>.py that is copied into a pipeline (tags and CHOICE_* names in)."""
-    text = (resources.files("engine.agent.offline") / "templates" / f"{name}.py").read_text(encoding="utf-8")
+    text = (resources.files("engine.coders.offline") / "templates" / f"{name}.py").read_text(encoding="utf-8")
     lines = text.split("\n")
     starts = [i for i, line in enumerate(lines) if line.strip() == START]
     if len(starts) != 1:

@@ -20,9 +20,8 @@ import random
 import re
 from typing import Any
 
-from engine.agent.coder import CoderBase, CoderContext, CoderReply, NodeView, Review
-from engine.agent.offline.composer import render
-from engine.agent.offline.guidance import (
+from engine.coders.offline.composer import render
+from engine.coders.offline.guidance import (
     Directive,
     Outcome,
     answer,
@@ -31,7 +30,8 @@ from engine.agent.offline.guidance import (
     parse_guidance,
     satisfied,
 )
-from engine.agent.offline.sampling import level_profile, lighten, mutate_one, sample_draft
+from engine.coders.offline.sampling import level_profile, lighten, mutate_one, sample_draft
+from engine.coders.protocol import CoderBase, CoderContext, CoderReply, NodeView, Review
 from engine.evaluation.audit import parse_claimed_metric
 from engine.offline_grammar import MODEL_NAMES, Compute, components_from_code, describe, normalise
 
