@@ -144,7 +144,7 @@ class BefairApp(App[None]):
         env = {**self.child_env, **(secrets or {})}
         try:
             session_id, proc = launch.start_session(choices, self.db_path, env=env)
-        except OSError as exc:
+        except (OSError, ValueError, BefairError) as exc:
             self.show_error("Cannot start the session", str(exc))
             return
         if secrets:

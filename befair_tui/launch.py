@@ -15,42 +15,21 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+from engine.coders.llm.config import LLM_OPTIONS
 from engine.session.store import new_session_id
 
 from befair_tui.settings import SetupChoices
 
 
-def run_argv(choices: SetupChoices, db: Path, session_id: str) -> list[str]:
-    argv = [
-        sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet",
-        "--session-id", session_id, "--db", str(db),
-        "--level", choices.level, "--steps", str(int(choices.steps)),
-        "--coder", choices.coder, "--best", choices.best, "--feedback", choices.feedback,
-        "--step-timeout", str(float(choices.step_timeout)), "--seed", str(int(choices.seed)),
-        "--operating-point", choices.operating_point,
-    ]
-    if choices.level == "custom":
-        argv += ["--custom-text", choices.custom_text]
-    if choices.data == "workspace":
-        argv += ["--data", choices.workspace]
-    else:
-        argv += ["--data", "synth", "--synth-n-train", str(choices.synth_n_train),
-                 "--synth-n-test", str(choices.synth_n_test), "--synth-size", str(choices.synth_size)]
-    if choices.coder == "openai" and choices.model.strip():
-        argv += ["--model", choices.model.strip()]
-    if choices.coder == "openai" and choices.base_url.strip():
-        argv += ["--base-url", choices.base_url.strip()]  # an address, not a secret
-    if choices.coder == "openai" and choices.scaffold:
-        argv += ["--scaffold", "on"]
-    if choices.blind_test:
-        argv.append("--blind-test")
-    if choices.participant.strip():
-        argv += ["--participant", choices.participant.strip()]
-    return argv
+def request_argv(request: Path, db: Path, session_id: str) -> list[str]:
+    """The detached run of a run request file (befair_tui.cli.run.save_run_request): its settings are
+    the file's, never flags."""
+    return [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet", "--request", str(request),
+            "--session-id", session_id, "--db", str(db)]
 
 
-# option -> the environment variable the child reads it from (engine.coders.llm.config)
-SECRET_OPTIONS = {"--api-key": "OPENAI_API_KEY"}
+# option -> the environment variable the child reads it from (engine.coders.llm.config's table)
+SECRET_OPTIONS = {o.flag: o.env for o in LLM_OPTIONS if o.name == "api_key" and o.flag and o.env}
 
 
 def _secret_option(name: str) -> str | None:
@@ -128,8 +107,18 @@ def spawn(argv: list[str], db: Path, session_id: str, env: Mapping[str, str] | N
 
 def start_session(choices: SetupChoices, db: Path,
                   env: Mapping[str, str] | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start the session the setup screen's choices describe: their SessionConfig (built from the
+    options' table, as `befair run` builds it from its flags) goes to the child in a run request
+    file; the API key, if any, in `env`. Raises ValueError or BefairError for settings that cannot run."""
+    from engine.paths import runs_dir
+
+    from befair_tui.cli.run import save_run_request
+
+    config = choices.session_config()
     session_id = new_session_id()
-    return session_id, spawn(run_argv(choices, db, session_id), db, session_id, env=env)
+    request = runs_dir(db) / f"{session_id}.request.json"
+    save_run_request(request, config, participant=config.participant_id)
+    return session_id, spawn(request_argv(request, db, session_id), db, session_id, env=env)
 
 
 def runner_state(row: Mapping[str, Any], proc: subprocess.Popen[bytes] | None = None) -> str:

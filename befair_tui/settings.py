@@ -1,9 +1,11 @@
 """The setup screen's choices: their defaults, their limits, and what is remembered.
 
-Defaults come from ONE source shared with `befair run`: engine.agent.session_config.SessionConfig (level,
-steps, step time limit, coder, "best", blind mode, seed) and engine.data.synth.DEFAULTS (the
-SynthDerm sizes). Limits: `LIMITS` (the synth generator's own minimums, the real data sets' sizes
-as maximums), checked by `problems()` with messages a person can act on.
+The choices are the options of engine.agent.settings that the setup screen offers (`at_setup`),
+under their command-line names (plus `workspace`, the folder when the data are a workspace); their
+defaults are the table's, as SessionConfig resolves them (the step time limit, the feedback), and a
+session starts from them through the same table (`option_values`, SessionConfig.from_options), never
+through a command line built and parsed again. Limits: `LIMITS` (the synth generator's own
+minimums, the real data sets' sizes as maximums), checked by `problems()` with messages a person can act on.
 
 Remembered settings live next to the session database (`<db stem>.settings.json` in its folder),
 so two studies on two databases never share them, and hold no per-person choice: the participant
@@ -19,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.agent.session_config import BEST_CRITERIA, FEEDBACK, SessionConfig
+from engine.agent.settings import at_setup, default
 from engine.measures.operating_point import canonical as canonical_operating_point
-from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
 from engine.data.synth import FULL as SYNTH_FULL
 from engine.paths import cache_dir
 from engine.task import CUSTOM, LEVELS
@@ -46,9 +48,9 @@ class SetupChoices:
     custom_text: str = ""
     data: str = _CONFIG.data          # synth | workspace
     workspace: str = ""
-    synth_n_train: int = SYNTH_DEFAULTS["n_train"]
-    synth_n_test: int = SYNTH_DEFAULTS["n_test"]
-    synth_size: int = SYNTH_DEFAULTS["size"]
+    synth_n_train: int = default("synth_n_train")
+    synth_n_test: int = default("synth_n_test")
+    synth_size: int = default("synth_size")
     coder: str = _CONFIG.coder        # offline | openai
     model: str = _CONFIG.model or ""  # blank: the LLM configuration's model
     base_url: str = ""                # blank: the LLM configuration's server
@@ -61,6 +63,27 @@ class SetupChoices:
     operating_point: str = _CONFIG.operating_point   # where a lesion is called malignant (per-group figures)
     participant: str = ""
     seed: int = _CONFIG.seed
+
+    def option_values(self) -> dict[str, Any]:
+        """The session options these choices give (engine.agent.settings, by command-line name; None:
+        not given), for SessionConfig.from_options: what `befair run` would read from its flags."""
+        llm = self.coder == "openai"
+        values: dict[str, Any] = {dest: getattr(self, dest) for dest in at_setup() if hasattr(self, dest)}
+        for dest, option in at_setup().items():
+            if dest in values and option.section == "llm":         # the LLM coder's, given when filled in
+                values[dest] = (str(values[dest]).strip() or None) if llm else None
+            elif dest in values and option.stored == "extra.synth" and self.data != "synth":
+                values[dest] = None
+        values["scaffold"] = "on" if llm and self.scaffold else None
+        values["data"] = self.workspace if self.data == "workspace" else "synth"
+        values["custom_text"] = self.custom_text if self.level == CUSTOM else None
+        values["participant"] = self.participant.strip() or None
+        return values
+
+    def session_config(self) -> SessionConfig:
+        """The session these choices start (ValueError, or a BefairError such as no sandbox here, when
+        it cannot)."""
+        return SessionConfig.from_options(self.option_values())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SetupChoices":

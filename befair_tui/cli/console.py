@@ -3,7 +3,6 @@ and `befair run` without --headless (start the session detached, then watch it).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,8 +93,6 @@ def open_console_from_args(args: argparse.Namespace) -> int:
     session_id = getattr(args, "session_id", None) or new_session_id()
     request = runs_dir(db) / f"{session_id}.request.json"
     write_run_request(request, args)
-    env = {"OPENAI_API_KEY": args.api_key} if getattr(args, "api_key", None) else {}
-    argv = [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet", "--request", str(request),
-            "--session-id", session_id, "--db", str(db)]
-    proc = launch.spawn(argv, db, session_id, env=env)
+    env = launch.key_env(getattr(args, "api_key", None))
+    proc = launch.spawn(launch.request_argv(request, db, session_id), db, session_id, env=env)
     return _run(create_app(db, start="console", session_id=session_id, proc=proc, child_env=env))

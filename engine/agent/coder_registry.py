@@ -1,7 +1,8 @@
 """The coder registry: each kind of coder a session can name, as an adapter that declares itself.
 
     coder = make_coder(session_config)             # the kind config.coder names, built
-    CODERS["openai"].OPTIONS                       # its settings: name, type, default, help, flag
+    CODERS["openai"].OPTIONS                       # its settings (engine.options.Option): name, type, default,
+                                                   # help, flag; declared once, in engine.agent.settings' table
     coder_info(coder)                              # session_started's `coder` payload
     build_llm_coder(session_config, model=...)     # the LLM coder for a session's settings (its task
                                                    # protocol's LLM defaults under them)
@@ -20,13 +21,14 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from engine.agent.session_config import SessionConfig
+from engine.agent.settings import OPTIONS as SETTINGS
 from engine.agent.task_protocol import task_protocol
 from engine.coders.llm.coder import LlmCoder
 from engine.coders.llm.config import LLM_OPTIONS, LlmConfig
 from engine.coders.offline import OfflineCoder
-from engine.coders.options import CoderOption
 from engine.coders.protocol import Coder
 from engine.errors import BefairError
+from engine.options import Option
 
 __all__ = ["CODERS", "CoderAdapter", "LlmCoderAdapter", "OfflineCoderAdapter", "build_llm_coder", "coder_info",
            "llm_config_for_session", "make_coder"]
@@ -39,7 +41,7 @@ class CoderAdapter(ABC):
     label: ClassVar[str]
     simulated: ClassVar[bool]
     help: ClassVar[str]
-    OPTIONS: ClassVar[tuple[CoderOption, ...]] = ()
+    OPTIONS: ClassVar[tuple[Option, ...]] = ()
 
     @classmethod
     @abstractmethod
@@ -57,15 +59,7 @@ class OfflineCoderAdapter(CoderAdapter):
     label = "offline (simulated agent)"
     simulated = True
     help = "the built-in simulated agent"
-    OPTIONS = (
-        CoderOption("failure_rate", float, 0.15, "offline coder: share of pipelines written with a bug "
-                    "(default 0.15)", flag="--failure-rate"),
-        CoderOption("seed", int, 0, "the agent's seed (same seed, same session)", flag="--seed"),
-        CoderOption("device", str, None, "evaluation device (cpu, cuda); default: GPU when present",
-                    flag="--device"),
-        CoderOption("step_timeout", float, 600.0, "seconds per node execution (default 600)",
-                    flag="--step-timeout"),
-    )
+    OPTIONS = tuple(SETTINGS[name] for name in ("failure_rate", "seed", "device", "step_timeout"))   # the session's
 
     @classmethod
     def build(cls, config: SessionConfig, **overrides: Any) -> Coder:

@@ -3,26 +3,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from collections.abc import Mapping
 
-from engine.agent.task_protocol import TASK_PROTOCOLS, TaskProtocol, task_protocol
-from engine.measures.operating_point import DEFAULT as DEFAULT_OPERATING_POINT
+from engine.agent.settings import (DEFAULT_STEP_TIMEOUT, OPTIONS, POLICIES, PROTOCOLS, SANDBOX_MODES,
+                                   STEP_TIMEOUT_BY_PROTOCOL, default)
+from engine.agent.task_protocol import TaskProtocol, task_protocol
 from engine.measures.operating_point import canonical as canonical_operating_point
 from engine.session.feedback import DEFAULT_FEEDBACK, FEEDBACK, LEGACY_FEEDBACK
 from engine.session.selection import CRITERIA as BEST_CRITERIA
 from engine.session.selection import DEFAULT_CRITERION
 from engine.task import instruction_text
 
-__all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "FEEDBACK", "PROTOCOLS", "SANDBOX_MODES", "SessionConfig",
-           "feedback_allowed"]
-SANDBOX_MODES = ("bwrap", "none")
-# The task a session's agent is given: the product's own (a withheld validation split, its prompt)
-# or the "Be Fair!" study's exact one (engine.data.be_fair_layout: mydataset.csv + MyImages/, AIDE's prompt).
-PROTOCOLS = tuple(TASK_PROTOCOLS)  # ("befair", "be-fair"): engine.agent.task_protocol
-# How the search picks its next step (engine.agent.policy): befair's (drafts scaled with the budget,
-# a failure debugged at once) or AIDE's exact rule (5 drafts, then debug with probability debug_prob).
-POLICIES = ("befair", "aide")
-DEFAULT_STEP_TIMEOUT = 600.0
-STEP_TIMEOUT_BY_PROTOCOL = {"be-fair": 3600.0}   # the study's AIDE config: exec.timeout 3600
+__all__ = ["BEST_CRITERIA", "DEFAULT_CRITERION", "DEFAULT_STEP_TIMEOUT", "FEEDBACK", "POLICIES", "PROTOCOLS",
+           "SANDBOX_MODES", "SessionConfig", "feedback_allowed"]
 # What the agent may be shown of befair's measurements, by protocol: AIDE's prompts (be-fair) have
 # no place for them, so its agent sees its own output only, as the study's did.
 _FEEDBACK_BY_PROTOCOL = {"be-fair": ("none",)}
@@ -39,39 +32,40 @@ def default_feedback(protocol: str) -> str:
 
 @dataclass
 class SessionConfig:
-    level: str = "base"                 # base | fairness-hint | fairness-metric | fairness-methods | custom
-    custom_text: str | None = None      # the instruction when level == "custom"
-    steps: int = 20                     # step budget (nodes the search may create)
-    step_timeout: float = 0.0           # seconds per node execution; 0: the protocol's (600; be-fair: AIDE's
-                                        # hour, the study's exec.timeout)
-    time_limit_s: float | None = None   # the whole session's time (studies): it ends then, as at its budget
-    eval_timeout: float | None = None   # seconds per node evaluation (None: the step timeout)
-    memory_limit_mb: int = 8192         # address-space limit for a node's process
-    output_cap: int = 200_000           # bytes of output kept per node (head and tail)
-    best: str = DEFAULT_CRITERION       # what "best" means at the start: what ★ and the search follow
-                                        # (engine.session.selection)
-    feedback: str | None = None         # what the agent is shown of befair's measurements
-                                        # (engine.session.feedback); None: the protocol's default
-    blind_test: bool = False            # hide test metrics until the session ends (studies)
-    operating_point: str = DEFAULT_OPERATING_POINT  # where a lesion is called malignant on every surface:
-                                        # "sensitivity:0.90" (the cut-off catching 90 % of malignant lesions
-                                        # on validation) or "probability:0.3" (engine.measures.operating_point);
-                                        # sessions recorded before the setting read as the default
-    coder: str = "offline"              # offline | openai
-    model: str | None = None            # LLM model for the openai coder
-    seed: int = 0
-    num_drafts: int | None = None       # None: scaled with the budget (befair), 5 (aide)
-    policy: str = "befair"              # befair | aide (see POLICIES); the be-fair protocol uses aide
-    debug_prob: float = 0.5
-    max_debug_depth: int = 3
-    failure_rate: float = 0.15          # offline coder: share of pipelines written with a bug
-    data: str = "synth"                 # synth | a prepared workspace directory
-    sandbox: str = "bwrap"              # bwrap | none: how agent code runs (see engine.execution.sandbox);
-                                        # sessions recorded before the sandbox existed read as "none"
-    protocol: str = "befair"            # befair | be-fair (see PROTOCOLS); recorded with the session
-    participant_id: str | None = None
-    study_id: str | None = None
-    repeat_index: int | None = None
+    # Each field is an option of engine.agent.settings' table, which declares its default, help,
+    # section, flag and spec key; the field gives its stored name and type. A field's meaning never
+    # changes once recorded: add fields, never rename one.
+    level: str = default("level")                   # an instruction level, or "custom"
+    custom_text: str | None = default("custom_text")   # the instruction when level == "custom"
+    steps: int = default("steps")                   # step budget (nodes the search may create)
+    step_timeout: float = default("step_timeout")   # seconds per node execution; 0: the protocol's (600;
+                                                    # be-fair: AIDE's hour, the study's exec.timeout)
+    time_limit_s: float | None = default("time_limit_s")   # the whole session's time (studies)
+    eval_timeout: float | None = default("eval_timeout")   # None: the step timeout
+    memory_limit_mb: int = default("memory_limit_mb")      # address-space limit for a node's process
+    output_cap: int = default("output_cap")         # bytes of output kept per node (head and tail)
+    best: str = default("best")                     # what ★ and the search follow (engine.session.selection)
+    feedback: str | None = default("feedback")      # what the agent is shown (engine.session.feedback);
+                                                    # None: the protocol's default
+    blind_test: bool = default("blind_test")        # hide test metrics until the session ends (studies)
+    operating_point: str = default("operating_point")   # where a lesion is called malignant on every surface
+                                                    # (engine.measures.operating_point); sessions recorded
+                                                    # before the setting read as the default
+    coder: str = default("coder")                   # a kind of engine.agent.coder_registry.CODERS
+    model: str | None = None                        # LLM model for the openai coder (None: the LLM config's)
+    seed: int = default("seed")
+    num_drafts: int | None = default("num_drafts")  # None: scaled with the budget (befair), 5 (aide)
+    policy: str = default("policy")                 # befair | aide (see POLICIES); the be-fair protocol uses aide
+    debug_prob: float = default("debug_prob")
+    max_debug_depth: int = default("max_debug_depth")
+    failure_rate: float = default("failure_rate")   # offline coder: share of pipelines written with a bug
+    data: str = default("data")                     # synth | a prepared workspace directory
+    sandbox: str = "bwrap"                          # bwrap | none, as run (the option's "auto" resolves to
+                                                    # bwrap); sessions recorded before the sandbox read as "none"
+    protocol: str = default("protocol")             # befair | be-fair (see PROTOCOLS)
+    participant_id: str | None = default("participant_id")
+    study_id: str | None = default("study_id")
+    repeat_index: int | None = default("repeat_index")
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -122,6 +116,38 @@ class SessionConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any]) -> "SessionConfig":
+        """The settings these option values give (keyed by the command line's dest, as argparse's
+        namespace; a value of None: not given), each kept where its option says: a field, extra,
+        extra["synth"] (when the data are SynthDerm) or extra["llm"] (never the key, nor the
+        config file's path). Raises ValueError for settings no session can have."""
+        kw: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for dest, option in OPTIONS.items():
+            value = values.get(dest)
+            if value is None or not option.stored:
+                continue
+            if option.stored == "field":
+                kw[option.name] = value
+            elif option.stored == "extra.synth":
+                extra.setdefault("synth", {})[option.name.removeprefix("synth_")] = value
+            elif option.stored == "llm":
+                extra.setdefault("llm", {})[option.name] = value   # recorded so resume uses the same server
+            else:
+                extra[option.name] = value
+        if kw.get("data", default("data")) == "synth":
+            extra.setdefault("synth", {})
+        else:
+            extra.pop("synth", None)
+        if "best" not in kw:   # not given: the protocol's first criterion
+            criteria = task_protocol(str(kw.get("protocol", default("protocol")))).criteria
+            kw["best"] = criteria[0] if criteria else DEFAULT_CRITERION
+        from engine.execution.sandbox import resolve_mode
+
+        kw["sandbox"] = resolve_mode(str(kw.get("sandbox") or default("sandbox")))
+        return cls(**kw, extra=extra)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SessionConfig":

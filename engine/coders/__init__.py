@@ -1,7 +1,6 @@
 """The coders: the agents the search asks for code, one package each, behind one interface.
 
     protocol.py   the Coder protocol and what crosses it (CoderContext, CoderReply, NodeView, Review, LlmCall)
-    options.py    CoderOption: one setting a coder kind declares (the registry, the CLI and the LLM config read it)
     offline/      the offline coder: a simulated agent, labelled as such, with its pipeline templates
     llm/          the LLM coder: any OpenAI-compatible Chat Completions server, its prompts and scaffold
 

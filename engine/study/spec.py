@@ -29,21 +29,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.agent.session_config import BEST_CRITERIA, DEFAULT_CRITERION, FEEDBACK, SANDBOX_MODES, SessionConfig
+from engine.agent.session_config import SessionConfig
+from engine.agent.settings import default, problem, spec_keys
 from engine.errors import DataError
+from engine.options import Option
 from engine.study.people_spec import PeopleSpec, parse_people
 from engine.task import CUSTOM, LEVELS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
-TOP_KEYS = {"name", "description", "levels", "repeats", "seed", "seeds", "steps", "best", "feedback", "blind_test",
-            "step_timeout", "eval_timeout", "memory_limit_mb", "sandbox", "participants", "coder", "coders",
-            "data", "resources", "search", "time_limit", "people"}
-SEARCH_KEYS = {"num_drafts", "debug_prob", "max_debug_depth", "failure_rate"}
-CODER_KEYS = {"name", "label", "model", "factory", *SEARCH_KEYS}
-SYNTH_KEYS = {"n_train", "n_test", "size", "seed"}
+# A session's settings are read from the one table of options (engine.agent.settings): each
+# option's `spec` is its key here ("steps", "search.num_drafts", "data.synth.n_train", "coder.model");
+# the other keys are the study's own: its grid, its people, what each session asks of a cluster.
+SESSION_KEYS: dict[str, Option] = spec_keys()
+STUDY_KEYS = {"name", "description", "levels", "repeats", "seeds", "participants", "coders", "resources", "people"}
+TOP_KEYS = STUDY_KEYS | {key.split(".")[0] for key in SESSION_KEYS}
+SEARCH_KEYS = {key.removeprefix("search.") for key in SESSION_KEYS if key.startswith("search.")}
+CODER_KEYS = {"label", "factory", *SEARCH_KEYS,   # and any LLM setting ("coder.base_url", ...) for openai
+              *(key.removeprefix("coder.") for key, o in SESSION_KEYS.items()
+                if key.startswith("coder.") and o.stored != "llm")}
+SYNTH_KEYS = {key.removeprefix("data.synth.") for key in SESSION_KEYS if key.startswith("data.synth.")}
+# the top-level keys read as they are declared (the others: the grid's seed, the arms' best and
+# feedback, the data, the coders, the session's time limit, each read below)
+FLAT_KEYS = {key: o for key, o in SESSION_KEYS.items()
+             if "." not in key and key not in ("steps", "seed", "best", "feedback", "blind_test", "data", "time_limit")}
 RESOURCE_KEYS = {"num_cpus", "num_gpus", "memory_mb"}
+_BEST, _FEEDBACK = SESSION_KEYS["best"], SESSION_KEYS["feedback"]
 
 
 class SpecError(DataError):
@@ -89,10 +101,10 @@ class StudySpec:
     repeats: int
     seeds: list[int]
     coders: list[CoderSpec]
-    steps: int = 20
-    best: str = DEFAULT_CRITERION
+    steps: int = default("steps")
+    best: str = default("best")
     feedback: str | None = None               # what the agent is shown (None: the protocol's default)
-    blind_test: bool = False
+    blind_test: bool = default("blind_test")
     participants: list[str | None] = field(default_factory=lambda: [None])
     data: dict[str, Any] = field(default_factory=lambda: {"synth": {}})
     limits: dict[str, Any] = field(default_factory=dict)      # step_timeout, eval_timeout, memory_limit_mb, sandbox
@@ -195,10 +207,11 @@ def parse_spec(raw: dict[str, Any], *, where: str = "study spec") -> StudySpec:
     spec = StudySpec(
         name=name, levels=_arms(_levels(raw.get("levels"), fail), raw, fail), repeats=repeats,
         seeds=_seeds(raw, repeats, fail), coders=_coders(raw, fail),
-        steps=_int(raw.get("steps", 20), "steps", fail, minimum=1),
-        best=_choices(raw.get("best", DEFAULT_CRITERION), "best", BEST_CRITERIA, fail)[0],
-        feedback=None if "feedback" not in raw else _choices(raw["feedback"], "feedback", FEEDBACK, fail)[0],
-        blind_test=_bool(raw.get("blind_test", False), "blind_test", fail),
+        steps=_value(SESSION_KEYS["steps"], raw.get("steps", default("steps")), "steps", fail),
+        best=_choices(raw.get("best", _BEST.default), "best", _BEST.allowed() or (), fail)[0],
+        feedback=None if "feedback" not in raw else _choices(raw["feedback"], "feedback",
+                                                             _FEEDBACK.allowed() or (), fail)[0],
+        blind_test=_value(SESSION_KEYS["blind_test"], raw.get("blind_test", default("blind_test")), "blind_test", fail),
         participants=participants, time_limit=None if time_limit is None else float(time_limit),
         people=parse_people(raw.get("people"), participants, fail),
         data=_data(raw.get("data"), fail), limits=_limits(raw, fail),
@@ -253,7 +266,7 @@ VARIED = ("feedback", "best")   # the agent settings a spec may vary (a list): e
 def _arms(levels: list[Level], raw: dict[str, Any], fail: Any) -> list[Level]:
     """Each level once per combination of the varied settings, its label naming the arm
     (`base.feedback-groups`), so that the report compares the arms as it compares levels."""
-    varied = [(key, _choices(raw[key], key, FEEDBACK if key == "feedback" else BEST_CRITERIA, fail))
+    varied = [(key, _choices(raw[key], key, SESSION_KEYS[key].allowed() or (), fail))
               for key in VARIED if isinstance(raw.get(key), list) and len(raw[key]) > 1]
     for key, values in varied:
         levels = [replace(lv, label=f"{lv.label}.{key}-{v}", settings=(*lv.settings, (key, v)))
@@ -295,7 +308,7 @@ def _seeds(raw: dict[str, Any], repeats: int, fail: Any) -> list[int]:
         if not isinstance(seeds, list) or len(seeds) != repeats:
             raise fail(f"seeds must list one seed per repeat ({repeats})")
         return [_int(s, "seeds", fail) for s in seeds]
-    base = _int(raw.get("seed", 0), "seed", fail)
+    base = _value(SESSION_KEYS["seed"], raw.get("seed", default("seed")), "seed", fail)
     return [base + r for r in range(repeats)]
 
 
@@ -356,18 +369,12 @@ def _data(value: Any, fail: Any) -> dict[str, Any]:
     synth = value["synth"]
     if not isinstance(synth, dict) or set(synth) - SYNTH_KEYS:
         raise fail(f"data.synth takes {', '.join(sorted(SYNTH_KEYS))}")
-    return {"synth": {k: _int(v, f"data.synth.{k}", fail, minimum=0 if k == "seed" else 1) for k, v in synth.items()}}
+    return {"synth": {k: _value(SESSION_KEYS[f"data.synth.{k}"], v, f"data.synth.{k}", fail) for k, v in synth.items()}}
 
 
 def _limits(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in ("step_timeout", "eval_timeout"):
-        if key in raw:
-            out[key] = _number(raw[key], key, fail)
-    if "memory_limit_mb" in raw:
-        out["memory_limit_mb"] = _int(raw["memory_limit_mb"], "memory_limit_mb", fail, minimum=0)
-    if "sandbox" in raw:
-        out["sandbox"] = _choice(raw["sandbox"], "sandbox", ("auto", *SANDBOX_MODES), fail)
+    """The session settings read as declared (step_timeout, memory_limit_mb, sandbox, ...) and [search]."""
+    out = {option.name: _value(option, raw[key], key, fail) for key, option in FLAT_KEYS.items() if key in raw}
     search = raw.get("search") or {}
     if not isinstance(search, dict) or set(search) - SEARCH_KEYS:
         raise fail(f"[search] takes {', '.join(sorted(SEARCH_KEYS))}")
@@ -377,15 +384,28 @@ def _limits(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
 
 def _search(table: dict[str, Any], fail: Any) -> dict[str, Any]:
     """The search's settings, checked as `befair run` checks its flags."""
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        if key in ("num_drafts", "max_debug_depth"):
-            out[key] = _int(value, key, fail, minimum=1 if key == "num_drafts" else 0)
-        else:
-            out[key] = _number(value, key, fail)
-            if out[key] > 1:
-                raise fail(f"{key} must be between 0 and 1 (got {value})")
-    return out
+    return {SESSION_KEYS[f"search.{key}"].name: _value(SESSION_KEYS[f"search.{key}"], value, key, fail)
+            for key, value in table.items()}
+
+
+def _value(option: Option, value: Any, key: str, fail: Any) -> Any:
+    """A session setting's value, of its option's type, among its choices and within its rule."""
+    if option.type is bool:
+        return _bool(value, key, fail)
+    if option.type is int:
+        value = _int(value, key, fail)
+    elif option.type is float:
+        value = _number(value, key, fail)
+    else:
+        choices = option.allowed()
+        if choices is not None:
+            return _choice(value, key, choices, fail)
+        if not isinstance(value, str):
+            raise fail(f"{key} must be text, not {value!r}")
+    said = problem(option, value, key)
+    if said:
+        raise fail(said)
+    return value
 
 
 def _resources(value: Any, fail: Any) -> dict[str, float]:

@@ -10,7 +10,6 @@ from engine.session import events as ev
 from engine.session import feedback
 
 from befair_tui.app import create_app
-from befair_tui.launch import run_argv
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.screens.feedback import FeedbackModal
 from befair_tui.screens.setup import SetupScreen
@@ -39,8 +38,7 @@ async def test_the_setup_screen_names_each_setting_and_records_the_choice(db, mo
         await pilot.pause()
     (choices,) = started
     assert choices.feedback == "groups" and choices.best == "validation"
-    argv = run_argv(choices, db, "s-1")
-    assert argv[argv.index("--feedback") + 1] == "groups"
+    assert choices.session_config().feedback == "groups"
 
 
 async def test_the_header_names_the_settings_and_a_live_switch_is_recorded(db, store):

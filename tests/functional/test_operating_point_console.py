@@ -20,7 +20,6 @@ from engine.session import events as ev
 from engine.session.event_types import parse
 
 from befair_tui.app import create_app
-from befair_tui.launch import run_argv
 from befair_tui.screens.console import ConsoleScreen
 from befair_tui.screens.setup import SetupScreen
 from befair_tui.settings import load_choices
@@ -149,8 +148,7 @@ async def test_the_setup_cut_off_reaches_the_run_and_is_remembered(db, tmp_path)
         await pilot.pause()
         choices = screen.read_choices()
     assert choices.operating_point == "sensitivity:0.95"
-    argv = run_argv(choices, db, "s-new")
-    assert argv[argv.index("--operating-point") + 1] == "sensitivity:0.95"
+    assert choices.session_config().operating_point == "sensitivity:0.95"
     from befair_tui.settings import save_choices
 
     save_choices(choices, settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -154,10 +155,10 @@ async def test_openai_fields_and_a_key_for_this_session_only(db, tmp_path, monke
         assert "Cannot start" in screen_text(app) or calls
     (choices, env), = calls
     assert env["OPENAI_API_KEY"] == KEY
-    argv = launch.run_argv(choices, db, "sid")
-    assert KEY not in " ".join(argv)
-    assert argv[argv.index("--base-url") + 1] == "http://localhost:11434/v1"
-    assert argv[argv.index("--model") + 1] == "qwen2.5-coder"
+    config = choices.session_config()     # the session the setup starts: built from the options' table
+    assert KEY not in json.dumps(config.to_dict())
+    assert config.extra["llm"]["base_url"] == "http://localhost:11434/v1"
+    assert config.model == "qwen2.5-coder"
     text = settings_path(db).read_text()
     assert KEY not in text and "api_key" not in text
     assert json.loads(text)["base_url"] == "http://localhost:11434/v1"
@@ -174,7 +175,9 @@ def test_the_typed_key_reaches_the_child_environment_not_its_command_line(tmp_pa
     proc.wait(timeout=30)
     seen = _read(out)
     assert seen["key"] == KEY and not any(KEY in part for part in seen["cmdline"])
-    assert "--base-url" in seen["cmdline"]
+    request = Path(seen["cmdline"][seen["cmdline"].index("--request") + 1])   # the settings: a file, no flags
+    assert KEY not in request.read_text()
+    assert json.loads(request.read_text())["config"]["extra"]["llm"]["base_url"] == "http://localhost:1/v1"
 
 
 async def test_choosing_the_openai_coder_checks_the_server(db, monkeypatch):
@@ -203,7 +206,6 @@ async def test_choosing_the_openai_coder_checks_the_server(db, monkeypatch):
 async def test_the_check_turns_the_scaffold_on_for_a_small_model_once(db, monkeypatch):
     """A server whose model has under 7B parameters: the check ticks the scaffold (and says so), the
     session would start with --scaffold on, and a person who unticks it keeps it off."""
-    from befair_tui.launch import run_argv
     from tests.fakes.chat_server import AutoResponder, FakeChatServer
 
     from .conftest import wait_for
@@ -221,10 +223,10 @@ async def test_the_check_turns_the_scaffold_on_for_a_small_model_once(db, monkey
             await wait_for(pilot, lambda: "scaffold turned on" in str(check.render()), what="the advice")
             assert box.value is True and "1.8B parameters" in str(check.render())
             choices = screen.read_choices()
-            argv = run_argv(choices, db, "s")
-            assert argv[argv.index("--scaffold") + 1] == "on"
+            assert choices.option_values()["scaffold"] == "on"
+            assert choices.session_config().extra["llm"]["scaffold"] == "on"
             box.value = False
             await pilot.click("#llm-check-button")
             await wait_for(pilot, lambda: "writing" in str(check.render()) and "scaffold turned on" not in
                            str(check.render()), what="the second check")
-            assert box.value is False and "--scaffold" not in run_argv(screen.read_choices(), db, "s")
+            assert box.value is False and screen.read_choices().option_values()["scaffold"] is None

@@ -9,7 +9,7 @@ import pytest
 from engine.agent.coder_registry import CODERS, coder_info, make_coder
 from engine.agent.session_config import SessionConfig
 from engine.coders.llm.config import LlmConfig, add_cli_arguments
-from engine.coders.options import CoderOption
+from engine.options import Option
 from engine.errors import BefairError
 
 
@@ -18,7 +18,7 @@ def test_every_kind_declares_itself():
     for name, kind in CODERS.items():
         assert kind.name == name and kind.label and kind.help
         assert isinstance(kind.simulated, bool)
-        assert kind.OPTIONS and all(isinstance(o, CoderOption) and o.help for o in kind.OPTIONS)
+        assert kind.OPTIONS and all(isinstance(o, Option) and o.help for o in kind.OPTIONS)
         assert len({o.name for o in kind.OPTIONS}) == len(kind.OPTIONS)
     assert CODERS["offline"].simulated and not CODERS["openai"].simulated
 
@@ -28,10 +28,10 @@ def test_declared_defaults_are_the_settings_defaults():
     for option in CODERS["openai"].OPTIONS:
         if option.name != "llm_config":          # the config file's path, not a setting in it
             assert getattr(llm, option.name) == option.default, option.name
-    session = SessionConfig()
+    fields = SessionConfig.__dataclass_fields__
     for option in CODERS["offline"].OPTIONS:
         if option.name != "device":              # kept in SessionConfig.extra
-            assert getattr(session, option.name) == option.default, option.name
+            assert fields[option.name].default == option.default, option.name
 
 
 def test_the_llm_flags_come_from_the_options_table():

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from engine.coders.options import CoderOption
+from engine.options import Option
 from engine.errors import BefairError
 
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -166,15 +166,8 @@ class LlmConfig:
                 values["prices"] = merged
             sources.append(str(file_path))
 
-        env_map = {
-            "OPENAI_BASE_URL": "base_url",
-            "OPENAI_API_KEY": "api_key",
-            "BEFAIR_LLM_MODEL": "model",
-            "BEFAIR_LLM_REVIEW_MODEL": "review_model",
-            "BEFAIR_LLM_BUDGET": "budget_usd",
-        }
         env_used = False
-        for var, key in env_map.items():
+        for var, key in ENV_VARS.items():
             if env.get(var):
                 values[key] = env[var]
                 env_used = True
@@ -296,8 +289,8 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 def _config_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
     if path is not None:
         return Path(path).expanduser()
-    if env.get("BEFAIR_LLM_CONFIG"):
-        return Path(env["BEFAIR_LLM_CONFIG"]).expanduser()
+    if CONFIG_ENV and env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
     default = Path(env.get("HOME", "~")) / ".config" / "befair" / "llm.toml" if env.get("HOME") \
         else DEFAULT_CONFIG_PATH.expanduser()
     return default if default.is_file() else None
@@ -337,59 +330,70 @@ _RETIRED = {"retry_base_delay", "retry_max_delay"}
 
 # -- command line ----------------------------------------------------------------------------
 
-LLM_OPTIONS: tuple[CoderOption, ...] = (
-    # the LLM coder's settings a person may give (flags, or the setup screen); defaults: LlmConfig's
-    CoderOption("model", str, DEFAULT_MODEL, "LLM model for the openai coder (default: config file, then "
-                f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})", flag="--model"),
-    CoderOption("review_model", str, None, "model that reviews runs (default: --model)", flag="--review-model"),
-    CoderOption("base_url", str, None, "OpenAI-compatible server, e.g. http://localhost:8000/v1 "
-                "(default: $OPENAI_BASE_URL, else OpenAI)", flag="--base-url"),
-    CoderOption("api_key", str, None, "API key (default: $OPENAI_API_KEY; not needed for a local server)",
-                flag="--api-key"),
-    CoderOption("temperature", float, 0.5, "sampling temperature for coding", flag="--temperature"),
-    CoderOption("timeout", float, 120.0, "stall timeout: seconds the LLM client waits for the next "
-                "bytes of a streamed reply (or for the answer of an unstreamed one; default 120)",
-                flag="--llm-timeout", dest="llm_timeout", metavar="SECONDS"),
-    CoderOption("max_retries", int, 2, "retries of a failed LLM request by the openai client "
-                "(timeouts, connection errors, 429, 5xx; default 2)",
-                flag="--llm-retries", dest="llm_retries", metavar="N"),
-    CoderOption("call_budget_s", float, None, "an outer bound: seconds one LLM call may take in "
-                "all, retries included (default: none; a streaming reply ends at its token cap or "
-                "after --llm-timeout seconds without a token; `befair llm check` suggests one)",
-                flag="--llm-call-budget", metavar="SECONDS"),
-    CoderOption("max_tokens", int, 4096, "completion cap (max_tokens) for draft/improve/debug "
-                "replies (default 4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS"),
-    CoderOption("review_max_tokens", int, 512, "completion cap for reviews (default 512; "
-                "0: no cap)", flag="--review-max-tokens", metavar="TOKENS"),
-    CoderOption("scaffold", str, False, "on: the model writes only features() and train(); befair's "
-                "scaffold reads the data, prints the metric and defines predict() (for small local "
-                "models; `befair llm check` says when; default off)", flag="--scaffold", metavar="on|off"),
-    CoderOption("seed", int, None, "sampling seed: the n-th reply is asked with seed+n, so a server "
-                "that honours seeds (llama.cpp's without prompt caching, vLLM) answers the same prompts "
-                "alike (default: none)", flag="--llm-seed", dest="llm_seed", metavar="N"),
-    CoderOption("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",
-                flag="--budget", metavar="USD"),
-    CoderOption("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
-                "~/.config/befair/llm.toml)", flag="--llm-config"),
+def _llm(name: str, type_: type, default: object, help_: str, *, flag: str, env: str | None = None,
+         stored: str = "llm", spec: bool = True, at_setup: bool = False, **kw: Any) -> Option:
+    """One of the LLM coder's settings: section "llm", given_only (a flag not given leaves the value to
+    the config file, the environment and the protocol's defaults), kept in the session's extra["llm"]
+    and a key of a study spec's openai [coder] table unless said otherwise."""
+    return Option(name, type_, default, help_, section="llm", flag=flag, env=env, stored=stored,
+                  spec=f"coder.{name}" if spec else None, at_setup=at_setup, given_only=True, **kw)
+
+
+LLM_OPTIONS: tuple[Option, ...] = (
+    # the LLM coder's settings a person may give (flags, the setup screen, a study spec, the
+    # environment); defaults: LlmConfig's
+    _llm("model", str, DEFAULT_MODEL, "LLM model for the openai coder (default: config file, then "
+         f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})", flag="--model", env="BEFAIR_LLM_MODEL", stored="field",
+         at_setup=True),
+    _llm("review_model", str, None, "model that reviews runs (default: --model)", flag="--review-model",
+         env="BEFAIR_LLM_REVIEW_MODEL"),
+    _llm("base_url", str, None, "OpenAI-compatible server, e.g. http://localhost:8000/v1 "
+         "(default: $OPENAI_BASE_URL, else OpenAI)", flag="--base-url", env="OPENAI_BASE_URL", at_setup=True),
+    _llm("api_key", str, None, "API key (default: $OPENAI_API_KEY; not needed for a local server)",
+         flag="--api-key", env="OPENAI_API_KEY", stored="", spec=False, at_setup=True),
+    _llm("temperature", float, 0.5, "sampling temperature for coding", flag="--temperature"),
+    _llm("timeout", float, 120.0, "stall timeout: seconds the LLM client waits for the next "
+         "bytes of a streamed reply (or for the answer of an unstreamed one; default 120)",
+         flag="--llm-timeout", dest="llm_timeout", metavar="SECONDS"),
+    _llm("max_retries", int, 2, "retries of a failed LLM request by the openai client "
+         "(timeouts, connection errors, 429, 5xx; default 2)",
+         flag="--llm-retries", dest="llm_retries", metavar="N"),
+    _llm("call_budget_s", float, None, "an outer bound: seconds one LLM call may take in "
+         "all, retries included (default: none; a streaming reply ends at its token cap or "
+         "after --llm-timeout seconds without a token; `befair llm check` suggests one)",
+         flag="--llm-call-budget", metavar="SECONDS"),
+    _llm("max_tokens", int, 4096, "completion cap (max_tokens) for draft/improve/debug "
+         "replies (default 4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS"),
+    _llm("review_max_tokens", int, 512, "completion cap for reviews (default 512; "
+         "0: no cap)", flag="--review-max-tokens", metavar="TOKENS"),
+    _llm("scaffold", str, False, "on: the model writes only features() and train(); befair's "
+         "scaffold reads the data, prints the metric and defines predict() (for small local "
+         "models; `befair llm check` says when; default off)", flag="--scaffold", metavar="on|off",
+         at_setup=True),
+    _llm("seed", int, None, "sampling seed: the n-th reply is asked with seed+n, so a server "
+         "that honours seeds (llama.cpp's without prompt caching, vLLM) answers the same prompts "
+         "alike (default: none)", flag="--llm-seed", dest="llm_seed", metavar="N"),
+    _llm("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",
+         flag="--budget", metavar="USD", env="BEFAIR_LLM_BUDGET"),
+    _llm("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
+         "~/.config/befair/llm.toml)", flag="--llm-config", env="BEFAIR_LLM_CONFIG", stored="", spec=False),
 )
-# dest: (flag, type, help), in the order of the table
-CLI_FLAGS: dict[str, tuple[str, type, str]] = {o.cli_dest: (o.flag or f"--{o.name}", o.type, o.help)
-                                               for o in LLM_OPTIONS}
+# the environment variables the LLM settings are read from (LlmConfig.load): variable -> field
+ENV_VARS: dict[str, str] = {o.env: o.name for o in LLM_OPTIONS if o.env and o.name != "llm_config"}
+CONFIG_ENV = next(o.env for o in LLM_OPTIONS if o.name == "llm_config")
 _CLI_TO_FIELD = {o.cli_dest: o.name for o in LLM_OPTIONS if o.dest}
-_METAVARS = {o.cli_dest: o.metavar for o in LLM_OPTIONS if o.metavar}
 
 
 def add_cli_arguments(parser: Any) -> None:
     """Add the LLM flags to an argparse parser (all default to None: 'not given')."""
-    for dest, (flag, typ, help_) in CLI_FLAGS.items():
-        kw = {"metavar": _METAVARS[dest]} if dest in _METAVARS else {}
-        parser.add_argument(flag, dest=dest, type=typ, default=None, help=help_, **kw)
+    for option in LLM_OPTIONS:
+        option.add_to(parser)
 
 
 def cli_overrides(args: Any) -> dict[str, Any]:
     """The LlmConfig fields given as flags (argparse Namespace or dict), by field name."""
     get = args.get if isinstance(args, Mapping) else (lambda k, d=None: getattr(args, k, d))
     return {
-        _CLI_TO_FIELD.get(dest, dest): get(dest)
-        for dest in CLI_FLAGS if dest != "llm_config" and get(dest) is not None
+        _CLI_TO_FIELD.get(o.cli_dest, o.cli_dest): get(o.cli_dest)
+        for o in LLM_OPTIONS if o.name != "llm_config" and get(o.cli_dest) is not None
     }
