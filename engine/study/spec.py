@@ -50,12 +50,14 @@ CODER_KEYS = {"label", "factory", *SEARCH_KEYS,   # and any LLM setting ("coder.
               *(key.removeprefix("coder.") for key, o in SESSION_KEYS.items()
                 if key.startswith("coder.") and o.stored != "llm")}
 SYNTH_KEYS = {key.removeprefix("data.synth.") for key in SESSION_KEYS if key.startswith("data.synth.")}
-# the top-level keys read as they are declared (the others: the grid's seed, the arms' best and
-# feedback, the data, the coders, the session's time limit, each read below)
-FLAT_KEYS = {key: o for key, o in SESSION_KEYS.items()
-             if "." not in key and key not in ("steps", "seed", "best", "feedback", "blind_test", "data", "time_limit")}
+# the spec key of each setting read on its own below (the grid's seed, the arms' best and feedback,
+# the data, the coders, the session's time limit): the option stored as NAME is K[NAME] here
+K = {o.name: key for key, o in SESSION_KEYS.items() if o.section != "llm" and o.name in
+     ("steps", "seed", "best", "feedback", "blind_test", "data", "time_limit_s")}
+# the other top-level keys, read as they are declared
+FLAT_KEYS = {key: o for key, o in SESSION_KEYS.items() if "." not in key and key not in K.values()}
 RESOURCE_KEYS = {"num_cpus", "num_gpus", "memory_mb"}
-_BEST, _FEEDBACK = SESSION_KEYS["best"], SESSION_KEYS["feedback"]
+_BEST, _FEEDBACK = SESSION_KEYS[K["best"]], SESSION_KEYS[K["feedback"]]
 
 
 class SpecError(DataError):
@@ -201,17 +203,16 @@ def parse_spec(raw: dict[str, Any], *, where: str = "study spec") -> StudySpec:
         raise fail("name must be 1-64 letters, digits, '.', '_' or '-' (starting with a letter or digit)")
     repeats = _int(raw.get("repeats", 1), "repeats", fail, minimum=1)
     participants = _participants(raw.get("participants"), fail)
-    time_limit = raw.get("time_limit")
-    if time_limit is not None and _number(time_limit, "time_limit", fail) <= 0:
-        raise fail("time_limit must be a number of seconds above 0")
+    time_limit = raw.get(K["time_limit_s"])
+    if time_limit is not None and _number(time_limit, K["time_limit_s"], fail) <= 0:
+        raise fail(f"{K['time_limit_s']} must be a number of seconds above 0")
     spec = StudySpec(
         name=name, levels=_arms(_levels(raw.get("levels"), fail), raw, fail), repeats=repeats,
         seeds=_seeds(raw, repeats, fail), coders=_coders(raw, fail),
-        steps=_value(SESSION_KEYS["steps"], raw.get("steps", default("steps")), "steps", fail),
-        best=_choices(raw.get("best", _BEST.default), "best", _BEST.allowed() or (), fail)[0],
-        feedback=None if "feedback" not in raw else _choices(raw["feedback"], "feedback",
-                                                             _FEEDBACK.allowed() or (), fail)[0],
-        blind_test=_value(SESSION_KEYS["blind_test"], raw.get("blind_test", default("blind_test")), "blind_test", fail),
+        steps=_read(raw, "steps", fail), blind_test=_read(raw, "blind_test", fail),
+        best=_choices(raw.get(K["best"], _BEST.default), K["best"], _BEST.allowed() or (), fail)[0],
+        feedback=None if K["feedback"] not in raw else _choices(raw[K["feedback"]], K["feedback"],
+                                                                _FEEDBACK.allowed() or (), fail)[0],
         participants=participants, time_limit=None if time_limit is None else float(time_limit),
         people=parse_people(raw.get("people"), participants, fail),
         data=_data(raw.get("data"), fail), limits=_limits(raw, fail),
@@ -260,14 +261,14 @@ def _choices(value: Any, key: str, choices: tuple[str, ...], fail: Any) -> list[
     return [_choice(v, key, choices, fail) for v in values]
 
 
-VARIED = ("feedback", "best")   # the agent settings a spec may vary (a list): each value is an arm
+VARIED = ("feedback", "best")   # the agent settings a spec may vary (a list): each value is an arm (by name)
 
 
 def _arms(levels: list[Level], raw: dict[str, Any], fail: Any) -> list[Level]:
     """Each level once per combination of the varied settings, its label naming the arm
     (`base.feedback-groups`), so that the report compares the arms as it compares levels."""
-    varied = [(key, _choices(raw[key], key, SESSION_KEYS[key].allowed() or (), fail))
-              for key in VARIED if isinstance(raw.get(key), list) and len(raw[key]) > 1]
+    varied = [(name, _choices(raw[K[name]], K[name], SESSION_KEYS[K[name]].allowed() or (), fail))
+              for name in VARIED if isinstance(raw.get(K[name]), list) and len(raw[K[name]]) > 1]
     for key, values in varied:
         levels = [replace(lv, label=f"{lv.label}.{key}-{v}", settings=(*lv.settings, (key, v)))
                   for lv in levels for v in values]
@@ -303,12 +304,12 @@ def _levels(value: Any, fail: Any) -> list[Level]:
 def _seeds(raw: dict[str, Any], repeats: int, fail: Any) -> list[int]:
     if "seeds" in raw:
         seeds = raw["seeds"]
-        if "seed" in raw:
-            raise fail("give seed or seeds, not both")
+        if K["seed"] in raw:
+            raise fail(f"give {K['seed']} or seeds, not both")
         if not isinstance(seeds, list) or len(seeds) != repeats:
             raise fail(f"seeds must list one seed per repeat ({repeats})")
         return [_int(s, "seeds", fail) for s in seeds]
-    base = _value(SESSION_KEYS["seed"], raw.get("seed", default("seed")), "seed", fail)
+    base = _read(raw, "seed", fail)
     return [base + r for r in range(repeats)]
 
 
@@ -386,6 +387,12 @@ def _search(table: dict[str, Any], fail: Any) -> dict[str, Any]:
     """The search's settings, checked as `befair run` checks its flags."""
     return {SESSION_KEYS[f"search.{key}"].name: _value(SESSION_KEYS[f"search.{key}"], value, key, fail)
             for key, value in table.items()}
+
+
+def _read(raw: dict[str, Any], name: str, fail: Any) -> Any:
+    """The setting stored as `name`, read from its spec key (its declared default when not given)."""
+    option = SESSION_KEYS[K[name]]
+    return _value(option, raw.get(K[name], option.default), K[name], fail)
 
 
 def _value(option: Option, value: Any, key: str, fail: Any) -> Any:
