@@ -15,6 +15,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
+from engine.agent.settings import OPTIONS
 from engine.coders.llm.config import LLM_OPTIONS
 from engine.session.store import new_session_id
 
@@ -24,12 +25,14 @@ from befair_tui.settings import SetupChoices
 def request_argv(request: Path, db: Path, session_id: str) -> list[str]:
     """The detached run of a run request file (befair_tui.cli.run.save_run_request): its settings are
     the file's, never flags."""
-    return [sys.executable, "-m", "befair_tui.cli", "run", "--headless", "--quiet", "--request", str(request),
-            "--session-id", session_id, "--db", str(db)]
+    flag = {dest: OPTIONS[dest].flag or "" for dest in ("headless", "quiet", "request", "session_id")}
+    return [sys.executable, "-m", "befair_tui.cli", "run", flag["headless"], flag["quiet"], flag["request"],
+            str(request), flag["session_id"], session_id, "--db", str(db)]
 
 
 # option -> the environment variable the child reads it from (engine.coders.llm.config's table)
 SECRET_OPTIONS = {o.flag: o.env for o in LLM_OPTIONS if o.name == "api_key" and o.flag and o.env}
+API_KEY_ENV = next(iter(SECRET_OPTIONS.values()))   # OPENAI_API_KEY
 
 
 def _secret_option(name: str) -> str | None:
@@ -74,7 +77,7 @@ def key_env(api_key: str | None) -> dict[str, str]:
     """The environment that carries an API key typed in the setup screen to that session's
     process (and to nothing else): {"OPENAI_API_KEY": key}, or {} for no key."""
     key = (api_key or "").strip()
-    return {SECRET_OPTIONS["--api-key"]: key} if key else {}
+    return {API_KEY_ENV: key} if key else {}
 
 
 def log_path(db: Path, session_id: str) -> Path:
@@ -139,8 +142,8 @@ def runner_state(row: Mapping[str, Any], proc: subprocess.Popen[bytes] | None = 
 
 
 def resume_argv(db: Path, session_id: str) -> list[str]:
-    return [sys.executable, "-m", "befair_tui.cli", "resume", session_id, "--headless", "--quiet",
-            "--db", str(db)]
+    return [sys.executable, "-m", "befair_tui.cli", "resume", session_id, OPTIONS["headless"].flag or "",
+            OPTIONS["quiet"].flag or "", "--db", str(db)]
 
 
 def log_tail(db: Path, session_id: str, lines: int = 6) -> str:

@@ -7,21 +7,24 @@ TREE is a source tree (a worktree, or `git archive COMMIT | tar -x -C DIR`). The
 those of TREE's own `befair run` parser (its argparse actions); for each, the script lists the
 files of TREE (engine/, befair_tui/; never tests or docs) that spell it out:
 
-- flag:  the quoted flag, "--steps", in a file that is not another command's (an add_argument, an
-         argv being built, a table, a message naming it); OTHER_COMMANDS lists the files left out,
+- flag:  the flag as a string, "--steps" (never a docstring), in a file that is not another
+         command's (an add_argument, an argv being built, a table, a message naming it);
+         OTHER_COMMANDS lists the files left out,
          which declare flags of other commands (`befair prompts --level`, `befair data --seed`);
 - field: a dataclass field or an option declaration of its stored name(s): `steps: int = ...` in
          a settings class (SessionConfig, SetupChoices, LlmConfig, StudySpec, CoderSpec; the files
-         in FIELD_FILES), or `Option("steps"` / `CoderOption("steps"` anywhere;
-- spec:  the quoted stored name in the study spec's parser (engine/study/spec.py);
-- env:   the quoted environment variable the option is read from, anywhere.
+         in FIELD_FILES), or a declaring call, `Option("steps", ...)` (DECLARING), anywhere;
+- spec:  the stored name as a string in the study spec's parser (engine/study/spec.py);
+- env:   the environment variable the option is read from, as a string, anywhere.
 
-A file counts once per kind; the total is the number of (file, kind) places. The same rules run
-on both trees, so the counts compare like with like.
+The count is the number of files that declare an option (one `Option(...)` that gives its flag and
+its name is one file, one declaration); each file's kinds are listed. The same rules run on both
+trees, so the counts compare like with like.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -58,29 +61,56 @@ def run_options(tree: Path) -> list[tuple[str, str]]:
     return [(a.option_strings[-1], a.dest) for a in run._actions if a.option_strings and a.dest != "help"]
 
 
-def sources(tree: Path) -> dict[str, str]:
+class Facts:
+    """What one source file spells: its string constants (not docstrings), the names of its class
+    fields with a default, and the first argument of each declaration call (Option("steps", ...))."""
+
+    def __init__(self, text: str) -> None:
+        tree = ast.parse(text)
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        self.strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                        and isinstance(n.value, str) and id(n) not in docstrings}
+        self.fields = {item.target.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                       for item in node.body if isinstance(item, ast.AnnAssign) and item.value is not None
+                       and isinstance(item.target, ast.Name)}
+        self.declared = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                         and isinstance(n.args[0], ast.Constant) and _callee(n.func) in DECLARING}
+
+
+DECLARING = {"Option", "CoderOption", "_llm"}   # the calls that declare an option (both trees)
+
+
+def _callee(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def sources(tree: Path) -> dict[str, Facts]:
     out = {}
     for top in ("engine", "befair_tui"):
         for path in sorted((tree / top).rglob("*.py")):
-            out[str(path.relative_to(tree))] = path.read_text(encoding="utf-8")
+            out[str(path.relative_to(tree))] = Facts(path.read_text(encoding="utf-8"))
     return out
 
 
-def places(flag: str, dest: str, files: dict[str, str]) -> list[tuple[str, str]]:
+def places(flag: str, dest: str, files: dict[str, Facts]) -> dict[str, list[str]]:
+    """file -> the kinds of declaration of this option in it."""
     names = STORED.get(dest, [dest])
-    found: list[tuple[str, str]] = []
-    for rel, text in files.items():
-        if not OTHER_COMMANDS.search(rel) and re.search(rf"""["']{re.escape(flag)}["']""", text):
-            found.append((rel, "flag"))
-        declared = any(re.search(rf"""(?:Coder)?Option\(\s*["']{re.escape(n)}["']""", text) for n in names)
-        if not declared and rel in FIELD_FILES:
-            declared = any(re.search(rf"^\s+{re.escape(n)}\s*:\s*[^=\n]+=", text, re.M) for n in names)
-        if declared:
-            found.append((rel, "field"))
-        if rel == SPEC_FILE and any(re.search(rf"""["']{re.escape(n)}["']""", text) for n in names):
-            found.append((rel, "spec"))
-        if any(re.search(rf"""["']{v}["']""", text) for v in ENV.get(dest, [])):
-            found.append((rel, "env"))
+    found: dict[str, list[str]] = {}
+    for rel, facts in files.items():
+        kinds = []
+        if not OTHER_COMMANDS.search(rel) and flag in facts.strings:
+            kinds.append("flag")
+        if any(n in facts.declared for n in names) or (rel in FIELD_FILES and any(n in facts.fields for n in names)):
+            kinds.append("field")
+        if rel == SPEC_FILE and any(n in facts.strings for n in names):
+            kinds.append("spec")
+        if any(v in facts.strings for v in ENV.get(dest, [])):
+            kinds.append("env")
+        if kinds:
+            found[rel] = kinds
     return found
 
 
@@ -93,14 +123,16 @@ def main() -> int:
     files = sources(tree)
     table = {flag: places(flag, dest, files) for flag, dest in run_options(tree)}
     if args.json:
-        print(json.dumps({k: [f"{f}:{kind}" for f, kind in v] for k, v in table.items()}, indent=1))
+        print(json.dumps(table, indent=1))
         return 0
     for flag, found in table.items():
-        where = ", ".join(f"{Path(f).name}:{kind}" for f, kind in found)
-        print(f"{flag:22} {len(found):2}  {where}")
+        where = ", ".join(f"{f.removeprefix('engine/').removeprefix('befair_tui/')}({'+'.join(k)})"
+                          for f, k in found.items())
+        print(f"{flag:20} {len(found):2}  {where}")
     total = sum(len(v) for v in table.values())
-    print(f"{len(table)} options, {total} places, {total / max(len(table), 1):.2f} per option; "
-          f"options declared in more than one place: {sum(len(v) > 1 for v in table.values())}")
+    print(f"{len(table)} options, {total} files in all, {total / max(len(table), 1):.2f} per option; "
+          f"declared in more than one file: {sum(len(v) > 1 for v in table.values())}; "
+          f"in more than two: {sum(len(v) > 2 for v in table.values())}")
     return 0
 
 

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import engine.agent.coder_registry  # noqa: F401  the coder kinds: the --coder option's choices
 from engine.agent.headless import Progress
 from engine.agent.session_config import SessionConfig
-from engine.agent.settings import add_arguments, check_values
+from engine.agent.settings import OPTIONS, add_arguments, check_values
 from engine.agent.task_protocol import task_protocol
 from engine.errors import EXIT_INTERRUPTED, BefairError, DataError, UsageError
 from engine.paths import add_db_arg, db_from_args
@@ -46,11 +47,12 @@ def _register_resume(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
                               description="Continue a session: the node that was running is marked interrupted "
                                           "and the search goes on until the budget is spent.")
     r.add_argument("session", help="session id, unique prefix, or 'last'")
-    r.add_argument("--headless", action="store_true", help="accepted for symmetry with run (resume is always headless)")
-    r.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    # run's options, with resume's words
+    OPTIONS["headless"].add_to(r, "accepted for symmetry with run (resume is always headless)")
+    OPTIONS["quiet"].add_to(r)
     r.add_argument("--force", action="store_true", help="resume even if the session's process seems alive")
-    r.add_argument("--model", default=None, help="LLM model (openai sessions; default: the session's)")
-    r.add_argument("--base-url", default=None, help="server URL (openai sessions)")
+    OPTIONS["model"].add_to(r, "LLM model (openai sessions; default: the session's)")
+    OPTIONS["base_url"].add_to(r, "server URL (openai sessions)")
     add_db_arg(r)
     r.set_defaults(func=cmd_resume)
 

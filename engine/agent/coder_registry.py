@@ -18,6 +18,7 @@ for a coder (SessionConfig, the task protocol's defaults) is read here, above th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from engine.agent.session_config import SessionConfig
@@ -92,6 +93,9 @@ class LlmCoderAdapter(CoderAdapter):
 
 
 CODERS: dict[str, type[CoderAdapter]] = {a.name: a for a in (OfflineCoderAdapter, LlmCoderAdapter)}
+# the session option `coder` (declared in engine.agent.settings) names one of these kinds, in their words
+SETTINGS["coder"] = replace(SETTINGS["coder"], choices=tuple(CODERS),
+                            help="; ".join(f"{kind.name}: {kind.help}" for kind in CODERS.values()))
 
 
 def make_coder(config: SessionConfig, **llm_overrides: Any) -> Coder:

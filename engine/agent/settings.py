@@ -58,18 +58,6 @@ SECTIONS: dict[str, str] = {
 }
 
 
-def _coder_names() -> tuple[str, ...]:
-    from engine.agent.coder_registry import CODERS   # the registry reads SessionConfig, which reads this table
-
-    return tuple(CODERS)
-
-
-def _coder_help() -> str:
-    from engine.agent.coder_registry import CODERS
-
-    return "; ".join(f"{kind.name}: {kind.help}" for kind in CODERS.values())
-
-
 def _operating_point_ok(value: Any) -> bool:
     from engine.measures.operating_point import Setting
 
@@ -91,8 +79,8 @@ _SESSION: tuple[Option, ...] = (
            flag="--custom-text", at_setup=True),
     Option("steps", int, 20, "step budget: nodes the search may create", section="task", flag="--steps",
            at_setup=True, spec="steps", check=_AT_LEAST_1),
-    Option("coder", str, "offline", "", section="task", flag="--coder", choices=_coder_names, at_setup=True,
-           spec="coder.name"),
+    # its choices and their words are the kinds of engine.agent.coder_registry, which fills them in
+    Option("coder", str, "offline", "the coder", section="task", flag="--coder", at_setup=True, spec="coder.name"),
     # -- data -----------------------------------------------------------------------------
     Option("data", str, "synth", "'synth' (generated SynthDerm, cached) or a prepared workspace folder",
            section="data", flag="--data", at_setup=True, spec="data"),
@@ -187,14 +175,15 @@ def default(name: str) -> Any:
 
 def help_text(option: Option) -> str:
     """An option's help for --help: its words, and its default where they do not give it."""
-    words = option.help or (_coder_help() if option.cli_dest == "coder" else "")
+    words = option.help
     if option.action or option.default in (None, "") or option.section == "llm" or "default" in words:
         return words   # (an LLM setting's default is the config file's, the environment's, then LlmConfig's)
     return f"{words} (default: {option.default})" if words else f"default: {option.default}"
 
 
 def add_arguments(parser: Any) -> None:
-    """`befair run`'s flags: a group per section (SECTIONS' titles, in order), an option a flag."""
+    """`befair run`'s flags: a group per section (SECTIONS' titles, in order), an option a flag (import
+    engine.agent.coder_registry first: it names the --coder option's choices)."""
     for section, title in SECTIONS.items():
         group = parser.add_argument_group(title)
         for option in OPTIONS.values():

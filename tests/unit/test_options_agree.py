@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.agent.coder_registry import CODERS
 from engine.agent.session_config import SessionConfig
 from engine.agent.settings import OPTIONS, SECTIONS, at_setup, spec_keys
 from engine.study import spec as study_spec
@@ -37,6 +38,7 @@ def test_every_flag_of_run_is_a_declared_option_with_its_default_choices_and_sec
     actions = {a.dest: a for a in run._actions if a.dest not in NOT_OPTIONS}
     flagged = {dest: o for dest, o in OPTIONS.items() if o.flag}
     assert set(actions) == set(flagged)
+    assert actions["coder"].choices == list(CODERS)   # the kinds of the registry
     titles = {a.dest: g.title for g in run._action_groups for a in g._group_actions}
     for dest, option in flagged.items():
         action = actions[dest]
@@ -46,7 +48,7 @@ def test_every_flag_of_run_is_a_declared_option_with_its_default_choices_and_sec
         if not option.action:
             assert action.type is option.type, dest
         assert titles[dest] == SECTIONS[option.section], dest
-        assert option.help or dest == "coder", dest
+        assert option.help, dest
 
 
 def test_help_lists_the_sections_in_order_each_flag_under_its_own():
@@ -112,6 +114,7 @@ from engine.agent import settings
 settings.OPTIONS["steps"] = dataclasses.replace(settings.OPTIONS["steps"], default=33, help="CHANGED HELP",
                                                  spec="budget")
 import argparse
+from engine.agent.coder_registry import CODERS
 from engine.agent.session_config import SessionConfig
 from engine.study.spec import parse_spec
 from befair_tui.cli import build_parser
