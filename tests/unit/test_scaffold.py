@@ -85,7 +85,7 @@ def test_functions_written_in_separate_blocks_are_joined():
              "    return SVC(probability=True).fit(features(X), y)\n```\n")
     code = extract_all_code(split)
     assert SC.unusable(code) is None and "import numpy as np" in code and "SVC(probability=True)" in code
-    # blocks indented under a numbered list (the bench's steered s1, node 4: train() was lost)
+    # blocks indented under a numbered list: each is read, dedented, train() included
     listed = ("1. **Features**:\n   ```python\n   def features(X):\n       return X.mean(axis=(1, 2))\n   ```\n\n"
               "2. **Train**:\n   ```python\n   def train(X, y, skin_tone):\n"
               "       return LogisticRegression().fit(X, y)\n   ```\n")

@@ -87,8 +87,8 @@ def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
 
 
 def _pil_method_on_image(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str | None:
-    """`img.convert("RGB")` for each img of X (a small model's habit): a numpy array has no
-    convert(); the images are arrays, not PIL images."""
+    """`img.convert("RGB")` for each img of X: the images are numpy arrays, not PIL images, and an
+    array has no convert() (AttributeError)."""
     if not isinstance(fn, ast.FunctionDef) or not fn.args.args:
         return None
     x = fn.args.args[0].arg

@@ -62,10 +62,9 @@ FRAME_TEXT = (
     "the scaffold's helpers are named in comments."
 )
 # what the prompt shows of the scaffold: the loaders and the saving helper as a comment each, what
-# they give (a 1.5B model copied load_training_data's `for name in df["image_name"]` into features(),
-# as X["image_name"], in 5 of a seed's 6 nodes; shown as defs with `...` bodies, it wrote those bodies
-# and not its own functions, in 26 of 80 calls of a bench run against 6 of 73 in the one before), and
-# the wrapping of features() said in a comment (it copied `_Rows`)
+# they give (a small model shown load_training_data's `for name in df["image_name"]` copies it into
+# features(), as X["image_name"]; shown defs with `...` bodies, it writes those bodies instead of its
+# own functions), and the wrapping of features() said in a comment (shown `_Rows`, it copies it)
 HIDDEN = ("load_image", "load_training_data", "_as_predictor")
 LEFT_OUT = ("_Rows", "_one_row_per_image", "_TorchModel")
 WRAPPING_NOTE = ("# features() is then wrapped: what it returns becomes float32, one flat row per image "
