@@ -40,7 +40,7 @@ def test_a_reply_that_runs_has_no_flaw():
 
 
 @pytest.mark.parametrize("swap, expected", [
-    # the three kinds seen in the bench, each from a real reply's mistake
+    # code that does not parse, an import that is not installed, a name a module does not have
     (("    return colour_stats(X)\n", '    """Colour statistics.\n    return colour_stats(X)\n'),
      "the reply's code does not parse (unterminated triple-quoted string literal"),
     (("import numpy as np\n", "import numpy as np\nfrom keras.applications.vgg16 import VGG16\n"),
@@ -56,7 +56,7 @@ def test_a_reply_that_runs_has_no_flaw():
     (("max_iter=1000)", "max_iter=1000, sample_weight=weights)"),
      "the reply calls LogisticRegression() with sample_weight=, which LogisticRegression() does not take "
      "(pass it to fit(): LogisticRegression.fit takes it)"),
-    # a Pipeline's fit() given a step's keyword without the step's name (lm8, unsteered s2, twice)
+    # a Pipeline's fit() given a step's keyword without the step's name
     (("    model = LogisticRegression(class_weight=\"balanced\", max_iter=1000)\n",
       "    model = Pipeline([('scaler', StandardScaler()), ('lr', LogisticRegression(max_iter=1000))])\n"),
      "the reply passes sample_weight= to a Pipeline's fit(), which takes only a step's own: name the step"),
@@ -69,11 +69,11 @@ def test_a_reply_that_runs_has_no_flaw():
      "the reply's features() reads files (load_image())"),
     (("    return colour_stats(X)\n", "    return colour_stats(X[\"image_name\"])\n"),
      "the reply's features() reads X['image_name'], but X is a numpy array of numbers"),
-    # X's float images given to PIL (lm8, unsteered s1, nodes 4-6: "Cannot handle this data type")
+    # X's float images given to PIL ("Cannot handle this data type")
     (("    return colour_stats(X)\n", "    small = np.array([Image.fromarray(img).resize((16, 16)) for img in X])\n"
                                       "    return colour_stats(small)\n"),
      "the reply's features() gives X's images to Image.fromarray(), which cannot take them"),
-    # each image taken for a PIL image (lm9, unsteered s2, node 6: "'numpy.ndarray' object has no attribute 'convert'")
+    # each image taken for a PIL image ("'numpy.ndarray' object has no attribute 'convert'")
     (("    return colour_stats(X)\n", "    rows = []\n    for img in X:\n        img = img.convert('RGB')\n"
                                       "        rows.append(np.asarray(img).ravel())\n    return np.array(rows)\n"),
      "the reply's features() calls img.convert() on each of X's images, which are numpy arrays"),
@@ -128,7 +128,7 @@ def test_a_pipeline_given_a_step_s_keyword_by_its_step_name_is_no_flaw():
 
 
 def test_a_features_that_asks_what_x_is_may_read_files_for_other_input():
-    """The best node of two benches: images are used as given; the file branch never runs."""
+    """The images are used as given; the file branch never runs."""
     guarded = GOOD.replace("    return colour_stats(X)\n",
                            "    if isinstance(X, np.ndarray):\n        return colour_stats(X)\n"
                            "    return colour_stats(np.stack([load_image(name) for name in X]))\n")
@@ -212,7 +212,7 @@ def test_when_no_reply_is_free_of_flaws_the_last_complete_one_runs():
 
 
 @pytest.mark.parametrize("used, expected", [
-    # lm9, unsteered s2's node 4: "AttributeError: Module 'scipy' has no attribute 'misc'"
+    # scipy.misc is gone: "AttributeError: Module 'scipy' has no attribute 'misc'"
     ("scipy.misc.imresize(X, (8, 8))", "the reply uses scipy.misc.imresize, but scipy.misc has no imresize"),
     ("np.float(2)", "the reply uses np.float, but numpy has no float"),       # removed in numpy 1.24
     ("ndimage.nope(X)", "the reply uses ndimage.nope, but scipy.ndimage has no nope"),
@@ -228,8 +228,8 @@ def test_a_module_s_name_that_is_not_there_is_named(used, expected):
 
 
 def test_a_features_that_reads_what_only_training_has_is_named():
-    """lm9, unsteered s0's node 4: features() read skin_tone, which the scaffold's __main__ block
-    binds; training ran, and predict() raised NameError in the evaluation."""
+    """features() reading skin_tone, which the scaffold's __main__ block binds: training runs, and
+    predict() raises NameError in the evaluation."""
     uses_tone = GOOD.replace("    return colour_stats(X)\n", "    known = np.where(skin_tone > 0, 1.0, 0.5)\n"
                                                               "    return colour_stats(X) * known[:len(X), None]\n")
     assert (flaw(uses_tone) or "").startswith("the reply's features() uses skin_tone, which exists only while training")
@@ -247,8 +247,8 @@ def test_pil_images_made_from_bytes_are_no_flaw():
 
 
 def test_a_debug_step_runs_a_new_flawed_reply_rather_than_the_failed_code_again():
-    """lm8, unsteered s0: every debug reply had a flaw, and the one that ran was its parent's code
-    again, which failed the same way; another reply that wrote both functions runs instead."""
+    """When every debug reply has a flaw, the parent's code handed back would fail the same way
+    again: another reply that writes both functions runs instead."""
     from engine.coders.protocol import NodeView
 
     failing = GOOD.replace("    return colour_stats(X)\n", "    return colour_stats(X[\"image_name\"])\n")

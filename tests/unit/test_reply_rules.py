@@ -64,6 +64,42 @@ def test_every_checked_rule_is_exercised_here_and_a_good_reply_hits_none():
     assert SC.check(GOOD) is None
 
 
+NESTED = GOOD.replace("    return colour_stats(X)\n",
+                      "    def scaled(x):\n        return x * scale\n    return scaled(colour_stats(X))\n")
+BEFORE_ASSIGNED = GOOD.replace("    return colour_stats(X)\n", "    SIZE = SIZE * 2\n    return colour_stats(X)\n")
+
+
+@pytest.mark.parametrize("code, rule, message", [
+    # pyflakes' UndefinedName, inside a function nested in features()
+    (NESTED, "undefined-name", "the reply uses scale, which it neither imports nor defines"),
+    # pyflakes' UndefinedLocal: features() assigns SIZE, so its SIZE is its own before the assignment too
+    (BEFORE_ASSIGNED, "undefined-name", "the reply reads SIZE in features() before assigning it there: "
+                                        "a name a function assigns is that function's own throughout it"),
+    # pyflakes' findings that parse and do not compile
+    (GOOD.replace("    return colour_stats(X)\n", "    for x in X:\n        pass\n    break\n"),
+     "syntax", "the reply's code does not compile ('break' outside loop, in features())"),
+    (GOOD.replace("def train(X, y, skin_tone):", "def train(X, y, y):"),
+     "syntax", "the reply's code does not compile (duplicate argument 'y' in function definition, in train())"),
+])
+def test_pyflakes_findings_are_recorded_under_the_rule_they_belong_to(code, rule, message):
+    hit = SC.check(code)
+    assert hit is not None and hit.rule == rule and hit.message.startswith(message), hit
+
+
+def test_what_pyflakes_reports_and_never_fails_is_no_hit():
+    """A quoted annotation, a name nested in a helper nothing calls, a name a star import may bind."""
+    quoted = GOOD.replace("def train(X, y, skin_tone):", 'def train(X, y, skin_tone) -> "Model":')
+    unused = GOOD + "\n\nclass Unused:\n    def of(self, X):\n        return [lambda: undefined_z for _ in X]\n"
+    starred = GOOD.replace("import numpy as np\n", "import numpy as np\nfrom scipy.ndimage import *\n").replace(
+        "return colour_stats(X)", "return colour_stats(gaussian_filter(X, 1))")
+    for code in (quoted, unused, starred):
+        assert SC.check(code) is None, code
+    assert SC.check(NESTED.replace("x * scale", "x * 2.0")) is None
+    runs = unused.replace("class Unused:\n", "class Unused:\n    LIMIT = undefined_limit\n\n")
+    hit = SC.check(runs)            # a class's body runs when the module does, used or not
+    assert hit is not None and hit.message == "the reply uses undefined_limit, which it neither imports nor defines"
+
+
 def test_a_debug_reply_handing_back_the_failed_code_hits_repeats_failed_code():
     failed = SC.assemble(GOOD)
     hit = SC.check(GOOD, failed)

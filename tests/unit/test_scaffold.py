@@ -85,7 +85,7 @@ def test_functions_written_in_separate_blocks_are_joined():
              "    return SVC(probability=True).fit(features(X), y)\n```\n")
     code = extract_all_code(split)
     assert SC.unusable(code) is None and "import numpy as np" in code and "SVC(probability=True)" in code
-    # blocks indented under a numbered list (the bench's steered s1, node 4: train() was lost)
+    # blocks indented under a numbered list: each is read, dedented, train() included
     listed = ("1. **Features**:\n   ```python\n   def features(X):\n       return X.mean(axis=(1, 2))\n   ```\n\n"
               "2. **Train**:\n   ```python\n   def train(X, y, skin_tone):\n"
               "       return LogisticRegression().fit(X, y)\n   ```\n")
@@ -261,6 +261,27 @@ def test_names_the_scaffold_imports_are_not_imported_again_from_the_wrong_module
     assert "from sklearn.ensemble import ExtraTreesClassifier\n" in code and "import sklearn.svm as svm" in code
     assert "import LogisticRegression" not in code.replace("from sklearn.linear_model import LogisticRegression", "")
     assert code.count("import numpy as np") == 1
+
+
+def test_assemble_keeps_the_reply_s_module_level_values_and_its_future_import(tmp_path):
+    """`MEAN = np.array(...)`, annotated (`SIZE: int = 16`) or unpacked (`LOW, HIGH = ...`): the
+    reply's functions read them, so the pipeline holds them; a `from __future__` import goes first,
+    where Python takes it. Calls at module level are left out."""
+    values = ("MEAN = np.array([0.7, 0.6, 0.5], dtype=np.float32)\nSIZE: int = 16\nLOW, HIGH = 0.0, 1.0\n"
+              "np.random.seed(0)\n")
+    import numpy as np
+
+    reply = "from __future__ import annotations\n\nimport numpy as np\n\n" + values + "\n\n" + FITS_AS_GIVEN.replace(
+        "def features(X):\n", "def features(X):\n    X = np.clip(X - MEAN, LOW, HIGH)\n", 1)
+    code = SC.assemble(reply)
+    assert code.startswith("from __future__ import annotations\n") and "np.random.seed(0)" not in code
+    for value in values.splitlines()[:3]:
+        assert value in code, value
+    assert SC.check(reply) is None and SC.assemble(SC.written(code) or "") == code
+    namespace = {"__name__": "probe", "__file__": str(tmp_path / "solution.py")}
+    exec(compile(code.split('if __name__ == "__main__":')[0], "solution.py", "exec"), namespace)
+    rows = namespace["features"](np.random.default_rng(0).random((2, 16, 16, 3), dtype=np.float32))
+    assert namespace["SIZE"] == 16 and rows.shape[0] == 2
 
 
 def test_a_reply_that_does_not_parse_goes_in_whole_to_show_its_error():

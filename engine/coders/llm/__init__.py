@@ -12,5 +12,6 @@
     response_parsing.py  reading a reply: plan and code, a review as JSON
     scaffold.py          the scaffold for small models (templates/: the file the reply is put into);
                          scaffold_audit.py: the audit of the model's part only
-    reply_rules.py       the reply rules, each with an id and a scope (reply_flaws.py: the checks behind them)
+    reply_rules.py       the reply rules, each with an id and a scope (reply_flakes.py, pyflakes', and
+                         reply_flaws.py: the checks behind them)
 """

@@ -1,12 +1,14 @@
-"""The checks behind the reply rules (engine.coders.llm.reply_rules): each reads a scaffolded reply,
-without running it, and says in a sentence why it would fail at once, or returns None.
+"""The checks behind the reply rules (engine.coders.llm.reply_rules) that pyflakes does not make
+(engine.coders.llm.reply_flakes makes those): each reads a scaffolded reply, without running it, and
+says in a sentence why it would fail at once, or returns None. The general ones import the checked
+modules to learn what pyflakes cannot: whether a module is installed here, which names it has, which
+keywords its classes take.
 
 Pipelines run with this Python, so what imports here imports there.
 """
 from __future__ import annotations
 
 import ast
-import builtins
 import importlib
 import importlib.util
 import inspect
@@ -15,8 +17,6 @@ import warnings
 
 # from these, a `from M import NAME` is checked name by name (importing them has no side effects)
 CHECKED_FROM = ("numpy", "scipy", "sklearn", "pandas", "joblib")
-_MODULE_NAMES = frozenset({"__name__", "__file__", "__doc__", "__builtins__", "__spec__", "__loader__",
-                           "__package__", "__annotations__"})
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -87,8 +87,8 @@ def features_makes_pil_images(tree: ast.Module, own: set[str]) -> str | None:
 
 
 def _pil_method_on_image(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str | None:
-    """`img.convert("RGB")` for each img of X (a small model's habit): a numpy array has no
-    convert(); the images are arrays, not PIL images."""
+    """`img.convert("RGB")` for each img of X: the images are numpy arrays, not PIL images, and an
+    array has no convert() (AttributeError)."""
     if not isinstance(fn, ast.FunctionDef) or not fn.args.args:
         return None
     x = fn.args.args[0].arg
@@ -202,22 +202,6 @@ def unavailable_import(tree: ast.Module, live: set[str]) -> str | None:
             if absent:
                 return f"the reply imports {', '.join(absent)} from {module}, which has no such name"
     return None
-
-
-def undefined_names(code: str, tree: ast.Module, live: set[str]) -> str | None:
-    """The names that running code uses and nothing in `code` binds, as a sentence."""
-    try:
-        table = symtable.symtable(code, "<pipeline>", "exec")
-    except SyntaxError:
-        return None
-    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
-        return None   # a star import binds names no reading of the code can list
-    known = _module_bound(table) | set(dir(builtins)) | _MODULE_NAMES
-    missing = [name for name in dict.fromkeys(_global_references(table, live)) if name not in known]
-    if not missing:
-        return None
-    shown = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
-    return f"the reply uses {shown}, which it neither imports nor defines"
 
 
 def missing_attribute(tree: ast.Module, live: set[str]) -> str | None:
@@ -382,27 +366,3 @@ def _has_name(module: str, name: str) -> bool:
         return importlib.util.find_spec(f"{module}.{name}") is not None
     except Exception:  # noqa: BLE001 - a module that fails to import here is not the reply's flaw
         return True
-
-
-def _module_bound(table: symtable.SymbolTable) -> set[str]:
-    """Names bound at module level, or by `global NAME` and an assignment in a function."""
-    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
-    stack = list(table.get_children())
-    while stack:
-        child = stack.pop()
-        bound.update(s.get_name() for s in child.get_symbols() if s.is_declared_global() and s.is_assigned())
-        stack.extend(child.get_children())
-    return bound
-
-
-def _global_references(table: symtable.SymbolTable, live: set[str]) -> list[str]:
-    """Names read as globals at module level, or in the live functions and classes (and in what
-    they hold: methods, comprehensions)."""
-    out = [s.get_name() for s in table.get_symbols() if s.is_referenced() and not s.is_assigned()
-           and not s.is_imported() and not s.is_namespace()]
-    stack = [child for child in table.get_children() if child.get_name() in live]
-    while stack:
-        child = stack.pop(0)
-        out.extend(s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global())
-        stack.extend(child.get_children())
-    return out

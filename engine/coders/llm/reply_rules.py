@@ -5,10 +5,13 @@ A scaffolded reply (engine.coders.llm.scaffold) is checked before anything of it
 hits a rule is asked again with the rule's message as a note; when no reply is free of hits, the
 last complete one runs, so that the model sees the error (engine.coders.llm.coder).
 
-Scopes: "any" rules catch code that would fail whoever wrote it (it does not parse, an import
-or a name that is not there, a keyword a class does not take); "scaffold" rules catch a reply
+Scopes: "any" rules catch code that would fail whoever wrote it (it does not parse or compile, an
+import or a name that is not there, a keyword a class does not take); "scaffold" rules catch a reply
 that misreads the scaffold's contract (features(X) gets float arrays, predict(folder) has the
 images alone); "debug" rules apply to a debug reply, which is given the code that failed.
+
+`syntax` and `undefined-name` are pyflakes' findings (engine.coders.llm.reply_flakes); the other
+checks are engine.coders.llm.reply_flaws'.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engine.coders.llm import reply_flakes as rp
 from engine.coders.llm import reply_flaws as rf
 
 Scope = Literal["any", "scaffold", "debug"]
@@ -31,6 +35,7 @@ class Reply:
     live: set[str]                # the functions and classes that run (reachable from the scaffold)
     own: set[str]                 # the reply's own definitions, less the scaffold's fixed names
     failed: str | None = None     # a debug step: the code that failed
+    flakes: tuple[Any, ...] = ()  # what pyflakes found in the assembled pipeline (reply_flakes.check)
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,9 @@ class RuleHit:
 RULES: tuple[Rule, ...] = (
     Rule("unavailable-import", "any", "an import that fails here, outside a try that catches it",
          lambda r: rf.unavailable_import(r.tree, r.live)),
-    Rule("undefined-name", "any", "a name that running code uses and nothing binds (NameError at once)",
-         lambda r: rf.undefined_names(r.assembled, r.tree, r.live)),
+    Rule("undefined-name", "any", "a name that running code uses and nothing binds (NameError), or that a "
+         "function reads before assigning it (UnboundLocalError)",
+         lambda r: rp.undefined_names(r.flakes, r.tree, r.live)),
     Rule("missing-attribute", "any", "module.name where the module has no such name here (removed or misspelt)",
          lambda r: rf.missing_attribute(r.tree, r.live)),
     Rule("unknown-keyword", "any", "a keyword argument a scikit-learn class or function does not take",
@@ -76,8 +82,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 # hits the coder records itself, before a reply reaches the rules above
-SYNTAX = Rule("syntax", "any", "code that does not parse (SyntaxError before anything runs)",
-              lambda r: None)
+SYNTAX = Rule("syntax", "any", "code that does not parse, or does not compile ('break' outside a loop, "
+              "a repeated argument): a SyntaxError before anything runs", lambda r: None)
 UNWRITTEN = Rule("unwritten-parts", "scaffold", "a reply that leaves features() or train() unwritten "
                  "(a copy of the scaffold's example or of the scaffold itself)", lambda r: None)
 NO_CODE = Rule("no-code-block", "any", "a reply with no ```python code block", lambda r: None)
@@ -91,17 +97,17 @@ def first_hit(reply_code: str, assembled: str, fixed: frozenset[str] = frozenset
     Only code that runs counts: the scaffold's, and the reply's functions and classes that it
     reaches from features() and train() (an unused helper's import or name is no hit). `fixed`:
     the names the scaffold defines, which the reply cannot replace."""
-    try:
-        reply = ast.parse(reply_code)
-    except SyntaxError as exc:
-        return RuleHit(SYNTAX.id, f"the reply's code does not parse ({exc.msg}, line {exc.lineno} of its code)")
-    try:
-        tree = ast.parse(assembled)
-    except SyntaxError:
+    if why := rp.does_not_parse(reply_code):
+        return RuleHit(SYNTAX.id, why)
+    flakes = rp.check(assembled)
+    if flakes.syntax is not None:
         return None
+    reply, tree = ast.parse(reply_code), ast.parse(assembled)
+    if why := rp.does_not_compile(flakes.found, tree):
+        return RuleHit(SYNTAX.id, why)
     own = {n.name for n in reply.body if isinstance(n, rf.DEFS)}
     roots = {n.name for n in tree.body if isinstance(n, rf.DEFS) and n.name not in own} | {"features", "train"}
-    seen = Reply(reply_code, assembled, tree, rf.reachable(tree, roots), own - fixed, failed)
+    seen = Reply(reply_code, assembled, tree, rf.reachable(tree, roots), own - fixed, failed, flakes.found)
     for rule in RULES:
         if message := rule.check(seen):
             return RuleHit(rule.id, message)

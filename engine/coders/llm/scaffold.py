@@ -33,7 +33,7 @@ import builtins
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from engine.coders.llm import reply_flaws, reply_rules
 from engine.coders.llm.reply_rules import RuleHit
@@ -62,10 +62,9 @@ FRAME_TEXT = (
     "the scaffold's helpers are named in comments."
 )
 # what the prompt shows of the scaffold: the loaders and the saving helper as a comment each, what
-# they give (a 1.5B model copied load_training_data's `for name in df["image_name"]` into features(),
-# as X["image_name"], in 5 of a seed's 6 nodes; shown as defs with `...` bodies, it wrote those bodies
-# and not its own functions, in 26 of 80 calls of a bench run against 6 of 73 in the one before), and
-# the wrapping of features() said in a comment (it copied `_Rows`)
+# they give (a small model shown load_training_data's `for name in df["image_name"]` copies it into
+# features(), as X["image_name"]; shown defs with `...` bodies, it writes those bodies instead of its
+# own functions), and the wrapping of features() said in a comment (shown `_Rows`, it copies it)
 HIDDEN = ("load_image", "load_training_data", "_as_predictor")
 LEFT_OUT = ("_Rows", "_one_row_per_image", "_TorchModel")
 WRAPPING_NOTE = ("# features() is then wrapped: what it returns becomes float32, one flat row per image "
@@ -126,11 +125,15 @@ class Scaffold:
         lines = head.rstrip("\n").split("\n")
         last_import = max((i for i, line in enumerate(lines) if line.startswith(("import ", "from "))), default=-1)
         before, after = "\n".join(lines[:last_import + 1]) + "\n", "\n".join(lines[last_import + 1:])
+        future = ""
+        while assembled.startswith("from __future__") and not assembled.startswith(before):
+            line, assembled = assembled.split("\n", 1)
+            future += line + "\n"
         if not assembled.startswith(before) or not assembled.endswith(tail) or after not in assembled:
             return None
         rest = assembled[len(before):len(assembled) - len(tail)]
         imports, body = rest.split(after, 1)
-        return (imports.strip() + "\n\n\n" + body.strip()).strip() + "\n"
+        return (future + imports.strip() + "\n\n\n" + body.strip()).strip() + "\n"
 
     def unwritten(self, reply_code: str) -> RuleHit | None:
         """The rule `unwritten-parts`: a reply that leaves features() or train() unwritten cannot
@@ -165,9 +168,10 @@ class Scaffold:
     def assemble(self, reply_code: str) -> str:
         """The pipeline: the scaffold with the reply's imports after its own, and the reply's
         functions, classes and module-level values (`SIZE = 64`, `MEAN = np.array([...])`) at the
-        marker. Anything else in the reply (a copy of the scaffold's own functions or its data
-        loading, a `__main__` block, calls at module level) is left out. A reply
-        that does not parse goes in whole, so that running it shows the model its SyntaxError."""
+        marker (a `from __future__` import first in the file: Python takes it nowhere else). Anything
+        else in the reply (a copy of the scaffold's own functions or its data loading, a `__main__`
+        block, calls at module level) is left out. A reply that does not parse goes in whole, so
+        that running it shows the model its SyntaxError."""
         head, tail = self.code.split(MARKER, 1)
         try:
             imports, body = _split_reply(reply_code, given=_bound_names(head))
@@ -175,7 +179,9 @@ class Scaffold:
             imports, body = [], [reply_code.strip()]
         lines = head.rstrip("\n").split("\n")
         last_import = max((i for i, line in enumerate(lines) if line.startswith(("import ", "from "))), default=-1)
-        lines[last_import + 1:last_import + 1] = imports
+        future = [i for i in imports if i.startswith("from __future__")]   # Python takes them first only
+        lines[last_import + 1:last_import + 1] = [i for i in imports if i not in future]
+        lines[:0] = future
         return "\n".join(lines) + "\n\n\n" + "\n\n\n".join(body) + "\n" + tail
 
 
@@ -242,7 +248,7 @@ def _split_reply(code: str, given: frozenset[str]) -> tuple[list[str], list[str]
             bound.add(node.name)
         elif _is_setting(node, frozenset(bound)):
             body.append(text)
-            bound |= {t.id for t in cast(ast.Assign, node).targets if isinstance(t, ast.Name)}
+            bound |= _assigned(node)
     return imports, body
 
 
@@ -274,18 +280,27 @@ def _with_decorators(code: str, node: ast.FunctionDef | ast.AsyncFunctionDef | a
 
 
 def _is_setting(node: ast.stmt, bound: frozenset[str]) -> bool:
-    """`NAME = value` built from literals, imported modules and the reply's own earlier names
-    (`SIZE = 64`, `MEAN = np.array([0.7, 0.6, 0.5])`, `transform = T.Compose([...])`): a value
-    the reply's functions use. Not one that reads a file (a copy of the scaffold's loading) or
-    needs a name only the scaffold's own code binds."""
-    if not isinstance(node, ast.Assign) or not all(isinstance(t, ast.Name) and t.id not in FIXED
-                                                   for t in node.targets):
+    """`NAME = value` (or `NAME: type = value`, `MEAN, STD = ...`) built from literals, imported
+    modules and the reply's own earlier names (`SIZE = 64`, `MEAN = np.array([0.7, 0.6, 0.5])`,
+    `transform = T.Compose([...])`): a value the reply's functions use. Not one that reads a file
+    (a copy of the scaffold's loading) or needs a name only the scaffold's own code binds."""
+    value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+    if value is None or not _assigned(node) or _assigned(node) & FIXED:
         return False
-    names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
     if names - bound - BUILTINS:
         return False
     return not any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _looks_like_a_path(n.value)
-                   for n in ast.walk(node.value))
+                   for n in ast.walk(value))
+
+
+def _assigned(node: ast.stmt) -> set[str]:
+    """The names an assignment binds, when it binds names only (`A = B = 1`, `A, B = ...`, `A: int = 1`);
+    otherwise (`X[0] = 1`, `obj.a = 1`) none."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    names = [n for t in targets for n in (t.elts if isinstance(t, ast.Tuple | ast.List) else [t])]
+    ids = [n.id for n in names if isinstance(n, ast.Name)]
+    return set(ids) if names and len(ids) == len(names) else set()
 
 
 BUILTINS = frozenset(dir(builtins)) - {"open", "exec", "eval", "input", "__import__", "compile"}
