@@ -16,7 +16,6 @@ from typing import Any
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Tree
 from textual.worker import get_current_worker
 
 from engine.session import events as ev
@@ -331,8 +330,8 @@ class ConsoleScreen(ExpertBaselines):
             return
         self.query_one(SearchTree).move_to(node_id)
 
-    @on(Tree.NodeHighlighted)
-    def _on_highlight(self, event: Tree.NodeHighlighted[tuple[str, int]]) -> None:
+    @on(SearchTree.NodeHighlighted)
+    def _on_highlight(self, event: SearchTree.NodeHighlighted) -> None:
         data = event.node.data
         if not (isinstance(data, tuple) and data[0] == "node"):
             return
@@ -343,8 +342,8 @@ class ConsoleScreen(ExpertBaselines):
         if data[1] != self._selected:
             self._select(data[1])
 
-    @on(Tree.NodeSelected)
-    def _on_selected(self, event: Tree.NodeSelected[tuple[str, int]]) -> None:
+    @on(SearchTree.NodeSelected)
+    def _on_selected(self, event: SearchTree.NodeSelected) -> None:
         # an explicit choice (Enter / click) stops following the newest node
         self._auto_select = False
         data = event.node.data

@@ -22,5 +22,12 @@ def set_virtual_size(widget: Widget, size: Size) -> None:
         widget.virtual_size = size  # a scrollbar comes or goes, or the width changes: lay out
         return
     widget.set_reactive(Widget.virtual_size, size)
-    widget._scroll_update(size)
+    # what Textual does on a new virtual size when the scrollbars stay: the bars' proportions, the
+    # scroll offset kept within the content (on public attributes only)
+    if widget.show_vertical_scrollbar and widget.styles.scrollbar_size_vertical:
+        bar = widget.vertical_scrollbar
+        bar.window_virtual_size = size.height
+        bar.window_size = widget.container_size.height - widget.scrollbar_size_horizontal
+        bar.refresh()
+    widget.scroll_y = widget.validate_scroll_y(widget.scroll_y)
     widget.refresh()

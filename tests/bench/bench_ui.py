@@ -51,20 +51,28 @@ def _tree_events(sid: str, n: int) -> list[ev.Event]:
     return out
 
 
-async def _new_node_ms(db: Path, session_id: str, cached: bool, n_nodes: int = N_NODES,
+async def _new_node_ms(db: Path, session_id: str, tree: str, n_nodes: int = N_NODES,
                        ) -> tuple[dict[str, list[float]], list[dict]]:
     """Per new node on an n-node tree: the wall time from its events to the frame drawn, the CPU
     time the app spends on it, and the wall time including Textual's test pause (see _frame_cost);
-    the same loop with no event gives the harness's own share. `cached`: the tree's line caches on
-    (off: Textual's Tree as it is, the reference)."""
+    the same loop with no event gives the harness's own share. `tree`: "new" (the product's
+    SearchTree), "previous" (the tree before it drew its own lines: reference_search_tree.py) or
+    "textual" (that one with its caches off: Textual's Tree as it is), put in the console's place."""
     from befair_tui.app import create_app
+    from befair_tui.screens import console
     from befair_tui.widgets.search_tree import SearchTree
+    from tests.bench import reference_search_tree
 
-    SearchTree.caching = cached
+    product = console.SearchTree
+    if tree != "new":
+        reference_search_tree.SearchTree.caching = tree == "previous"
+        console.SearchTree = reference_search_tree.SearchTree  # type: ignore[misc]
+    else:
+        console.SearchTree = SearchTree
     events = _tree_events(session_id, n_nodes)
     app = create_app(db, start="replay", session_id=session_id)  # read-only: no follower
     rows = []
-    times: dict[str, list[float]] = {"frame": [], "cpu": [], "wall": [], "floor": []}
+    times: dict[str, list[float]] = {"frame": [], "cpu": [], "wall": [], "floor": [], "open": [], "render": []}
     try:
         async with app.run_test(size=(160, 50)) as pilot:
             await reads_done(app, pilot)
@@ -76,6 +84,8 @@ async def _new_node_ms(db: Path, session_id: str, cached: bool, n_nodes: int = N
             await pilot.pause()
             app.screen._compositor.render_update(full=True)
             t2 = time.perf_counter()
+            times["open"].append((t1 - t0) * 1000)
+            times["render"].append((t2 - t0) * 1000)
             rows.append({"name": f"apply {len(events) - 1} events ({n_nodes} nodes) + update widgets",
                          "value": (t1 - t0) * 1000, "unit": "ms"})
             rows.append({"name": f"... + first full re-render of the {n_nodes}-node screen",
@@ -90,7 +100,7 @@ async def _new_node_ms(db: Path, session_id: str, cached: bool, n_nodes: int = N
             for _ in range(10):
                 times["floor"].append((await _frame_cost(app, pilot, []))[0])
     finally:
-        SearchTree.caching = True
+        console.SearchTree = product
     return times, rows
 
 
@@ -112,26 +122,32 @@ async def _frame_cost(app, pilot, batch: list[ev.Event]) -> tuple[float, float, 
 
 async def _tree_bench(db: Path) -> list[dict]:
     store = SessionStore(db)
-    for sid, n in (("bench-tree", N_NODES), ("bench-tree-ref", N_NODES), ("bench-tree-big", BIG_TREE)):
+    for sid, n in (("bench-tree", N_NODES), ("bench-tree-previous", N_NODES), ("bench-tree-textual", N_NODES),
+                   ("bench-tree-big", BIG_TREE)):
         store.create_session(SessionConfig(level="base", steps=n).to_dict(), instruction="x", coder=CODER,
                              data={}, session_id=sid)
     store.close()
-    ref, _ = await _new_node_ms(db, "bench-tree-ref", cached=False)
-    times, rows = await _new_node_ms(db, "bench-tree", cached=True)
-    big, _ = await _new_node_ms(db, "bench-tree-big", cached=True, n_nodes=BIG_TREE)
+    plain, _ = await _new_node_ms(db, "bench-tree-textual", "textual")
+    ref, _ = await _new_node_ms(db, "bench-tree-previous", "previous")
+    times, rows = await _new_node_ms(db, "bench-tree", "new")
+    big, _ = await _new_node_ms(db, "bench-tree-big", "new", n_nodes=BIG_TREE)
     med = {k: statistics.median(v) for k, v in times.items()}
-    ref_frame = statistics.median(ref["frame"])
+    ref_med = {k: statistics.median(v) for k, v in ref.items()}
+    previous = "the tree before it drew its own lines (tests/bench/reference_search_tree.py), same run"
+    rows[0].update(reference=previous, ratio=med["open"] / ref_med["open"])
+    rows[1].update(reference=previous, ratio=med["render"] / ref_med["render"])
+    plain_frame = statistics.median(plain["frame"])
     rows.append({"name": f"ui new node: one new node (6 events) on a {N_NODES}-node tree, apply + render",
-                 "value": med["frame"], "unit": "ms", "reference": "the same tree drawn by Textual's Tree as it is",
-                 "ratio": med["frame"] / ref_frame,
+                 "value": med["frame"], "unit": "ms", "reference": previous,
+                 "ratio": med["frame"] / ref_med["frame"],
                  "note": f"median of 20: wall time from the events to the frame drawn; "
                          f"max {max(times['frame']):.1f} ms; the test harness's own share (an update with "
                          f"no event) {med['floor']:.1f} ms; CPU time per new node {med['cpu']:.1f} ms; "
-                         f"reference median {ref_frame:.1f} ms, "
-                         f"max {max(ref['frame']):.1f} ms"})
+                         f"reference median {ref_med['frame']:.1f} ms, max {max(ref['frame']):.1f} ms; "
+                         f"Textual's Tree as it is {plain_frame:.1f} ms (x{med['frame'] / plain_frame:.2f})"})
     rows.append({"name": "... the same, wall time including Textual's test pause (sleeps >= 20 ms)",
-                 "value": med["wall"], "unit": "ms", "reference": "Textual's Tree as it is",
-                 "ratio": med["wall"] / statistics.median(ref["wall"]),
+                 "value": med["wall"], "unit": "ms", "reference": previous,
+                 "ratio": med["wall"] / ref_med["wall"],
                  "note": "the measure used before (ingest + pilot.pause + render); the pause sleeps while idle"})
     big_frame = statistics.median(big["frame"])
     rows.append({"name": f"ui new node on a {BIG_TREE}-node tree, apply + render", "value": big_frame,
