@@ -11,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 from engine.evaluation.metrics import compute_metrics
 from engine.measures.summary import EvaluationSummary
 from engine.measures.uncertainty import (
-    MIN_CASES, N_RESAMPLES, Intervals, Strata, difference, logit_interval, missed_interval, percentile, replicates,
+    MIN_CASES, N_RESAMPLES, Strata, difference, logit_interval, missed_interval, percentile, replicates,
     too_few, weighted_auc, wilson,
 )
 

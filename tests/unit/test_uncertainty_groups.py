@@ -8,7 +8,7 @@ import pytest
 
 from engine.evaluation.metrics import compute_metrics
 from engine.measures.uncertainty import (
-    GROUP_TEST, METHOD_ID, METHODS, N_RESAMPLES, Intervals, Strata, group_differences, replicates, shared_counts,
+    GROUP_TEST, METHOD_ID, METHODS, N_RESAMPLES, Strata, group_differences, replicates, shared_counts,
 )
 from engine.session import figure_text
 from engine.session.views import group_tests
