@@ -45,6 +45,7 @@ from baselines.tensor_cache import load_store
 from baselines.variants import VARIANT_LABELS, VARIANTS  # noqa: F401 (re-exported)
 from engine.errors import BefairError, DataError
 from engine.evaluation.metrics import compute_metrics
+from engine.measures.summary import EvaluationSummary
 from engine.session.selection import minimax_pareto
 from engine.progress import ProgressFn
 
@@ -378,15 +379,15 @@ def _fit(model: torch.nn.Module, data: BaselineData, stores: dict[str, torch.Ten
         fit.train_images += n_train
         scores = core.predict_scores(model, stores["val"], size=config.size,
                                      batch_size=config.eval_batch_size, device=device)
-        ms = _metrics(data.val, scores).summary()
+        ms = _metrics(data.val, scores)
         row = {
-            "epoch": epoch, "train_loss": loss, "val_auc": ms["auc"], "val_worst": ms["worst_auc"],
-            "val_gap": ms["auc_gap"], "val_group_auc": ms["group_auc"],
+            "epoch": epoch, "train_loss": loss, "val_auc": ms.auc, "val_worst": ms.worst_auc,
+            "val_gap": ms.auc_gap, "val_group_auc": ms.group_auc,
             "train_s": round(t_train, 3), "epoch_s": round(time.perf_counter() - t0, 3),
             "images_per_s": n_train / t_train if t_train > 0 else None,
         }
         fit.epochs.append(row)
-        rank = core.worst_group_rank(ms["group_auc"])
+        rank = core.worst_group_rank(ms.group_auc)
         improved = fit.best_rank is None or rank > fit.best_rank
         if improved:
             fit.best_rank, fit.best_epoch, fit.best_val_scores = rank, epoch, scores
@@ -578,8 +579,8 @@ def summarise_baselines(store_or_rows: SessionStore | Iterable[dict[str, Any]]) 
         val_m, _ = _mean_std([r.get("val_auc") for r in runs])
         cands = {}
         for r in runs:
-            vm = _loads(r.get("val_metrics")) or {}
-            cands[r.get("id")] = vm.get("group_auc") or {}
+            vm = EvaluationSummary.from_payload(_loads(r.get("val_metrics")) or {})
+            cands[r.get("id")] = dict(vm.group_auc) if vm is not None else {}
         out.append({
             "variant": variant, "name": VARIANT_LABELS.get(variant, variant), "dataset": dataset,
             "n": len(runs), "seeds": [r["seed"] for r in runs],

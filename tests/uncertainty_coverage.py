@@ -153,9 +153,10 @@ def _figures(summary: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _interval(summary: dict[str, Any], figure: str) -> list[float] | None:
+    from engine.measures.summary import EvaluationSummary
     from engine.session.figure_text import interval
 
-    return interval(summary, figure)
+    return interval(EvaluationSummary.from_payload(summary), figure)
 
 
 def band(true_gap: float) -> str:
@@ -173,9 +174,10 @@ def signed_truth(truth: dict[str, float | None]) -> dict[str, float]:
 def banded(summary: dict[str, Any], truth: dict[str, float | None], tallies: dict[str, Tally]) -> None:
     """Count one draw's gap and signed-difference intervals against the truth (`tallies`: the
     band's, by figure)."""
+    from engine.measures.summary import EvaluationSummary
     from engine.session.views.group_tests import signed as stored_signed
 
-    signed = {d.pair: [d.low, d.high] for d in stored_signed(summary)}
+    signed = {d.pair: [d.low, d.high] for d in stored_signed(EvaluationSummary.from_payload(summary))}
     tallies["auc_gap"].add(float(truth["auc_gap"]), _interval(summary, "auc_gap"))  # type: ignore[arg-type]
     for words, true in signed_truth(truth).items():
         tallies[words].add(true, signed.get(words))
@@ -315,6 +317,7 @@ def binormal_coverage(cells: dict[str, tuple[int, int]] | None = None, gaps: Ite
     from engine.measures.uncertainty import (
         SIGNED_PAIRS, Strata, difference_fields, group_differences, percentile, replicates,
     )
+    from engine.measures.summary import EvaluationSummary
     from engine.session.views.group_tests import signed as stored_signed
 
     cells = cells or DDI_TEST
@@ -339,7 +342,7 @@ def binormal_coverage(cells: dict[str, tuple[int, int]] | None = None, gaps: Ite
             tallies["gap"].add(gap, list(differences.gap()))
             tallies["percentile"].add(gap, list(percentile(rep.gap)))  # type: ignore[arg-type]
             tallies["bias_corrected"].add(gap, _bias_corrected(rep.gap, estimates[-1]))  # type: ignore[arg-type]
-            for d in stored_signed(difference_fields(differences, names)):
+            for d in stored_signed(EvaluationSummary.from_payload(difference_fields(differences, names))):
                 tallies[d.pair].add(truth[d.pair], [d.low, d.high])
         rows.append({"true_gap": gap, "data_sets": data_sets, "mean_estimate": round(statistics.fmean(estimates), 4),
                      **{f"{k}_coverage": round(v.covered / v.pairs, 4) for k, v in tallies.items()},

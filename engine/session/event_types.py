@@ -9,7 +9,8 @@ earlier versions:
   payload again, so a payload round-trips to the same keys and values;
 - a key this version does not know is kept in `extra` and written back as it was (nothing lost).
 
-Nested payload parts (the config, an evaluation's summary, the audit's flags) stay mappings.
+Nested payload parts (the config, an evaluation's summary, the audit's flags) stay mappings; an
+evaluation's summary is read by engine.measures.summary.EvaluationSummary.
 """
 from __future__ import annotations
 
@@ -244,7 +245,8 @@ class Review(TypedEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Evaluated(TypedEvent):
-    """The summary's figures stay a mapping (its keys grew with each version: see events.py)."""
+    """`summary` stays the payload as stored (its keys grew with each version): the reducer reads
+    it through engine.measures.summary.EvaluationSummary, the one loader of every version."""
 
     kind: ClassVar[str] = ev.EVALUATED
     MISSING_MEANS: ClassVar[Mapping[str, Any]] = {"split": "validation", "ok": False}

@@ -31,13 +31,11 @@ evaluated         node_id, split: validation|test, ok: bool, verdict: str ("ok" 
                   like "no_predict", "exception", "timeout", "missing_files", "nan", "out_of_range",
                   "wrong_type"), reason: str?, summary: {auc?, worst_auc?, best_auc?, auc_gap?,
                   group_auc: {group_0?, group_1?, group_2?}, group_auc_reason: {group: str},
-                  n: int, and since 007_predictions (engine.measures.uncertainty): auc_ci?,
-                  worst_auc_ci?, auc_gap_ci?: [lo, hi], group_auc_ci: {group: [lo, hi]},
-                  group_n, group_positives, group_missed: {group: int} (missed: malignant cases
-                  scored below 0.5), ci_method: str (an id: uncertainty.METHODS spells it out),
-                  and since the operating point: operating_point: {setting, threshold?, chosen_on,
-                  method, reason?, overall and groups: {group: {n, malignant, benign, caught?,
-                  cleared?, brier?, slope?: [estimate, lo, hi]}}} (engine.measures.operating_point)},
+                  n: int, and since 007_predictions the intervals (ci, cases, ci_groups?,
+                  ci_method; a first version spelled them out: auc_ci, group_auc_ci, group_n …),
+                  then signed and groups_apart, and the operating point's block
+                  (operating_point)}: engine.measures.summary.EvaluationSummary, the one reader of
+                  every version, says what each holds,
                   medfair: dict (MEDFAIR-named metrics, no
                   split prefix), blinded: bool, predictions_kept: bool (each image's prediction is
                   in the predictions table, keyed by this event's seq),

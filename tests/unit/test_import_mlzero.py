@@ -68,8 +68,8 @@ def test_published_run_30(store):
     assert "counted in the run's multi-turn python_coder session" in coder_call["tokens_note"]
     assert state.final_choice["by_claimed"] == 1
     test = state.nodes[1].test
-    assert math.isclose(test["auc"], PUBLISHED_AUC, abs_tol=1e-12)
-    assert math.isclose(test["auc_gap"], PUBLISHED_GAP, abs_tol=1e-12)
+    assert math.isclose(test.auc, PUBLISHED_AUC, abs_tol=1e-12)
+    assert math.isclose(test.auc_gap, PUBLISHED_GAP, abs_tol=1e-12)
     published = [e.payload for e in store.events(sid) if e.kind == "evaluated"]
     assert [p["source"] for p in published] == [PUBLISHED_SOURCE]
 

@@ -132,7 +132,8 @@ def coder_replies(coder_class: Any, level: str) -> Iterator[str]:
                            level=level)
         draft = coder.draft(ctx)
         parent = NodeView(node_id=1, stage="draft", plan=draft.plan, code=draft.code, status="ok",
-                          components=draft.components, measured=EvaluationSummary.from_payload({"auc": 0.71, "auc_gap": 0.05}))
+                          components=draft.components,
+                          measured=EvaluationSummary.from_payload({"auc": 0.71, "auc_gap": 0.05}))
         improved = coder.improve(ctx, parent)
         failing = NodeView(node_id=2, stage="improve", plan=improved.plan, code=improved.code, status="timeout",
                            exc_type="TimeoutError", components={**(improved.components or {}), "bug": None})
