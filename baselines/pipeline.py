@@ -395,8 +395,8 @@ def _fit(model: torch.nn.Module, data: BaselineData, stores: dict[str, torch.Ten
             since_best = 0
         else:
             since_best += 1
-        log(f"  seed {seed} epoch {epoch}: loss {loss:.4f}  val AUC {_f(ms['auc'])}  worst {_f(ms['worst_auc'])}"
-            f"  gap {_f(ms['auc_gap'])}  {row['images_per_s'] or 0:.0f} img/s{'  *' if improved else ''}")
+        log(f"  seed {seed} epoch {epoch}: loss {loss:.4f}  val AUC {_f(ms.auc)}  worst {_f(ms.worst_auc)}"
+            f"  gap {_f(ms.auc_gap)}  {row['images_per_s'] or 0:.0f} img/s{'  *' if improved else ''}")
         if since_best >= config.patience:
             log(f"  early stop after epoch {epoch} (no worst-group gain in {config.patience})")
             break
