@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.agent.session_config import BEST_CRITERIA, FEEDBACK, PROTOCOLS, SessionConfig
+from engine.agent.session_config import SessionConfig
+from engine.agent.settings import OPTIONS, help_text
 from engine.errors import BefairError
-from engine.task import CUSTOM, LEVELS
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,21 +19,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "(skin-tone groups included) and one failed, through the runner's own code. --audit lists any "
                     "word about skin tone, groups or fairness outside the instruction, the expert's guidance and "
                     "the data overview, and exits 1 when there is one.")
-    p.add_argument("--level", choices=[*LEVELS, CUSTOM], default="base")
-    p.add_argument("--custom-text", default=None, help="the instruction for --level custom")
-    p.add_argument("--protocol", choices=PROTOCOLS, default="befair")
-    p.add_argument("--feedback", choices=FEEDBACK, default=None,
-                   help="what the agent is shown of befair's measurements (default: the protocol's)")
-    p.add_argument("--best", choices=BEST_CRITERIA, default=None,
-                   help="what the search improves (default: the protocol's)")
+    for name in ("level", "custom_text", "protocol", "feedback", "best"):
+        OPTIONS[name].add_to(p, help_text=help_text(OPTIONS[name]))
     p.add_argument("--scaffold", action="store_true", help="the LLM coder's scaffold (befair protocol only)")
-    p.add_argument("--guidance", action="append", default=[], metavar="TEXT", help="expert guidance in force")
+    OPTIONS["guidance"].add_to(p, help_text="expert guidance in force")
     p.add_argument("--stage", choices=["draft", "improve", "debug", "review", "all"], default="all")
-    p.add_argument("--data", default="synth", help="'synth' (generated SynthDerm, cached) or a workspace folder")
-    p.add_argument("--synth-n-train", type=int, default=None)
-    p.add_argument("--synth-n-test", type=int, default=None)
-    p.add_argument("--synth-size", type=int, default=None)
-    p.add_argument("--step-timeout", type=float, default=600.0)
+    for name in ("data", "synth_n_train", "synth_n_test", "synth_size", "step_timeout"):
+        OPTIONS[name].add_to(p, help_text=help_text(OPTIONS[name]))
     p.add_argument("--audit", action="store_true", help="print the audit's findings only; exit 1 when there are any")
     p.add_argument("--json", action="store_true", help="the prompts (and findings) as JSON")
     p.set_defaults(func=prompts_command)
@@ -47,7 +39,7 @@ def _config(args: argparse.Namespace) -> SessionConfig:
     synth = {k: v for k, v in (("n_train", args.synth_n_train), ("n_test", args.synth_n_test),
                                ("size", args.synth_size)) if v is not None}
     kw: dict[str, Any] = {"level": args.level, "custom_text": args.custom_text, "protocol": args.protocol,
-                          "feedback": args.feedback, "data": args.data, "step_timeout": args.step_timeout,
+                          "feedback": args.feedback, "data": args.data, "step_timeout": args.step_timeout or 0.0,
                           "extra": {"synth": synth} if args.data == "synth" else {}}
     if best:
         kw["best"] = best
