@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from engine.agent.settings import (DEFAULT_STEP_TIMEOUT, OPTIONS, POLICIES, PROTOCOLS, SANDBOX_MODES,
                                    STEP_TIMEOUT_BY_PROTOCOL, default)
 from engine.agent.task_protocol import TaskProtocol, task_protocol
+from engine.execution.sandbox import resolve_mode
 from engine.measures.operating_point import canonical as canonical_operating_point
 from engine.session.feedback import DEFAULT_FEEDBACK, FEEDBACK, LEGACY_FEEDBACK
 from engine.session.selection import CRITERIA as BEST_CRITERIA
@@ -144,8 +145,6 @@ class SessionConfig:
         if "best" not in kw:   # not given: the protocol's first criterion
             criteria = task_protocol(str(kw.get("protocol", default("protocol")))).criteria
             kw["best"] = criteria[0] if criteria else DEFAULT_CRITERION
-        from engine.execution.sandbox import resolve_mode
-
         kw["sandbox"] = resolve_mode(str(kw.get("sandbox") or default("sandbox")))
         return cls(**kw, extra=extra)
 

@@ -25,7 +25,7 @@ from typing import Any
 from engine.agent.task_protocol import TASK_PROTOCOLS
 from engine.coders.llm.config import LLM_OPTIONS
 from engine.data.synth import DEFAULTS as SYNTH_DEFAULTS
-from engine.measures.operating_point import DEFAULT as DEFAULT_OPERATING_POINT
+from engine.measures.operating_point import DEFAULT as DEFAULT_OPERATING_POINT, Setting
 from engine.options import Option
 from engine.session.feedback import FEEDBACK
 from engine.session.selection import CRITERIA as BEST_CRITERIA
@@ -59,8 +59,6 @@ SECTIONS: dict[str, str] = {
 
 
 def _operating_point_ok(value: Any) -> bool:
-    from engine.measures.operating_point import Setting
-
     Setting.parse(str(value))   # a ValueError says what is wrong
     return True
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.session.state import SessionState, fold
+from engine.session.state import NodeState, SessionState, fold
 from engine.session.store import SessionStore
 from tests.bench import reference_dict_fold
 from tests.demo_session import all_event_kinds_session, write_demo_session
@@ -19,8 +19,15 @@ METADATA = DATA / "ddi_metadata.csv"
 
 
 def _same(typed: SessionState, reference: SessionState) -> None:
+    """Equal, the typed state's evaluation summaries read as the payloads the dict reducer kept."""
+    typed = dataclasses.replace(typed, nodes={i: _as_stored(n) for i, n in typed.nodes.items()})
     assert typed.nodes == reference.nodes
     assert dataclasses.asdict(typed) == dataclasses.asdict(reference)
+
+
+def _as_stored(node: NodeState) -> NodeState:
+    return dataclasses.replace(node, validation=node.validation and node.validation.to_payload(),  # type: ignore
+                               test=node.test and node.test.to_payload())
 
 
 @pytest.fixture
