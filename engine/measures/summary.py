@@ -28,6 +28,7 @@ HEADLINE = ("auc", "worst_auc", "best_auc", "auc_gap")
 _GROUPED = ("group_auc", "group_auc_reason")
 _V1_GROUPED = ("group_n", "group_positives", "group_missed")
 _EMPTY: Mapping[str, Any] = {}
+_new = object.__new__
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,15 @@ class EvaluationSummary:
             return payload
         get = payload.get
         n = get("n")
-        return cls(auc=_number(get("auc")), worst_auc=_number(get("worst_auc")), best_auc=_number(get("best_auc")),
-                   auc_gap=_number(get("auc_gap")), group_auc=_mapping(get("group_auc")),
-                   group_auc_reason=_mapping(get("group_auc_reason")),
-                   n=int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None, stored=payload)
+        # the frozen __init__ sets each field through object.__setattr__: a session's open reads a
+        # summary per evaluation, so the fields go into the instance's dict at once
+        summary = _new(cls)
+        summary.__dict__.update(
+            auc=_number(get("auc")), worst_auc=_number(get("worst_auc")), best_auc=_number(get("best_auc")),
+            auc_gap=_number(get("auc_gap")), group_auc=_mapping(get("group_auc")),
+            group_auc_reason=_mapping(get("group_auc_reason")),
+            n=int(n) if isinstance(n, (int, float)) and not isinstance(n, bool) else None, stored=payload)
+        return summary
 
     def to_payload(self) -> dict[str, Any]:
         return dict(self.stored)
@@ -114,6 +120,8 @@ class EvaluationSummary:
 
 
 def _number(value: Any) -> float | None:
+    if type(value) is float or value is None:   # the common cases first
+        return value
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
