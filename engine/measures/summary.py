@@ -6,7 +6,7 @@ other reader uses the typed fields. The versions it loads:
 
 - v0: auc, worst_auc, best_auc, auc_gap, group_auc, group_auc_reason, n (no intervals);
 - v1: and the intervals spelled out (auc_ci, worst_auc_ci, auc_gap_ci, group_auc_ci, group_n,
-  group_positives, group_missed, ci_method), recorded for a few hours before v2;
+  group_positives, group_missed, ci_method), which v2 replaced;
 - v2: and the intervals compact (ci, cases, ci_groups, ci_method: engine.measures.uncertainty);
 - v3: and the signed group differences with the test of equal group AUCs (signed, groups_apart);
 - any version: and the operating point's block (operating_point: engine.measures.operating_point).
