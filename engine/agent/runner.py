@@ -59,6 +59,10 @@ EventHook = Callable[[ev.Event, SessionState], None]
 T = TypeVar("T")
 
 
+# the summary an `evaluated` event carries for a split that was not scored (engine.session.events)
+UNSCORED = {"group_auc": {}, "group_auc_reason": {}, "n": 0}
+
+
 # --------------------------------------------------------------------------- the runner
 
 
@@ -436,9 +440,11 @@ class Runner:
             self.emit(et.Error(message=f"evaluation failed: {exc}", node_id=node_id, where="evaluation"))
             return
         for split, outcome in outcomes.items():
-            self.emit(et.Evaluated.from_payload(outcome.event_payload(
-                node_id, split, blinded=bool(self.config.blind_test) and split == "test")),
-                predictions=outcome.predictions if outcome.ok else None)
+            blinded = bool(self.config.blind_test) and split == "test"
+            self.emit(et.Evaluated(node_id=node_id, split=split, ok=outcome.ok, verdict=outcome.verdict,
+                                   reason=outcome.reason, summary=outcome.summary or dict(UNSCORED),
+                                   medfair=outcome.medfair, blinded=blinded),
+                      predictions=outcome.predictions if outcome.ok else None)
 
     def _compare(self) -> None:
         """Record which nodes cannot be told apart from each criterion's leader (a `compared`

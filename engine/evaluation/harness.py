@@ -52,20 +52,6 @@ class EvalOutcome:
     metrics: MetricSet | None = None
     log_tail: str = ""
 
-    def event_payload(self, node_id: int, split: str, *, blinded: bool = False) -> dict[str, Any]:
-        """The payload of an `evaluated` event (see engine.session.events)."""
-        summary = self.summary or {"group_auc": {}, "group_auc_reason": {}, "n": 0}
-        return {
-            "node_id": node_id,
-            "split": split,
-            "ok": self.ok,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "summary": summary,
-            "medfair": self.medfair,
-            "blinded": blinded,
-        }
-
 
 # --------------------------------------------------------------------------- the process
 
