@@ -82,6 +82,7 @@ def test_a_study_spec_takes_the_declared_keys_and_defaults():
     assert study_spec.SYNTH_KEYS == {k.removeprefix("data.synth.") for k in keys if k.startswith("data.synth.")}
     # a spec that gives every flat and [search] key its declared default runs the default session
     given = {k: o.default for k, o in keys.items() if "." not in k and o.default is not None and k != "data"}
+    # sandbox "none": only configurations are compared (nothing runs), and "auto" would probe bwrap here
     given.update(step_timeout=600.0, sandbox="none")
     search = {k.removeprefix("search."): o.default for k, o in keys.items()
               if k.startswith("search.") and o.default is not None}
@@ -99,7 +100,8 @@ def test_a_study_spec_takes_the_declared_keys_and_defaults():
 def test_the_setup_screen_offers_the_at_setup_options_with_their_defaults():
     fields = {f.name for f in dataclasses.fields(SetupChoices)}
     assert fields == (set(at_setup()) - {"api_key"}) | {"workspace"}   # the key is typed, never kept
-    # the session the setup's defaults start is `befair run`'s without a flag
+    # the session the setup's defaults start is `befair run`'s without a flag (sandbox "none": configurations
+    # only, nothing runs)
     setup = SessionConfig.from_options({**SetupChoices().option_values(), "sandbox": "none"})
     cli = SessionConfig.from_options(vars(_run_parser().parse_args(["--sandbox", "none"])))
     assert {**setup.to_dict(), "extra": {}} == {**cli.to_dict(), "extra": {}}
