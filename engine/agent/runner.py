@@ -101,7 +101,7 @@ class Runner:
         if self.sandbox.isolated:  # the runtime's folders must not expose what the sandbox hides
             guard_outside(RunSpec(cwd=Path("/")), [store.path, cache_dir(),
                                                    *[labels for _, labels in heldout_splits(self.workspace).values()]])
-        self.redactor = Redactor(list(self.coder.secrets))
+        self.writer.redactor = Redactor(list(self.coder.secrets))
         self.runs_root = runs_dir(store.path)
         self.stream_relay = self._relay_streams()
         prepare_session_input(self.runs_root, session_id, Path(self.workspace.agent_input))  # no-op when there
@@ -145,8 +145,7 @@ class Runner:
     # -- events ---------------------------------------------------------------------------
     def emit(self, typed: et.TypedEvent, *, consumes: dict[str, Any] | None = None,
              result: str = "applied", predictions: dict[str, float] | None = None) -> ev.Event:
-        redacted = type(typed).from_payload(self.redactor.payload(typed.to_payload()))
-        event = self.writer.emit(redacted, consumes=consumes, result=result, predictions=predictions)
+        event = self.writer.emit(typed, consumes=consumes, result=result, predictions=predictions)
         self.active.add(event)
         if self.on_event is not None:
             try:

@@ -13,6 +13,7 @@ from engine.session import events as ev
 from engine.session import sealed, selection
 from engine.session.event_types import TypedEvent
 from engine.session.changes import Changes, apply_changes
+from engine.session.redact import Redactor
 from engine.session.store.rows import (
     INSERT_EVENT, INSERT_FILES, INSERT_PREDICTIONS, UNSET, UPDATE_SESSION, UPSERT_NODE, node_row, packed_scores,
     session_summary,
@@ -40,9 +41,10 @@ class SessionWriter:
     at the batch's end, and the whole batch is durable when the block exits (a crash inside it
     loses the batch, never part of it)."""
 
-    def __init__(self, store: SessionRows, session_id: str):
+    def __init__(self, store: SessionRows, session_id: str, *, redactor: Redactor | None = None):
         self.store = store
         self.session_id = session_id
+        self.redactor = redactor  # the session's secrets (a coder's API key): never written
         self.state = store.state(session_id)
         self._best: Any = UNSET  # cached ★ node id (selection.choice)
         self._batch_depth = 0
@@ -65,13 +67,14 @@ class SessionWriter:
         `event`: a typed event (engine.session.event_types)."""
         if not isinstance(event, TypedEvent):
             raise TypeError(f"the writer appends typed events (engine.session.event_types), not {event!r}")
-        kind, body = event.kind, event.to_payload()
-        if predictions is not None and kind != ev.EVALUATED:
+        if self.redactor is not None:
+            event = self.redactor.typed(event)
+        if predictions is not None and event.kind != ev.EVALUATED:
             raise ValueError("only an evaluated event keeps predictions")
         with self.batch():
-            if kind == ev.SESSION_FINISHED:
+            if event.kind == ev.SESSION_FINISHED:
                 self._reveal_sealed()  # appended before the end, in the same transaction
-            return self._append(kind, body, ts, consumes, result, predictions)
+            return self._append(event.kind, event.to_payload(), ts, consumes, result, predictions, typed=event)
 
     def emit_many(self, items: Iterable[TypedEvent], *, ts: float | None = None) -> list[ev.Event]:
         """Append typed events in one transaction; durable on return."""
@@ -84,15 +87,18 @@ class SessionWriter:
         return _Batch(self)
 
     def _append(self, kind: str, payload: dict[str, Any], ts: float | None, consumes: dict[str, Any] | None,
-                result: str, predictions: Mapping[str, float] | None = None) -> ev.Event:
+                result: str, predictions: Mapping[str, float] | None = None,
+                typed: TypedEvent | None = None) -> ev.Event:
+        """`typed`: the event `payload` was written from, kept on the Event for the reducer (None
+        where this method changes the payload: the reducer then parses what was written)."""
         if predictions is not None:
-            payload = {**payload, "predictions_kept": True}
+            payload, typed = {**payload, "predictions_kept": True}, None
         kept_sealed = False
         if sealed.sealable(kind, payload):  # blinded test figures: kept apart
             self._seal(payload, predictions)
-            payload, kept_sealed = sealed.clear_part(payload), predictions is not None
+            payload, kept_sealed, typed = sealed.clear_part(payload), predictions is not None, None
         event = ev.Event(seq=self.state.last_seq + 1, kind=kind, payload=payload,
-                         ts=time.time() if ts is None else ts, session_id=self.session_id)
+                         ts=time.time() if ts is None else ts, session_id=self.session_id, typed=typed)
         if predictions is not None and not kept_sealed:
             self._keep_predictions(event, predictions)
         # Plain SQL on the raw connection: sqlite-utils' insert/upsert introspect the table on
