@@ -8,23 +8,38 @@ end; help (?) stays. Every key still works and is listed in the help and the pal
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from rich.cells import cell_len
 from textual.app import ComposeResult
+from textual.widget import Widget
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 PALETTE_FROM = 100  # columns from which the command palette's key is shown too
 KEEP = ("help",)    # actions never left out
 
 
-def key_width(key: FooterKey) -> int:
+class ShownKey(Protocol):
+    """What the footer knows of a key Footer.compose yields (its FooterKey, read by its public
+    attributes: the class itself is not part of Textual's public API)."""
+    key_display: str
+    description: str
+    action: str
+
+
+K = TypeVar("K", bound=ShownKey)
+
+
+def is_key(widget: Widget) -> bool:
+    return all(hasattr(widget, name) for name in ("key_display", "description", "action"))
+
+
+def key_width(key: ShownKey) -> int:
     """Cells a compact footer key takes: its key, a space, its description, a margin."""
     return cell_len(key.key_display) + (1 + cell_len(key.description) if key.description else 0) + 1
 
 
-def fit_keys(keys: list[FooterKey], width: int, drop_first: tuple[str, ...] = ()) -> list[FooterKey]:
+def fit_keys(keys: list[K], width: int, drop_first: tuple[str, ...] = ()) -> list[K]:
     """The keys to show in `width` cells, in their order."""
     shown = list(keys)
     order = [k for action in drop_first for k in shown if k.action == action]
@@ -48,16 +63,15 @@ class KeysFooter(Footer):
         width = self.size.width or self.app.size.width
         self.set_reactive(Footer.show_command_palette, width >= PALETTE_FROM)
         children = list(super().compose())
-        keys = [c for c in children if isinstance(c, FooterKey) and "-command-palette" not in c.classes]
-        palette = [c for c in children if isinstance(c, FooterKey) and "-command-palette" in c.classes]
+        keys: list[Any] = [c for c in children if is_key(c) and "-command-palette" not in c.classes]
+        palette: list[Any] = [c for c in children if is_key(c) and "-command-palette" in c.classes]
         room = width - sum(key_width(k) + 2 for k in palette)
         shown = set(map(id, fit_keys(keys, room, tuple(getattr(self.screen, "FOOTER_DROP", ())))))
         for child in children:
-            if not isinstance(child, FooterKey) or id(child) in shown or child in palette:
+            if not is_key(child) or id(child) in shown or child in palette:
                 yield child
 
     def on_resize(self) -> None:
         if self.size.width != self._width:
             self._width = self.size.width
-            if self._bindings_ready:
-                self.refresh(recompose=True)
+            self.refresh(recompose=True)   # before the screen's bindings are ready Footer composes nothing
