@@ -256,8 +256,8 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
     elif reading and report.llama_cpp:
         report.advice.append(f"prompts are read at {reading:.0f} tokens/s (~{STEP_PROMPT_TOKENS / reading:.0f} s for "
                              "a long debug prompt); llama.cpp keeps a lone request's stream alive meanwhile, so "
-                             f"the default {FLAG['timeout']} {LlmConfig.timeout:g} holds; sessions sharing one server wait for each "
-                             f"other's prompts in silence: raise it (e.g. {FLAG['timeout']} 900)")
+                             f"the default {FLAG['timeout']} {LlmConfig.timeout:g} holds; sessions sharing one server "
+                             f"wait for each other's prompts in silence: raise it (e.g. {FLAG['timeout']} 900)")
     _advise_scaffold(config, report, settings)
     if tps and tps < 3 and report.llama_cpp:
         report.advice.append("on a machine with 2 busy cores, start llama-server with -t 1 (befair llm serve-local "
