@@ -1,11 +1,13 @@
 """The setup screen's choices: their defaults, their limits, and what is remembered.
 
-The choices are the options of engine.agent.settings that the setup screen offers (`at_setup`),
-under their command-line names (plus `workspace`, the folder when the data are a workspace); their
-defaults are the table's, as SessionConfig resolves them (the step time limit, the feedback), and a
-session starts from them through the same table (`option_values`, SessionConfig.from_options), never
-through a command line built and parsed again. Limits: `LIMITS` (the synth generator's own
-minimums, the real data sets' sizes as maximums), checked by `problems()` with messages a person can act on.
+The choices are generated from the options of engine.agent.settings that the setup screen offers
+(`at_setup`): a field each, under its command-line name, of its type, its default as a session
+resolves it (the step time limit, the feedback; the LLM coder's blank: its configuration's), plus
+`workspace`, the folder when the data are a workspace; the API key is typed, never kept. A session
+starts from them through the same table (`option_values`, SessionConfig.from_options), never
+through a command line built and parsed again. Limits: `LIMITS`, the declared `bounds` of the whole
+numbers (the synth generator's own minimums, the real data sets' sizes as maximums), checked by
+`problems()` with messages a person can act on.
 
 Remembered settings live next to the session database (`<db stem>.settings.json` in its folder),
 so two studies on two databases never share them, and hold no per-person choice: the participant
@@ -16,69 +18,76 @@ screen goes to that one session's process through its environment (befair_tui.la
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import Field, asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from engine.agent.session_config import BEST_CRITERIA, FEEDBACK, SessionConfig
-from engine.agent.settings import at_setup, default
+import engine.agent.coder_registry  # noqa: F401  the coder kinds: the coder option's choices
+from engine.agent.session_config import SessionConfig
+from engine.agent.settings import at_setup
 from engine.measures.operating_point import canonical as canonical_operating_point
-from engine.data.synth import FULL as SYNTH_FULL
+from engine.options import Option
 from engine.paths import cache_dir
-from engine.task import CUSTOM, LEVELS
+from engine.task import CUSTOM
 
 _CONFIG = SessionConfig()
-
-# field -> (lowest, highest, what it is); whole numbers only
-LIMITS: dict[str, tuple[int, int, str]] = {
-    "steps": (1, 500, "the step budget"),
-    "step_timeout": (10, 86_400, "the time limit per step (seconds)"),
-    "seed": (0, 2**31 - 1, "the seed"),
-    # the generator's minimums (engine.data.synth.generate) and the real sets' sizes
-    "synth_n_train": (21, SYNTH_FULL["n_train"], "the number of training images"),
-    "synth_n_test": (18, SYNTH_FULL["n_test"], "the number of test images"),
-    "synth_size": (16, 512, "the image size (pixels)"),
-}
+SECRET_WORDS = ("key", "token", "secret", "password")
 PER_PERSON = ("participant",)     # never remembered: the next person starts without it
+DATA_KINDS = ("synth", "workspace")   # the data choice: SynthDerm, or the `workspace` folder
+# field -> (lowest, highest, what it is); whole numbers only
+LIMITS: dict[str, tuple[int, int, str]] = {dest: (*o.bounds, o.what) for dest, o in at_setup().items() if o.bounds}
+_Choices = TypeVar("_Choices")
 
 
-@dataclass
+def _secret(name: str) -> bool:
+    return any(w in name.lower() for w in SECRET_WORDS)
+
+
+def _default(option: Option) -> Any:
+    """A choice's default: the session's, as it resolves it; an LLM setting's blank (its configuration's)."""
+    if option.section == "llm":
+        return option.default if isinstance(option.default, bool) else ""
+    value = getattr(_CONFIG, option.name, option.default)
+    return "" if value is None else value
+
+
+def _offered(cls: type[_Choices]) -> type[_Choices]:
+    """`cls` made a dataclass with a field per option the setup screen offers (a secret excepted), then
+    `workspace`."""
+    offered = {dest: _default(o) for dest, o in at_setup().items() if not _secret(dest)}
+    offered["workspace"] = ""
+    cls.__annotations__ = {name: type(value) for name, value in offered.items()}
+    for name, value in offered.items():
+        setattr(cls, name, value)
+    return dataclass(cls)
+
+
+@_offered
 class SetupChoices:
-    level: str = _CONFIG.level
-    custom_text: str = ""
-    data: str = _CONFIG.data          # synth | workspace
-    workspace: str = ""
-    synth_n_train: int = default("synth_n_train")
-    synth_n_test: int = default("synth_n_test")
-    synth_size: int = default("synth_size")
-    coder: str = _CONFIG.coder        # offline | openai
-    model: str = _CONFIG.model or ""  # blank: the LLM configuration's model
-    base_url: str = ""                # blank: the LLM configuration's server
-    scaffold: bool = False            # the LLM writes features() and train() only (small models)
-    steps: int = _CONFIG.steps
-    step_timeout: float = _CONFIG.step_timeout
-    best: str = _CONFIG.best
-    feedback: str = _CONFIG.feedback or "auc"   # what the agent is shown of befair's measurements
-    blind_test: bool = _CONFIG.blind_test
-    operating_point: str = _CONFIG.operating_point   # where a lesion is called malignant (per-group figures)
-    participant: str = ""
-    seed: int = _CONFIG.seed
+    if TYPE_CHECKING:   # the fields are generated (_offered): each choice is its option's type
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+        def __init__(self, **choices: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def option_values(self) -> dict[str, Any]:
         """The session options these choices give (engine.agent.settings, by command-line name; None:
         not given), for SessionConfig.from_options: what `befair run` would read from its flags."""
-        llm = self.coder == "openai"
-        values: dict[str, Any] = {dest: getattr(self, dest) for dest in at_setup() if hasattr(self, dest)}
-        for dest, option in at_setup().items():
-            if dest in values and option.section == "llm":         # the LLM coder's, given when filled in
-                values[dest] = (str(values[dest]).strip() or None) if llm else None
-            elif dest in values and option.stored == "extra.synth" and self.data != "synth":
-                values[dest] = None
-        values["scaffold"] = "on" if llm and self.scaffold else None
-        values["data"] = self.workspace if self.data == "workspace" else "synth"
-        values["custom_text"] = self.custom_text if self.level == CUSTOM else None
-        values["participant"] = self.participant.strip() or None
-        return values
+        return {dest: self._given(dest, o) for dest, o in at_setup().items() if hasattr(self, dest)} | {
+            "data": self.workspace if self.data == "workspace" else "synth",
+            "custom_text": self.custom_text if self.level == CUSTOM else None,
+            "participant": self.participant.strip() or None}
+
+    def _given(self, dest: str, option: Option) -> Any:
+        """A choice as its option's value: the LLM coder's when it is chosen and filled in (a switch: "on"),
+        SynthDerm's when the data are generated."""
+        value = getattr(self, dest)
+        if option.section == "llm":
+            if self.coder != "openai":
+                return None
+            return ("on" if value else None) if isinstance(value, bool) else (str(value).strip() or None)
+        return None if option.stored == "extra.synth" and self.data != "synth" else value
 
     def session_config(self) -> SessionConfig:
         """The session these choices start (ValueError, or a BefairError such as no sandbox here, when
@@ -87,44 +96,41 @@ class SetupChoices:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SetupChoices":
-        """Known fields of the right type and within their limits; anything else keeps its default."""
-        known = {f.name for f in fields(cls)}
-        out = cls()
+        """Known fields of the right type, within their limits and among their choices; anything else
+        keeps its default."""
+        out, defaults = cls(), cls()
+        known = {f.name for f in fields(out)} - set(PER_PERSON)
         for key, value in d.items():
-            if key not in known or key in PER_PERSON:
-                continue
-            default = getattr(out, key)
-            try:
-                if isinstance(default, bool):
-                    if not isinstance(value, bool):
-                        continue
-                elif isinstance(default, (int, float)):
-                    if isinstance(value, bool) or float(value) != int(float(value)):
-                        continue
-                    value = type(default)(value)
-                    low, high, _ = LIMITS.get(key, (None, None, ""))
-                    if low is not None and high is not None and not low <= value <= high:
-                        continue
-                else:
-                    value = str(value)
-            except (TypeError, ValueError, OverflowError):
-                continue
-            setattr(out, key, value)
-        if out.level not in (*LEVELS, CUSTOM):
-            out.level = cls.level
-        if out.best not in BEST_CRITERIA:
-            out.best = cls.best
-        if out.feedback not in FEEDBACK:
-            out.feedback = cls.feedback
+            kept = _kept(key, value, getattr(out, key)) if key in known else None
+            if kept is not None:
+                setattr(out, key, kept)
+        for dest, option in at_setup().items():
+            allowed = option.allowed()
+            if allowed is not None and getattr(out, dest) not in allowed:
+                setattr(out, dest, getattr(defaults, dest))
         try:
             out.operating_point = canonical_operating_point(out.operating_point)
         except ValueError:
-            out.operating_point = cls.operating_point
-        if out.data not in ("synth", "workspace"):
-            out.data = cls.data
-        if out.coder not in ("offline", "openai"):
-            out.coder = cls.coder
+            out.operating_point = defaults.operating_point
+        if out.data not in DATA_KINDS:
+            out.data = defaults.data
         return out
+
+
+def _kept(key: str, value: Any, default: Any) -> Any:
+    """`value` as the choice `key` keeps it (the type of its default, within LIMITS); None: not kept."""
+    try:
+        if isinstance(default, bool):
+            return value if isinstance(value, bool) else None
+        if isinstance(default, (int, float)):
+            if isinstance(value, bool) or float(value) != int(float(value)):
+                return None
+            value = type(default)(value)
+            low, high, _ = LIMITS.get(key, (None, None, ""))
+            return None if low is not None and high is not None and not low <= value <= high else value
+        return str(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def parse_whole(raw: str, field: str) -> int:
@@ -153,12 +159,14 @@ def problems(choices: SetupChoices) -> list[str]:
             parse_whole(f"{float(getattr(choices, name)):.10g}", name)
         except ValueError as exc:
             out.append(str(exc))
-    if choices.level not in (*LEVELS, CUSTOM):
+    offered = at_setup()
+    if choices.level not in (offered["level"].allowed() or ()):
         out.append(f"unknown instruction level {choices.level!r}")
     if choices.level == CUSTOM and not choices.custom_text.strip():
         out.append("A custom instruction level needs its text.")
-    if choices.best not in BEST_CRITERIA:
-        out.append(f"\"best\" must be one of {', '.join(BEST_CRITERIA)}")
+    criteria = offered["best"].allowed() or ()
+    if choices.best not in criteria:
+        out.append(f"\"best\" must be one of {', '.join(criteria)}")
     return out
 
 
@@ -179,13 +187,9 @@ def load_choices(path: Path | None = None) -> SetupChoices:
         return SetupChoices()
 
 
-SECRET_WORDS = ("key", "token", "secret", "password")
-
-
 def public_choices(choices: SetupChoices) -> dict[str, Any]:
     """What may be written to disk: every choice but secrets and per-person ones."""
-    return {k: v for k, v in asdict(choices).items()
-            if k not in PER_PERSON and not any(w in k.lower() for w in SECRET_WORDS)}
+    return {k: v for k, v in asdict(choices).items() if k not in PER_PERSON and not _secret(k)}
 
 
 def save_choices(choices: SetupChoices, path: Path | None = None) -> None:

@@ -4,8 +4,9 @@ limit, seed, what "best" means, blinded test metrics, the cut-off per-group figu
 operating point) and a participant id.
 
 Every number is checked against befair_tui.settings.LIMITS as it is typed, with a message that
-says what is allowed. Defaults are `befair run`'s (SessionConfig, SynthDerm DEFAULTS); choices are
-remembered per database, except the participant id and the API key, which never are."""
+says what is allowed. The choices offered, the ranges and the defaults are the declared options'
+(engine.agent.settings.at_setup: `befair run`'s); choices are remembered per database, except the
+participant id and the API key, which never are."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +22,7 @@ from textual.widgets import (Button, Checkbox, Input, Label, RadioSet, Select,
                              Static, TextArea)
 
 from engine.agent.coder_registry import CODERS
-from engine.agent.session_config import BEST_CRITERIA, FEEDBACK
+from engine.agent.settings import at_setup
 from engine.coders.llm import scaffold
 from engine.session.feedback import FEEDBACK_LABEL
 from engine.session.selection import CRITERION_LABEL
@@ -35,11 +36,9 @@ from befair_tui.widgets.toggles import PlainCheckbox, PlainRadioButton
 if TYPE_CHECKING:
     from engine.coders.llm.config import LlmConfig
 
-LEVEL_NAMES = [*LEVELS, CUSTOM]
-NUMBER_FIELDS = {  # input id -> SetupChoices field
-    "synth-n-train": "synth_n_train", "synth-n-test": "synth_n_test", "synth-size": "synth_size",
-    "steps": "steps", "step-timeout": "step_timeout", "seed": "seed",
-}
+OFFERED = at_setup()   # the options the form offers: their choices, ranges (LIMITS) and defaults (SetupChoices)
+LEVEL_NAMES = list(OFFERED["level"].allowed() or ())
+NUMBER_FIELDS = {dest.replace("_", "-"): dest for dest in LIMITS}   # input id -> SetupChoices field
 
 
 # one line under each choice: what it does, in words
@@ -218,15 +217,15 @@ class SetupScreen(Screen[None]):
         with Vertical(classes="row"):
             with Horizontal(classes="inline stack"):
                 yield Label('★ and the search follow')
-                yield Select([(CRITERION_LABEL[b], b) for b in BEST_CRITERIA], value=c.best,
+                yield Select([(CRITERION_LABEL[b], b) for b in OFFERED["best"].allowed() or ()], value=c.best,
                              allow_blank=False, id="best")
                 yield PlainCheckbox("Blind test metrics until the end", c.blind_test, id="blind")
             yield Static(f"[dim]{BEST_HINT}[/dim]", classes="hint")
         with Vertical(classes="row"):
             with Horizontal(classes="inline stack"):
                 yield Label("The agent is shown")
-                yield Select([(FEEDBACK_LABEL[f], f) for f in FEEDBACK], value=c.feedback, allow_blank=False,
-                             id="feedback")
+                yield Select([(FEEDBACK_LABEL[f], f) for f in OFFERED["feedback"].allowed() or ()], value=c.feedback,
+                             allow_blank=False, id="feedback")
                 yield Label("Cut-off")
                 offered = CUT_OFFS + ([] if c.operating_point in dict(CUT_OFFS).values()
                                       else [(c.operating_point, c.operating_point)])

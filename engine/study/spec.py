@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.agent.session_config import SessionConfig
-from engine.agent.settings import default, problem, spec_keys
+from engine.agent.settings import problem, spec_keys
 from engine.errors import DataError
 from engine.options import Option
 from engine.study.people_spec import PeopleSpec, parse_people
@@ -103,10 +103,10 @@ class StudySpec:
     repeats: int
     seeds: list[int]
     coders: list[CoderSpec]
-    steps: int = default("steps")
-    best: str = default("best")
-    feedback: str | None = None               # what the agent is shown (None: the protocol's default)
-    blind_test: bool = default("blind_test")
+    steps: int                                # the session settings below: their options' when not given
+    best: str
+    feedback: str | None                      # what the agent is shown (None: the protocol's default)
+    blind_test: bool
     participants: list[str | None] = field(default_factory=lambda: [None])
     data: dict[str, Any] = field(default_factory=lambda: {"synth": {}})
     limits: dict[str, Any] = field(default_factory=dict)      # step_timeout, eval_timeout, memory_limit_mb, sandbox

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from engine.options import Option
+from engine.options import Option, declared, setting
 from engine.errors import BefairError
 
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -55,33 +55,66 @@ class LlmConfigError(BefairError):
     """The LLM coder cannot be configured as asked (no server, bad config file, bad value)."""
 
 
+def _llm(default: Any, help_: str, *, flag: str, env: str | None = None, stored: str = "llm",
+         spec: str | None = "coder.", at_setup: bool = False, **declaration: Any) -> Any:
+    """An LlmConfig field that declares one of the LLM coder's options (engine.options.setting): section
+    "llm", given_only (a flag not given leaves the value to the config file, the environment and the
+    protocol's defaults), kept in the session's extra["llm"] and a key of a study spec's openai [coder]
+    table unless said otherwise."""
+    return setting(default, help_, section="llm", flag=flag, env=env, stored=stored, spec=spec, at_setup=at_setup,
+                   given_only=True, **declaration)
+
+
 @dataclass
 class LlmConfig:
-    model: str = DEFAULT_MODEL
-    review_model: str | None = None          # None: the coding model reviews too
-    base_url: str | None = None              # None: api.openai.com
-    api_key: str | None = None
-    temperature: float = 0.5                 # coding (draft/improve/debug)
+    # A field declared with _llm is an option a person may give (a flag, the setup screen, a study spec,
+    # the environment); the others are the config file's only.
+    model: str = _llm(DEFAULT_MODEL, "LLM model for the openai coder (default: config file, then "
+                      f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})", flag="--model", env="BEFAIR_LLM_MODEL",
+                      stored="field", at_setup=True)
+    review_model: str | None = _llm(None, "model that reviews runs (default: --model)", flag="--review-model",
+                                    env="BEFAIR_LLM_REVIEW_MODEL")   # None: the coding model reviews too
+    base_url: str | None = _llm(None, "OpenAI-compatible server, e.g. http://localhost:8000/v1 (default: "
+                                "$OPENAI_BASE_URL, else OpenAI)", flag="--base-url", env="OPENAI_BASE_URL",
+                                at_setup=True)   # None: api.openai.com
+    api_key: str | None = _llm(None, "API key (default: $OPENAI_API_KEY; not needed for a local server)",
+                               flag="--api-key", env="OPENAI_API_KEY", stored="", spec=None, at_setup=True)
+    temperature: float = _llm(0.5, "sampling temperature for coding", flag="--temperature")   # draft/improve/debug
     review_temperature: float = 0.0
-    timeout: float = 120.0                   # the stall timeout (s): the openai client's timeout per
-                                             # HTTP attempt; streamed, it bounds each wait for the
-                                             # next bytes, so a call ends only when no token came
-                                             # for this long (or at its token cap)
-    max_retries: int = 2                     # the openai client's retries (timeouts, connection
-                                             # errors, 408/409/429/5xx) after the first attempt
-    call_budget_s: float | None = None       # an optional wall-clock bound on one call, retries
-                                             # included (None/0: off, the default: a slow local
-                                             # model that is still writing is never cut)
-    max_tokens: int | None = 4096            # completion cap for draft/improve/debug (0/None: none)
-    review_max_tokens: int | None = 512      # completion cap for reviews (0/None: none)
+    # the stall timeout (s): the openai client's timeout per HTTP attempt; streamed, it bounds each wait
+    # for the next bytes, so a call ends only when no token came for this long (or at its token cap)
+    timeout: float = _llm(120.0, "stall timeout: seconds the LLM client waits for the next bytes of a streamed "
+                          "reply (or for the answer of an unstreamed one; default 120)", flag="--llm-timeout",
+                          dest="llm_timeout", metavar="SECONDS")
+    # the openai client's retries (timeouts, connection errors, 408/409/429/5xx) after the first attempt
+    max_retries: int = _llm(2, "retries of a failed LLM request by the openai client (timeouts, connection "
+                            "errors, 429, 5xx; default 2)", flag="--llm-retries", dest="llm_retries", metavar="N")
+    # an optional wall-clock bound on one call, retries included (None/0: off, the default: a slow local
+    # model that is still writing is never cut)
+    call_budget_s: float | None = _llm(None, "an outer bound: seconds one LLM call may take in all, retries "
+                                       "included (default: none; a streaming reply ends at its token cap or after "
+                                       "--llm-timeout seconds without a token; `befair llm check` suggests one)",
+                                       flag="--llm-call-budget", metavar="SECONDS")
+    max_tokens: int | None = _llm(4096, "completion cap (max_tokens) for draft/improve/debug replies (default "
+                                  "4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS")   # 0/None: none
+    review_max_tokens: int | None = _llm(512, "completion cap for reviews (default 512; 0: no cap)",
+                                         flag="--review-max-tokens", metavar="TOKENS")
     stream: bool = True                      # stream replies (falls back when the server refuses)
     review_tools: bool | None = None         # None: try tool calling, fall back to JSON
     prices: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
-    budget_usd: float | None = None          # pause the session when the cost reaches it
-    scaffold: bool = False                   # the model writes features() and train() only, into
-                                             # befair's scaffold (engine.coders.llm.scaffold; befair's protocol)
-    seed: int | None = None                  # sampling seed: a client's n-th sample is asked with
-                                             # seed + n (None: none sent)
+    # the model writes features() and train() only, into befair's scaffold (engine.coders.llm.scaffold;
+    # befair's protocol); the flag reads on|off
+    scaffold: bool = _llm(False, "on: the model writes only features() and train(); befair's scaffold reads the "
+                          "data, prints the metric and defines predict() (for small local models; `befair llm "
+                          "check` says when; default off)", flag="--scaffold", metavar="on|off", at_setup=True,
+                          type=str)
+    # sampling seed: a client's n-th sample is asked with seed + n (None: none sent)
+    seed: int | None = _llm(None, "sampling seed: the n-th reply is asked with seed+n, so a server that honours "
+                            "seeds (llama.cpp's without prompt caching, vLLM) answers the same prompts alike "
+                            "(default: none)", flag="--llm-seed", dest="llm_seed", metavar="N")
+    # pause the session when the cost reaches it
+    budget_usd: float | None = _llm(None, "pause the session when the LLM cost reaches this many USD",
+                                    flag="--budget", metavar="USD", env="BEFAIR_LLM_BUDGET")
     source: str = "defaults"                 # where the settings came from (for messages)
 
     def __post_init__(self) -> None:
@@ -330,53 +363,11 @@ _RETIRED = {"retry_base_delay", "retry_max_delay"}
 
 # -- command line ----------------------------------------------------------------------------
 
-def _llm(name: str, type_: type, default: object, help_: str, *, flag: str, env: str | None = None,
-         stored: str = "llm", spec: bool = True, at_setup: bool = False, **kw: Any) -> Option:
-    """One of the LLM coder's settings: section "llm", given_only (a flag not given leaves the value to
-    the config file, the environment and the protocol's defaults), kept in the session's extra["llm"]
-    and a key of a study spec's openai [coder] table unless said otherwise."""
-    return Option(name, type_, default, help_, section="llm", flag=flag, env=env, stored=stored,
-                  spec=f"coder.{name}" if spec else None, at_setup=at_setup, given_only=True, **kw)
-
-
+# the LLM coder's options: LlmConfig's fields, then the config file's path (kept nowhere)
 LLM_OPTIONS: tuple[Option, ...] = (
-    # the LLM coder's settings a person may give (flags, the setup screen, a study spec, the
-    # environment); defaults: LlmConfig's
-    _llm("model", str, DEFAULT_MODEL, "LLM model for the openai coder (default: config file, then "
-         f"$BEFAIR_LLM_MODEL, then {DEFAULT_MODEL})", flag="--model", env="BEFAIR_LLM_MODEL", stored="field",
-         at_setup=True),
-    _llm("review_model", str, None, "model that reviews runs (default: --model)", flag="--review-model",
-         env="BEFAIR_LLM_REVIEW_MODEL"),
-    _llm("base_url", str, None, "OpenAI-compatible server, e.g. http://localhost:8000/v1 "
-         "(default: $OPENAI_BASE_URL, else OpenAI)", flag="--base-url", env="OPENAI_BASE_URL", at_setup=True),
-    _llm("api_key", str, None, "API key (default: $OPENAI_API_KEY; not needed for a local server)",
-         flag="--api-key", env="OPENAI_API_KEY", stored="", spec=False, at_setup=True),
-    _llm("temperature", float, 0.5, "sampling temperature for coding", flag="--temperature"),
-    _llm("timeout", float, 120.0, "stall timeout: seconds the LLM client waits for the next "
-         "bytes of a streamed reply (or for the answer of an unstreamed one; default 120)",
-         flag="--llm-timeout", dest="llm_timeout", metavar="SECONDS"),
-    _llm("max_retries", int, 2, "retries of a failed LLM request by the openai client "
-         "(timeouts, connection errors, 429, 5xx; default 2)",
-         flag="--llm-retries", dest="llm_retries", metavar="N"),
-    _llm("call_budget_s", float, None, "an outer bound: seconds one LLM call may take in "
-         "all, retries included (default: none; a streaming reply ends at its token cap or "
-         "after --llm-timeout seconds without a token; `befair llm check` suggests one)",
-         flag="--llm-call-budget", metavar="SECONDS"),
-    _llm("max_tokens", int, 4096, "completion cap (max_tokens) for draft/improve/debug "
-         "replies (default 4096; 0: no cap)", flag="--max-tokens", metavar="TOKENS"),
-    _llm("review_max_tokens", int, 512, "completion cap for reviews (default 512; "
-         "0: no cap)", flag="--review-max-tokens", metavar="TOKENS"),
-    _llm("scaffold", str, False, "on: the model writes only features() and train(); befair's "
-         "scaffold reads the data, prints the metric and defines predict() (for small local "
-         "models; `befair llm check` says when; default off)", flag="--scaffold", metavar="on|off",
-         at_setup=True),
-    _llm("seed", int, None, "sampling seed: the n-th reply is asked with seed+n, so a server "
-         "that honours seeds (llama.cpp's without prompt caching, vLLM) answers the same prompts "
-         "alike (default: none)", flag="--llm-seed", dest="llm_seed", metavar="N"),
-    _llm("budget_usd", float, None, "pause the session when the LLM cost reaches this many USD",
-         flag="--budget", metavar="USD", env="BEFAIR_LLM_BUDGET"),
-    _llm("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else "
-         "~/.config/befair/llm.toml)", flag="--llm-config", env="BEFAIR_LLM_CONFIG", stored="", spec=False),
+    *declared(LlmConfig),
+    Option("llm_config", str, None, "LLM config file (default: $BEFAIR_LLM_CONFIG, else ~/.config/befair/llm.toml)",
+           section="llm", flag="--llm-config", env="BEFAIR_LLM_CONFIG", stored="", given_only=True),
 )
 # the environment variables the LLM settings are read from (LlmConfig.load): variable -> field
 ENV_VARS: dict[str, str] = {o.env: o.name for o in LLM_OPTIONS if o.env and o.name != "llm_config"}

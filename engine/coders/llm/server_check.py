@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.coders.llm import local_model
 from engine.coders.llm.client import ChatClient
-from engine.coders.llm.config import LlmConfig
+from engine.coders.llm.config import LLM_OPTIONS, LlmConfig
 from engine.coders.llm.scaffold import SMALL_MODEL_PARAMS
 
 # What one step asks of a model, measured on befair's own prompts with SynthDerm (tokens): a
@@ -76,11 +76,14 @@ class CheckReport:
         return out + [f"advice   {a}" for a in self.advice]
 
 
+# an LLM setting's flag, by LlmConfig field (engine.coders.llm.config.LLM_OPTIONS)
+FLAG = {o.name: o.flag or "" for o in LLM_OPTIONS}
+ADVISED = ("timeout", "max_tokens", "call_budget_s", "scaffold")   # the settings a check suggests, in this order
+
+
 def _flags(settings: dict[str, Any]) -> list[tuple[str, Any]]:
-    names = {"timeout": "--llm-timeout", "max_tokens": "--max-tokens", "call_budget_s": "--llm-call-budget",
-             "scaffold": "--scaffold"}
     shown = {k: ("on" if v is True else "off" if v is False else v) for k, v in settings.items()}
-    return [(names[k], shown[k]) for k in names if shown.get(k) is not None]
+    return [(FLAG[k], shown[k]) for k in ADVISED if shown.get(k) is not None]
 
 
 def _root(base_url: str) -> str:
@@ -242,19 +245,19 @@ def _advise(config: LlmConfig, report: CheckReport) -> None:
         budget = math.ceil((STEP_PROMPT_TOKENS / (reading or 50.0) + 1.5 * cap / tps) / 60) * 60
         settings["call_budget_s"] = None
         report.advice.append(f"a step's call takes about {per_step / 60:.1f} min at these speeds (a "
-                             f"~{STEP_REPLY_TOKENS:,}-token pipeline); leave --llm-call-budget off, or set it "
+                             f"~{STEP_REPLY_TOKENS:,}-token pipeline); leave {FLAG['call_budget_s']} off, or set it "
                              f"to {budget} s (the {cap:,}-token cap at 2/3 of the measured speed)")
         if tps < 3:
             report.advice.append("under 3 tokens/s: the machine is busy or slow; a 20-step session will take hours")
     if reading and stall > 120:
         report.advice.append(f"prompts are read at {reading:.0f} tokens/s: a long debug prompt takes "
                              f"~{STEP_PROMPT_TOKENS / reading:.0f} s before the first token, so use "
-                             f"--llm-timeout {int(stall)}")
+                             f"{FLAG['timeout']} {int(stall)}")
     elif reading and report.llama_cpp:
         report.advice.append(f"prompts are read at {reading:.0f} tokens/s (~{STEP_PROMPT_TOKENS / reading:.0f} s for "
                              "a long debug prompt); llama.cpp keeps a lone request's stream alive meanwhile, so "
-                             "the default --llm-timeout 120 holds; sessions sharing one server wait for each "
-                             "other's prompts in silence: raise it (e.g. --llm-timeout 900)")
+                             f"the default {FLAG['timeout']} {LlmConfig.timeout:g} holds; sessions sharing one server "
+                             f"wait for each other's prompts in silence: raise it (e.g. {FLAG['timeout']} 900)")
     _advise_scaffold(config, report, settings)
     if tps and tps < 3 and report.llama_cpp:
         report.advice.append("on a machine with 2 busy cores, start llama-server with -t 1 (befair llm serve-local "
@@ -270,5 +273,5 @@ def _advise_scaffold(config: LlmConfig, report: CheckReport, settings: dict[str,
     settings["scaffold"] = True
     if not config.scaffold:
         report.advice.append(f"a {report.params / 1e9:.1f}B-parameter model rarely writes a whole pipeline that "
-                             "runs: use --scaffold on (befair writes the data loading, the metric line and "
+                             f"runs: use {FLAG['scaffold']} on (befair writes the data loading, the metric line and "
                              "predict(); the model writes features() and train())")
