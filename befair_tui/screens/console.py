@@ -29,7 +29,7 @@ from befair_tui.widgets.status_bar import StatusBar
 
 
 class ConsoleScreen(FollowedSession, SteeringKeys, ExpertBaselines):
-    BINDINGS = [*CONSOLE_BINDINGS]
+    BINDINGS = [*CONSOLE_BINDINGS]   # every key of the console (ConsoleView's): this one can steer with all
 
     def __init__(self, store: SessionStore, session_id: str, *, proc: subprocess.Popen[bytes] | None = None,
                  poll_interval: float = 0.15, clock: Callable[[], float] | None = None) -> None:

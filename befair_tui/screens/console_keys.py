@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual.binding import Binding, BindingsMap
+from textual.binding import Binding
 
 from befair_tui.bindings import (ADD_STEPS, CHOOSE_CRITERION, CHOOSE_FEEDBACK, EXPAND, GUIDE, PAUSE, PRUNE, QUIT,
                                  RESUME, STOP, TOGGLE_SPLIT, detail_tab_bindings)
@@ -43,13 +43,3 @@ def screen_keys(bindings: Iterable[tuple[str, Binding]]) -> dict[str, str]:
         out.setdefault(binding.action, key)
     return out
 
-
-def overridden(*tables: list[Binding]) -> list[Binding]:
-    """One bindings table from several, as Textual merges a subclass's BINDINGS over its base's: a
-    key a later table binds is taken from it, in the place the key first had (a replay's `b`, the
-    previous node, instead of the console's "train baselines")."""
-    keys: dict[str, list[Binding]] = {}
-    for table in tables:
-        for key, bindings in BindingsMap(table).key_to_bindings.items():
-            keys[key] = bindings
-    return [binding for bindings in keys.values() for binding in bindings]

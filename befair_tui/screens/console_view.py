@@ -25,7 +25,7 @@ from engine.session.store import SessionStore
 from befair_tui.console.controller import ConsoleController, Redraw
 from befair_tui.console.steering import OFFERED_WHEN_ABLE, fits_the_p_key
 from befair_tui.messages import ReferencesRead
-from befair_tui.screens.console_keys import FOOTER_DROP, key_actions, screen_keys
+from befair_tui.screens.console_keys import CONSOLE_BINDINGS, FOOTER_DROP, key_actions, screen_keys
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -36,6 +36,9 @@ from befair_tui.widgets.status_bar import StatusBar
 
 
 class ConsoleView(Screen[None]):
+    # The console's keys; a replay binds its own over them (each steering key there says why it
+    # cannot act), a participant's console has its own instead (inherit_bindings=False).
+    BINDINGS = [*CONSOLE_BINDINGS]
     FOOTER_DROP = FOOTER_DROP
 
     def __init__(self, store: SessionStore, session_id: str, ctl: ConsoleController) -> None:

@@ -19,7 +19,6 @@ from engine.session.store import SessionStore
 from befair_tui.console.controller import ConsoleController
 from befair_tui.console.modes import Replaying, Viewer
 from befair_tui.messages import ReplayRead
-from befair_tui.screens.console_keys import CONSOLE_BINDINGS, overridden
 from befair_tui.screens.console_view import ConsoleView
 from befair_tui.widgets.status_bar import StatusBar
 from befair_tui.widgets.timeline import TimelineBar
@@ -39,7 +38,7 @@ REPLAY_BINDINGS = [
 
 
 class ReplayScreen(ConsoleView):
-    BINDINGS = overridden(CONSOLE_BINDINGS, REPLAY_BINDINGS)
+    BINDINGS = REPLAY_BINDINGS   # over the console's (ConsoleView): its `b` is the previous node here
 
     def __init__(self, store: SessionStore, session_id: str, *, autoplay: bool = False, speed: str = "10x",
                  mono: Callable[[], float] = time.monotonic, clock: Callable[[], float] | None = None) -> None:
