@@ -38,7 +38,7 @@ REPLAY_BINDINGS = [
 
 
 class ReplayScreen(ConsoleView):
-    BINDINGS = REPLAY_BINDINGS   # over the console's (ConsoleView): its `b` is the previous node here
+    BINDINGS = [*REPLAY_BINDINGS]   # over the console's (ConsoleView): its `b` is the previous node here
 
     def __init__(self, store: SessionStore, session_id: str, *, autoplay: bool = False, speed: str = "10x",
                  mono: Callable[[], float] = time.monotonic, clock: Callable[[], float] | None = None) -> None:
