@@ -1,27 +1,23 @@
-"""The console's expert baselines: the reference rows it compares the session with (baselines trained
-on this database's data, and the published rows), and a training of them on the session's data,
-started on request and followed in the background.
+"""The researcher's console's part for training expert baselines on the session's data: started on
+request, followed in the background; the rows it records appear in the scoreboard and the plot
+(the reference rows themselves are read by every console: console_view).
 
-A mixin of ConsoleScreen. The training's log is read by a thread worker that only posts
-BaselinesTraining messages; the screen updates the scoreboard and the plot when they arrive.
+The training's log is read by a thread worker that only posts BaselinesTraining messages; the
+screen updates the scoreboard and the plot when they arrive. Whether it can be trained is the
+controller's (befair_tui.console.controller.ConsoleController.training_refusal).
 """
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import on, work
-from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from baselines.reference import reference_rows
-from engine.session import views
-from engine.session.state import SessionState
-from engine.session.store import SessionStore
-
-from befair_tui.messages import BaselinesTraining, ReferencesRead
+from befair_tui.messages import BaselinesTraining
 from befair_tui.polling import pause
+from befair_tui.screens.console_view import ConsoleView
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.scoreboard import Scoreboard
 
@@ -29,71 +25,22 @@ if TYPE_CHECKING:
     from befair_tui.baseline_training import TrainingPlan
 
 
-class ExpertBaselines(Screen[None]):
-    # set by ConsoleScreen
-    store: SessionStore
-    session_id: str
-    state: SessionState
-    best: int | None
-    read_only: bool
-
+class ExpertBaselines(ConsoleView):
     baseline_plan: TrainingPlan | None = None  # a baseline_training.TrainingPlan (None: its defaults); tests train less
     _training: subprocess.Popen[bytes] | None = None  # the training's process while it runs
     _trained_runs = 0     # its runs recorded so far (each one reloads the rows)
 
-    @work(thread=True, exclusive=True, group="references", name="read-references")
-    def _load_references(self) -> None:
-        """Read the reference rows (and the session's level, for a session just spawned, whose
-        events have not come yet) in a thread; only posts ReferencesRead."""
-        try:
-            trained, rows = reference_rows(self.store)
-            try:
-                level = self.store.session(self.session_id).get("level") or ""
-            except Exception:  # noqa: BLE001 - the session may not exist yet (just spawned)
-                level = ""
-            self.post_message(ReferencesRead(trained, rows, level))
-        except Exception as exc:  # noqa: BLE001 - said on screen
-            self.post_message(ReferencesRead([], [], "", error=str(exc)))
-        finally:
-            self.store.close()   # this thread's connection
-
-    def shown_published(self, published: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The published rows this reader is shown (all, here)."""
-        return published
-
-    @on(ReferencesRead)
-    def _on_references(self, message: ReferencesRead) -> None:
-        baselines: list[dict[str, Any]] = []
-        published: list[dict[str, Any]] = []
-        if message.error:
-            self.notify(f"could not read baselines: {message.error}", severity="warning")
-        else:
-            baselines = views.baseline_points(message.trained, self.state)
-            published = self.shown_published(views.published_points(message.rows, self.state.level or message.level))
-        board = self.query_one(Scoreboard)
-        board.set_references(baselines, published)
-        board.can_baselines = not self.read_only and self.baseline_workspace() is not None
-        self.query_one(ComparisonPlot).set_references(baselines, published)
-        board.sync(self.state)
-        self.query_one(ComparisonPlot).sync(self.state, self.best)
-
-    def baseline_workspace(self) -> str | None:
-        """The session's prepared workspace, when it is here to train baselines on."""
-        path = str((self.state.data or {}).get("path") or "")
-        if views.data_kind(self.state) not in ("synth", "real") or not path:
-            return None
-        return path if Path(path).is_dir() else None
+    def why_not(self, action: str) -> str | None:
+        """The training key's refusal (why_not_train), else the steering keys' (ConsoleView)."""
+        if action == "train_baselines":
+            return self.why_not_train()
+        return super().why_not(action)
 
     def why_not_train(self) -> str | None:
         """Why the baselines cannot be trained now (None: they can)."""
-        if self._training is not None:
-            return "The baselines are training already: their progress is in the scoreboard."
-        if self.read_only or self.baseline_workspace() is None:
-            return "This session's data is not here, so no baseline can be trained for it."
         boards = self.query(Scoreboard)
-        if boards and not boards.first().no_baselines():
-            return "Baselines trained on this session's data are in the scoreboard already."
-        return None
+        return self.ctl.training_refusal(training=self._training is not None,
+                                         trained_shown=bool(boards) and not boards.first().no_baselines())
 
     def action_train_baselines(self) -> None:
         from befair_tui.baseline_training import TrainingPlan
@@ -118,7 +65,7 @@ class ExpertBaselines(Screen[None]):
         from befair_tui import launch
         from befair_tui.baseline_training import train_argv
 
-        workspace = self.baseline_workspace()
+        workspace = self.ctl.baseline_workspace()
         name = f"baselines-{self.session_id}"
         log = launch.log_path(self.store.path, name)
         start = log.stat().st_size if log.exists() else 0  # an earlier training's lines are not this one's
@@ -166,14 +113,14 @@ class ExpertBaselines(Screen[None]):
             if message.finished != self._trained_runs:  # a run landed in the database: show it now
                 self._trained_runs = message.finished
                 self._load_references()
-                self.query_one(ComparisonPlot).sync(self.state, self.best)
-            board.sync(self.state)
+                self.query_one(ComparisonPlot).sync(self.ctl.state, self.ctl.best)
+            board.sync(self.ctl.state)
             return
         self._training = None
         board.set_training(None)
         self._load_references()  # the new rows, from the database
-        board.sync(self.state)
-        self.query_one(ComparisonPlot).sync(self.state, self.best)
+        board.sync(self.ctl.state)
+        self.query_one(ComparisonPlot).sync(self.ctl.state, self.ctl.best)
         self.refresh_bindings()
         if message.error:
             self.notify(f"The baseline training failed: {message.error}", title="Baselines", severity="error",
@@ -181,3 +128,6 @@ class ExpertBaselines(Screen[None]):
         else:
             self.notify("Expert baselines trained: their rows are in the scoreboard and the plot.",
                         title="Baselines", timeout=8)
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "baselines")  # the training itself goes on, detached

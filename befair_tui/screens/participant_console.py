@@ -1,54 +1,54 @@
 """A participant's console: their own live session with steering only.
 
-The console (ConsoleScreen) without what a participant may not do: its bindings are replaced, not
-extended (no sessions screen, stop, added steps, runner resume, quit), every other action is
-refused by check_action, and each command goes through engine.study.people.steer, which refuses
-(and records) one for any session but this participant's own. A runner that stopped (the server
-or the machine was killed) is resumed here without asking; when the session ends (its budget, its
-time limit, a failure or a researcher's stop) the app moves on to the questions.
+The controller is composed with `Following` (the session's event log) and a `Participant` at the
+keys (befair_tui.console.modes): the keys a study allows, each command through
+engine.study.people.steer, which refuses (and records) one for any session but this participant's
+own. Its bindings are its own (no sessions screen, stop, added steps, runner resume, quit). A
+runner that stopped (the server or the machine was killed) is resumed here without asking; when
+the session ends (its budget, its time limit, a failure or a researcher's stop) the app moves on
+to the questions.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
 
 from engine.agent.commands import guidance_budget
-from engine.errors import BefairError
 from engine.session import events as ev
 from engine.session import views
-from engine.session.participants import CommandRefused
-from engine.session.store import SessionStore
 from engine.session.active_time import ActiveClock, clock_runs_when_paused
+from engine.session.store import SessionStore
 from engine.study import people
 from engine.study.people import Position
 from engine.study.pool import log_dir
 from engine.study.spec import StudySpec
 
 from befair_tui.bindings import CHOOSE_CRITERION, EXPAND, GUIDE, PAUSE, PRUNE, RESUME, TOGGLE_SPLIT, detail_tab_bindings
-from befair_tui.launch import runner_state
+from befair_tui.console.controller import ConsoleController
+from befair_tui.console.modes import Following, Participant
 from befair_tui.messages import ResumeChecked
 from befair_tui.navigation import participant_flow
-from befair_tui.screens.console import ConsoleScreen
+from befair_tui.screens.console_follow import FollowedSession
+from befair_tui.screens.console_steering import SteeringKeys
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.participant_bar import ParticipantBar
-from befair_tui.widgets.scoreboard import Scoreboard
 from befair_tui.widgets.status_bar import StatusBar
 
-ALLOWED = {"pause", "resume", "guide", "expand", "prune", "toggle_split", "detail_tab", "choose_criterion"}
 RESPAWN_AFTER = 8.0  # seconds between two attempts to resume an interrupted session
 MAX_ATTEMPTS = 5
 
 
-class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
+class ParticipantConsoleScreen(FollowedSession, SteeringKeys, inherit_bindings=False):
     BINDINGS = [PAUSE, RESUME, GUIDE, EXPAND, PRUNE, TOGGLE_SPLIT, CHOOSE_CRITERION, *detail_tab_bindings()]
 
     def __init__(self, store: SessionStore, session_id: str, *, position: Position, spec: StudySpec,
                  participant: str, poll_interval: float = 0.15, clock: Callable[[], float] | None = None) -> None:
-        super().__init__(store, session_id, poll_interval=poll_interval, clock=clock)
+        ctl = ConsoleController(session_id, Following(store.path, session_id, clock=clock),
+                                Participant(store, spec, participant))
+        super().__init__(store, session_id, ctl, poll_interval=poll_interval)
         self.position, self.spec, self.participant = position, spec, participant
         self.active = ActiveClock()
         self.ended = False
@@ -66,11 +66,11 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
             self.active.add(event)
         super().ingest(events)
         # the time limit as the runner counts it: paused time too, unless the session's study says not
-        self.active.count_paused = clock_runs_when_paused(self.state.config)
+        self.active.count_paused = clock_runs_when_paused(self.ctl.state.config)
         self._check_end()
 
     def _check_end(self) -> None:
-        state = self.state
+        state = self.ctl.state
         over = state.status in people.OVER or (state.status == "stopped" and state.stop_requested)
         if over and not self.ended:
             self.ended = True
@@ -79,23 +79,23 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
 
     def _tick(self) -> None:
         super()._tick()
-        interrupted = self.state.status == "stopped" and not self.state.stop_requested
-        if interrupted or self.state.status == "new":
+        state = self.ctl.state
+        interrupted = state.status == "stopped" and not state.stop_requested
+        if interrupted or state.status == "new":
             self._resume_if_needed()
         self._sync_bar()
 
     def check_runner(self) -> str | None:
-        """The heartbeat as the heartbeat worker last read it (ConsoleScreen); a stopped runner
-        is resumed here (the participant has no key for it)."""
-        if self._session_row is None:
-            return self.runner  # not read yet, or not created yet: the worker is setting up
-        status = runner_state(self._session_row, None)
-        self.runner = status
-        if status == "stopped" and self.state.status in ("running", "paused"):
+        """The heartbeat as the heartbeat worker last read it; a stopped runner is resumed here
+        (the participant has no key for it)."""
+        change = self.ctl.check_runner()
+        if change is None:
+            return self.ctl.runner  # not read yet, or not created yet: the worker is setting up
+        if change.stopped:
             self._resume_if_needed()
         self._sync_status()
         self._sync_bar()   # the bar says the runner's state too (a restart's note)
-        return status
+        return change.status
 
     def _resume_if_needed(self) -> None:
         mono = time.monotonic()
@@ -137,92 +137,55 @@ class ParticipantConsoleScreen(ConsoleScreen, inherit_bindings=False):
                 self.notify(f"The session could not be started {MAX_ATTEMPTS} times; please tell the researcher "
                             f"(its log: {log_dir(self.store.path, self.spec.name)}).", severity="error", timeout=30)
             return
-        if message.started and self.state.status != "new":
+        if message.started and self.ctl.state.status != "new":
             self._note = "the session was interrupted; it is resuming…"
             self.notify("The agent was interrupted (the server or the machine restarted); it is resuming where "
                         "it was. Nothing recorded is lost.", title="Session", timeout=8)
-        elif self.state.status == "new":
+        elif self.ctl.state.status == "new":
             self._note = "the session is starting…"
 
     def _sync_status(self) -> None:
+        ctl, state = self.ctl, self.ctl.state
         self._sync_guidance_input()
-        runner = None if self.runner == "stopped" else self.runner  # no "u: resume": it resumes by itself
-        self.query_one(StatusBar).sync(self.state, read_only=False, now=self.clock(), replay=None, runner=runner,
+        runner = None if ctl.runner == "stopped" else ctl.runner  # no "u: resume": it resumes by itself
+        self.query_one(StatusBar).sync(state, read_only=False, now=ctl.clock(), replay=None, runner=runner,
                                        steps=False, paused_clock=(paused := self.paused_clock()),
                                        elapsed_clock=paused is None)   # a time limit: the bar's time left
-        self.query_one(Scoreboard).set_unsandboxed(self.state.unsandboxed)
-        key = (self.state.status, self.runner, self.state.stop_requested)
-        if key != self._bindings_key:
-            self._bindings_key = key
-            self.refresh_bindings()
+        self.scoreboard.set_unsandboxed(state.unsandboxed)
+        self.refresh_bindings_on((state.status, ctl.runner, state.stop_requested))
 
     def _sync_guidance_input(self) -> None:
-        box = self._guidance
+        box, state = self._guidance, self.ctl.state
         if box is None:
             return
-        budget = guidance_budget(self.state)
-        spent = budget is not None and len(self.state.guidance) >= budget
-        closed = views.ended(self.state) or spent
+        budget = guidance_budget(state)
+        spent = budget is not None and len(state.guidance) >= budget
+        closed = views.ended(state) or spent
         if closed != box.disabled:
             box.disabled = closed
             box.placeholder = ("your guidance budget for this session is spent" if spent and not self.ended else
                                "this session has ended" if closed else GuidanceInput.PLACEHOLDER)
 
     def _sync_bar(self) -> None:
-        alive = self.runner == "alive" and self.state.status in ("running", "paused")
+        state, runner = self.ctl.state, self.ctl.runner
+        alive = runner == "alive" and state.status in ("running", "paused")
         left = None
         if self.spec.time_limit:
-            left = max(0.0, self.spec.time_limit - self.active.seconds(now=self.clock() if alive else None))
-        budget = guidance_budget(self.state)
-        if self.runner == "alive" and self._note.startswith("the session was"):
+            left = max(0.0, self.spec.time_limit - self.active.seconds(now=self.ctl.clock() if alive else None))
+        budget = guidance_budget(state)
+        if runner == "alive" and self._note.startswith("the session was"):
             self._note = ""
             self._attempts = 0
-        if self.state.status in ("running", "paused") and self._note == "the session is starting…":
+        if state.status in ("running", "paused") and self._note == "the session is starting…":
             self._note = ""
         cell = self.position.cell
         self.query_one(ParticipantBar).sync(
             number=self.position.number, total=self.position.total, level=cell.level.label if cell else "",
-            time_left=left, guidance_left=None if budget is None else max(0, budget - len(self.state.guidance)),
-            note=self._note, steps=views.step_count(self.state))
+            time_left=left, guidance_left=None if budget is None else max(0, budget - len(state.guidance)),
+            note=self._note, steps=views.step_count(state))
 
     def paused_clock(self) -> bool | None:
         """Whether this session's time limit runs on while it is paused (None: it has no time limit)."""
-        if not (self.state.config.get("time_limit_s") or self.spec.time_limit):
+        if not (self.ctl.state.config.get("time_limit_s") or self.spec.time_limit):
             return None
-        return clock_runs_when_paused(self.state.config)
-
-    # -- what a participant is shown -------------------------------------------------------------
-    def shown_published(self, published: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The published reference rows only where the study shows them to everyone ([people]
-        references): a published figure can anchor a participant's answers."""
-        return published if people.people_of(self.spec).participants_see_references else []
-
-    # -- steering: this participant's own session only ------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in ALLOWED:
-            return False
-        return super().check_action(action, parameters)
-
-    def _command(self, kind: str, payload: dict[str, Any] | None = None, *, note: str) -> bool:
-        try:
-            people.steer(self.store, self.spec, self.participant, self.session_id, kind, payload or {})
-        except CommandRefused as exc:
-            self.notify(str(exc), severity="error", title="Steering")
-            return False
-        except (BefairError, OSError) as exc:
-            self.notify(f"could not send {kind}: {exc}", severity="error", title="Steering")
-            return False
-        self.notify(note, title="Steering", timeout=4)
-        return True
-
-    def action_sessions(self) -> None:
-        """Not a participant's: there is no sessions screen in their app."""
-
-    def action_resume_runner(self) -> None:
-        """Not a participant's: an interrupted session resumes by itself."""
-
-    def action_stop(self) -> None:
-        """Not a participant's: a session ends at its budget or time limit."""
-
-    def action_add_steps(self) -> None:
-        """Not a participant's: the step budget is the study's."""
+        return clock_runs_when_paused(self.ctl.state.config)

@@ -1,66 +1,78 @@
-"""Replay: the console in read-only mode with a timeline (play/pause, speed 1x/10x/100x/max, step
-forward and back, jump to the selected node's creation). Imported AIDE runs replay the same way.
+"""Replay: a recorded session on a timeline (play/pause, speed 1x/10x/100x/max, step forward and
+back, jump to the selected node's creation). Imported AIDE runs replay the same way.
 
-Speeds are honest: at 10x, ten seconds of the session's own time pass per second of wall time,
-quiet stretches included (use 100x, max or n/b to skip them). Playing follows the wall clock
-(`mono`), not a count of timer ticks, so a slow frame delays nothing that follows it."""
+It reads only: the controller is composed with `Replaying` (the session's events, read whole by a
+thread worker, played at a speed: befair_tui.console.modes) and a `Viewer` at the keys, who may
+look (split, ★ criterion, summary) but not steer; a steering key says why not."""
 from __future__ import annotations
 
-import copy
 import time
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 
-from engine.session import events as ev
 from engine.session.replay import Timeline
-from engine.session.state import SessionState
 from engine.session.store import SessionStore
 
+from befair_tui.console.controller import ConsoleController
+from befair_tui.console.modes import Replaying, Viewer
 from befair_tui.messages import ReplayRead
-from befair_tui.screens.console import ConsoleScreen
+from befair_tui.screens.console_view import ConsoleView
+from befair_tui.widgets.status_bar import StatusBar
 from befair_tui.widgets.timeline import TimelineBar
 
-SPEEDS = {"1x": 1.0, "10x": 10.0, "100x": 100.0, "max": None}
 TICK = 0.05
-MAX_PER_TICK = 2_000
+REPLAY_BINDINGS = [
+    Binding("space", "play", "Play/Pause", id="replay-play", priority=True),
+    Binding("f", "speed", "Speed", id="replay-speed"),
+    Binding("right,full_stop", "forward", "Step →", id="replay-forward"),
+    Binding("left,comma", "back", "← Step", id="replay-back"),
+    Binding("j", "jump", "Jump to node", id="replay-jump"),
+    Binding("n", "next_node", "Next node", id="replay-next-node", show=False),
+    Binding("b", "prev_node", "Prev node", id="replay-prev-node", show=False),
+    Binding("ctrl+e", "to_end", "End", id="replay-end", show=False),
+    Binding("ctrl+a", "to_start", "Start", id="replay-start", show=False),
+]
 
 
-class ReplayScreen(ConsoleScreen):
-    BINDINGS = [
-        Binding("space", "play", "Play/Pause", id="replay-play", priority=True),
-        Binding("f", "speed", "Speed", id="replay-speed"),
-        Binding("right,full_stop", "forward", "Step →", id="replay-forward"),
-        Binding("left,comma", "back", "← Step", id="replay-back"),
-        Binding("j", "jump", "Jump to node", id="replay-jump"),
-        Binding("n", "next_node", "Next node", id="replay-next-node", show=False),
-        Binding("b", "prev_node", "Prev node", id="replay-prev-node", show=False),
-        Binding("ctrl+e", "to_end", "End", id="replay-end", show=False),
-        Binding("ctrl+a", "to_start", "Start", id="replay-start", show=False),
-    ]
+class ReplayScreen(ConsoleView):
+    BINDINGS = [*REPLAY_BINDINGS]   # over the console's (ConsoleView): its `b` is the previous node here
 
-    def __init__(self, store: SessionStore, session_id: str, *, autoplay: bool = False,
-                 speed: str = "10x", mono: Callable[[], float] = time.monotonic, **kwargs: Any) -> None:
-        kwargs.setdefault("read_only", True)
-        kwargs.setdefault("follow", False)
-        super().__init__(store, session_id, **kwargs)
-        self.timeline = Timeline([], session_id=session_id)   # its events come from read-replay (on mount)
-        self.loaded = False
-        self.playing = autoplay
-        self.speed = speed if speed in SPEEDS else "10x"
-        self._mono = mono
-        self._times: list[float] = []
-        self._anchor: tuple[float, float] | None = None  # (wall clock, session time) play is measured from
+    def __init__(self, store: SessionStore, session_id: str, *, autoplay: bool = False, speed: str = "10x",
+                 mono: Callable[[], float] = time.monotonic, clock: Callable[[], float] | None = None) -> None:
+        self.replaying = Replaying(session_id, clock=clock, speed=speed, playing=autoplay, mono=mono)
+        super().__init__(store, session_id, ConsoleController(session_id, self.replaying, Viewer()))
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.replaying.timeline
+
+    @property
+    def loaded(self) -> bool:
+        return self.replaying.loaded
+
+    @property
+    def playing(self) -> bool:
+        return self.replaying.playing
+
+    @property
+    def speed(self) -> str:
+        return self.replaying.speed
+
+    @speed.setter
+    def speed(self, value: str) -> None:
+        self.replaying.speed = value
+
+    def session_time(self, position: int | None = None) -> float:
+        """Seconds of session time at a timeline position (0 before the first event)."""
+        return self.replaying.session_time(position)
 
     def compose_bottom(self) -> ComposeResult:
         yield TimelineBar(id="timeline")
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.set_interval(TICK, self._play_tick)
         self._sync_timeline()
         self.read_events()
@@ -79,75 +91,37 @@ class ReplayScreen(ConsoleScreen):
     def _on_read(self, message: ReplayRead) -> None:
         if message.error:
             self.notify(f"cannot read the session: {message.error}", title="Replay", severity="error", timeout=15)
-        self.timeline = Timeline(message.events, session_id=self.session_id)
-        self._times = session_times(self.timeline.events)
-        self.loaded = True
+        self.replaying.load(message.events)
         if len(self.timeline):
             self._move_to(1)  # the session's header (level, coder, budget) before any node
         self._sync_timeline()
 
-    def replay_label(self) -> str | None:
-        """The header's first word: whether the replay plays, and how fast."""
-        return f"▶ REPLAY {self.speed}" if self.playing else "⏸ REPLAY PAUSED"
-
-    def live_reply(self, state: SessionState | None = None) -> dict[str, Any] | None:
-        """In a replay the reply is written again from the stored offsets: the first `chars`
-        characters of the llm_call that ends the stream (engine.session.live_reply.replay_text)."""
-        from engine.session import live_reply
-
-        current = (state or self.state).live_reply
-        if current is None:
-            return None
-        return {**current, "text": live_reply.replay_text(self.timeline.events, self.timeline.position, current)}
+    def _sync_status(self) -> None:
+        ctl, state = self.ctl, self.ctl.state
+        self.query_one(StatusBar).sync(state, read_only=True, now=ctl.clock(), replay=self.replaying.label(),
+                                       runner=ctl.runner, criterion=ctl.view_criterion, live=ctl.live_reply())
+        board = self.scoreboard
+        board.set_unsandboxed(state.unsandboxed)
+        self.refresh_bindings_on((state.status, state.stop_requested, board.can_baselines, board.no_baselines()))
 
     # -- moving -----------------------------------------------------------------------------
     def _move_to(self, position: int) -> None:
-        tl = self.timeline
-        old = tl.position
-        position = max(0, min(position, len(tl)))
-        if position == old:
-            self._sync_timeline()
-            return
-        if position > old:
-            tl.position = position
-            self.ingest(tl.events[old:position])
-        else:
-            self.state = copy.deepcopy(tl.state_at(position))
-            tl.position = position
-            self.sync_all()
+        self.apply(self.ctl.seek(self.timeline, position))
         self._sync_timeline()
 
-    def session_time(self, position: int | None = None) -> float:
-        """Seconds of session time at a timeline position (0 before the first event)."""
-        position = self.timeline.position if position is None else position
-        return self._times[position - 1] if position > 0 and self._times else 0.0
-
-    def due_position(self) -> int:
-        """How many events should be applied now, at this speed, since play started."""
-        tl = self.timeline
-        speed = SPEEDS[self.speed]
-        if speed is None:
-            return min(len(tl), tl.position + MAX_PER_TICK)
-        now = self._mono()
-        if self._anchor is None:
-            self._anchor = (now, self.session_time())
-        wall0, session0 = self._anchor
-        due = session0 + (now - wall0) * speed
-        return max(tl.position, min(bisect_right(self._times, due), tl.position + MAX_PER_TICK))
-
     def _play_tick(self) -> None:
-        if not self.playing or not self.loaded:
+        replaying, tl = self.replaying, self.timeline
+        if not replaying.playing or not replaying.loaded:
             return
-        tl = self.timeline
         if tl.at_end:
-            self.playing = False
+            replaying.playing = False
             self._sync_timeline()
             return
-        pos = self.due_position()
+        pos = replaying.due_position()
         if pos != tl.position:
             self._move_to(pos)
         if tl.at_end:
-            self.playing = False
+            replaying.playing = False
             self._sync_timeline()
 
     def _sync_timeline(self) -> None:
@@ -157,42 +131,36 @@ class ReplayScreen(ConsoleScreen):
         if event is not None:
             nid = event.payload.get("node_id")
             label = event.kind + (f" · node {nid}" if nid is not None else "")
-        self.query_one(TimelineBar).sync(playing=self.playing, speed=self.speed, position=tl.position,
-                                         total=len(tl), seconds=tl.elapsed(), event=label)
+        self.query_one(TimelineBar).sync(playing=self.replaying.playing, speed=self.replaying.speed,
+                                         position=tl.position, total=len(tl), seconds=tl.elapsed(), event=label)
         self._sync_status()  # the header: playing or paused
 
     # -- actions ----------------------------------------------------------------------------
     def action_play(self) -> None:
-        if self.timeline.at_end and not self.playing:
+        if self.timeline.at_end and not self.replaying.playing:
             self._move_to(1)
-        self.playing = not self.playing
-        self._restart_clock()
+        self.replaying.playing = not self.replaying.playing
+        self.replaying.restart_clock()
         self._sync_timeline()
 
-    def _restart_clock(self) -> None:
-        """Measure play from now, at the current position (on play, and on a change of speed)."""
-        self._anchor = (self._mono(), self.session_time()) if self.playing else None
-
     def action_speed(self) -> None:
-        names = list(SPEEDS)
-        self.speed = names[(names.index(self.speed) + 1) % len(names)]
-        self._restart_clock()
+        self.replaying.next_speed()
         self._sync_timeline()
 
     def action_forward(self) -> None:
-        self.playing = False
+        self.replaying.playing = False
         self._move_to(self.timeline.position + 1)
 
     def action_back(self) -> None:
-        self.playing = False
+        self.replaying.playing = False
         self._move_to(self.timeline.position - 1)
 
     def action_jump(self) -> None:
-        nid = self.selected_node
+        nid = self.ctl.selected
         if nid is None:
             self.notify("Select a node in the search tree first.", severity="warning")
             return
-        self.playing = False
+        self.replaying.playing = False
         pos = self.timeline._node_pos.get(nid)
         if pos is None:
             self.notify(f"node {nid} is not in this session", severity="warning")
@@ -212,23 +180,12 @@ class ReplayScreen(ConsoleScreen):
         step()
         target, tl.position = tl.position, current
         self._move_to(target)
-        self._restart_clock()
+        self.replaying.restart_clock()
 
     def action_to_end(self) -> None:
-        self.playing = False
+        self.replaying.playing = False
         self._move_to(len(self.timeline))
 
     def action_to_start(self) -> None:
-        self.playing = False
+        self.replaying.playing = False
         self._move_to(0)
-
-
-def session_times(events: Sequence[ev.Event]) -> list[float]:
-    """Each event's session time in seconds from the first event (clock steps back count as 0)."""
-    out: list[float] = []
-    total = 0.0
-    for prev, cur in zip([None, *events[:-1]], events, strict=True):
-        if prev is not None:
-            total += max(0.0, cur.ts - prev.ts)
-        out.append(total)
-    return out

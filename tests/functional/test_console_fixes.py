@@ -80,7 +80,7 @@ async def test_prune_asks_first(db, store):
     async with app.run_test(size=(100, 30)) as pilot:
         console = app.screen
         await wait_for(pilot, lambda: 2 in console.state.nodes)
-        console._auto_select = False  # as after choosing a node by hand
+        console.ctl.auto_follow = False  # as after choosing a node by hand
         tree = console.query_one("SearchTree")
         for _ in range(20):
             tree.move_to(1)
@@ -122,7 +122,7 @@ async def test_replay_speeds_follow_the_wall_clock(db, store):
         screen = app.screen
         assert isinstance(screen, ReplayScreen)
         now = [100.0]
-        screen._mono = lambda: now[0]
+        screen.replaying.mono = lambda: now[0]
         await pilot.press("space")  # play from the session's start (position 1, session time 0)
         await pilot.pause()
         assert screen.playing and screen.session_time() == 0.0

@@ -54,7 +54,7 @@ async def select(pilot, screen, node_id: int) -> None:
     tree = screen.query_one(SearchTree)
     tree.focus()
     # the console first puts the cursor on the newest node itself (after a refresh): let it
-    await wait_for(pilot, lambda: tree.cursor_line >= 0 and tree.cursor_node is tree.item_for(screen._selected),
+    await wait_for(pilot, lambda: tree.cursor_line >= 0 and tree.cursor_node is tree.item_for(screen.selected_node),
                    what="the cursor placed")
     delta = tree.item_for(node_id).line - tree.cursor_line
     for _ in range(abs(delta)):

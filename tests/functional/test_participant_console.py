@@ -27,9 +27,9 @@ from tests.demo_session import write_demo_session
 from tests.snapshot.participant_demo import NOW, TS0, participant_console
 
 from befair_tui.app import create_app, frozen_clock
+from befair_tui.console.controller import ConsoleController
 from befair_tui.format import reflow
 from befair_tui.screens.console import ConsoleScreen
-from befair_tui.screens.console_baselines import ExpertBaselines
 from befair_tui.screens.participant_between import QuestionsScreen
 from befair_tui.screens.participant_console import ParticipantConsoleScreen
 from befair_tui.screens.participant_profile import ProfileScreen
@@ -66,7 +66,7 @@ async def test_no_hint_names_a_key_the_participant_lacks(tmp_path, monkeypatch):
     """b (train baselines), u (resume the runner) and r (the summary) are the researcher's: the
     participant's scoreboard, its refusals and its end say none of them; the researcher's console
     on the same kind of session still does."""
-    monkeypatch.setattr(ExpertBaselines, "baseline_workspace", lambda self: str(tmp_path))  # the data is here
+    monkeypatch.setattr(ConsoleController, "baseline_workspace", lambda self: str(tmp_path))  # the data is here
     app, spec, store, sid = participant_console(tmp_path)
     async with app.run_test(size=(140, 42)) as pilot:
         console = await _console(app, pilot, store, sid)

@@ -93,12 +93,13 @@ async def test_the_tree_draws_what_textuals_tree_draws_without_a_layout_per_node
             await reads_done(app, pilot)
             screen = app.screen
             await pilot.pause()
-            screen.ingest(_tree_events("s", N)[1:])
+            screen.apply(screen.ctl.ingest(_tree_events("s", N)[1:]))   # a replay folds what it is given
             await pilot.pause()
             tree = screen.query_one(SearchTree)
             for k in range(4):
                 Widget.refresh = counting
-                screen.ingest(_node_events(N + 1 + k, 7 + k, screen.state.last_seq + 1, 1e4 + k, "s"))
+                screen.apply(screen.ctl.ingest(_node_events(N + 1 + k, 7 + k, screen.state.last_seq + 1, 1e4 + k,
+                                                            "s")))
                 await pilot.pause()
                 Widget.refresh = original
                 shots.append(_shot(tree))

@@ -176,7 +176,7 @@ async def test_a_node_that_could_not_be_audited_says_so_everywhere(db, store):
         tree.hover_line = tree.item_for(1).line
         await pilot.pause()
         assert "not audited: syntax error at line 3" in str(tree.tooltip)
-        screen._auto_select = False
+        screen.ctl.auto_follow = False
         screen._select(1)
         await pilot.press("5")
         await pilot.pause(0.2)
