@@ -4,6 +4,7 @@ the command palette offer only the keys that can act; pressing another one says 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from textual.binding import Binding
 
@@ -34,6 +35,26 @@ def key_actions(bindings: Iterable[Binding]) -> dict[str, tuple[str, ...]]:
             for key in binding.key.split(","):
                 out[key.strip()] = (*out.get(key.strip(), ()), binding.action)
     return out
+
+
+def declared_bindings(screen: type) -> list[Binding]:
+    """The bindings a screen class has, as Textual merges them: each class's own BINDINGS, its
+    bases' first, a key bound again replacing what a base bound to it, up to the first class
+    declared with `inherit_bindings=False` (ConsoleView records it as `keys_start_here`). Read from
+    the classes, not from the screen's merged map, which is private."""
+    declared: list[Any] = []
+    for klass in screen.__mro__:
+        if "BINDINGS" in vars(klass):
+            declared.append(vars(klass)["BINDINGS"])
+        if vars(klass).get("keys_start_here"):
+            break
+    by_key: dict[str, list[Binding]] = {}
+    for own in reversed(declared):
+        mine: dict[str, list[Binding]] = {}
+        for binding in Binding.make_bindings(own):
+            mine.setdefault(binding.key, []).append(binding)
+        by_key.update(mine)
+    return [binding for bindings in by_key.values() for binding in bindings]
 
 
 def screen_keys(bindings: Iterable[tuple[str, Binding]]) -> dict[str, str]:

@@ -25,7 +25,8 @@ from engine.session.store import SessionStore
 from befair_tui.console.controller import ConsoleController, Redraw
 from befair_tui.console.steering import OFFERED_WHEN_ABLE, fits_the_p_key
 from befair_tui.messages import ReferencesRead
-from befair_tui.screens.console_keys import CONSOLE_BINDINGS, FOOTER_DROP, key_actions, screen_keys
+from befair_tui.screens.console_keys import (CONSOLE_BINDINGS, FOOTER_DROP, declared_bindings, key_actions,
+                                             screen_keys)
 from befair_tui.widgets.comparison_plot import ComparisonPlot
 from befair_tui.widgets.guidance_input import GuidanceInput
 from befair_tui.widgets.keys_footer import KeysFooter
@@ -40,6 +41,12 @@ class ConsoleView(Screen[None]):
     # cannot act), a participant's console has its own instead (inherit_bindings=False).
     BINDINGS = [*CONSOLE_BINDINGS]
     FOOTER_DROP = FOOTER_DROP
+
+    def __init_subclass__(cls, inherit_bindings: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(inherit_bindings=inherit_bindings, **kwargs)
+        cls.keys_start_here = not inherit_bindings   # console_keys.declared_bindings
+
+    keys_start_here = False
 
     def __init__(self, store: SessionStore, session_id: str, ctl: ConsoleController) -> None:
         super().__init__()
@@ -204,8 +211,7 @@ class ConsoleView(Screen[None]):
         """Action -> the key this screen binds to it: a hint names a key only where the screen has
         one (a participant's console has no r, u, b or l)."""
         if self._keys is None:
-            self._keys = screen_keys((key, b) for key, bindings in self._bindings.key_to_bindings.items()
-                                     for b in bindings)
+            self._keys = screen_keys((b.key, b) for b in declared_bindings(type(self)))
         return self._keys
 
     def key_for(self, action: str) -> str | None:
@@ -227,7 +233,7 @@ class ConsoleView(Screen[None]):
 
     def on_key(self, event: events.Key) -> None:
         """A steering key that cannot act now says why instead of doing nothing."""
-        actions = key_actions(self._bindings.key_to_bindings.get(event.key, ())).get(event.key)
+        actions = key_actions(b for b in declared_bindings(type(self)) if b.key == event.key).get(event.key)
         if not actions or any(self.check_action(a, ()) for a in actions):
             return
         bound = self.active_bindings.get(event.key)
