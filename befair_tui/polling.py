@@ -73,7 +73,6 @@ class EventLogFollower:
         self.proc = proc  # the session's process when this console started it
         self.poll_interval = poll_interval
         self.longest_wait = IDLE_POLL  # the screen raises it to ENDED_POLL once the session has ended
-        self.polls = 0  # reads of the event log (tests, benchmarks)
         self._warned_exit = False
 
     def run(self, worker: Worker[None], after: int) -> None:
@@ -82,7 +81,6 @@ class EventLogFollower:
         wait = self.poll_interval
         while not worker.is_cancelled:
             try:
-                self.polls += 1
                 batch = self.store.events(self.session_id, after, limit=BATCH)
             except Exception as exc:  # noqa: BLE001 - report, keep polling
                 self.post(FollowProblem(self.session_id, f"cannot read the session: {exc}"))

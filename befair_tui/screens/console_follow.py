@@ -57,11 +57,6 @@ class FollowedSession(ConsoleView):
         refresh_every(worker, RUNNER_CHECK, self.store, read, lambda error: HeartbeatRead(sid, None, error),
                       self.post_message, repeat_errors=False)
 
-    @property
-    def polls(self) -> int:
-        """Reads of the event log so far (tests, benchmarks)."""
-        return self._follower.polls
-
     @on(HeartbeatRead)
     def _on_heartbeat(self, message: HeartbeatRead) -> None:
         if message.session_id == self.session_id and message.row is not None and self.ctl.heartbeat(message.row):
