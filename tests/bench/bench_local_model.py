@@ -31,6 +31,10 @@ still arriving (a call ended by a time budget; a stall or the token cap are repo
 Skipped (no rows) when the local model is not installed, and in `make bench` unless
 BEFAIR_BENCH_LOCAL=1: it takes one to several hours on 2 cores, depending on their load.
 Run alone: `.venv/bin/python -m tests.bench.bench_local_model [--seeds 0,1,2] [--arms clean,feedback,steered]`.
+A run that was cut (its process killed, the machine stopped) goes on with `--resume WORK_FOLDER`:
+each of its sessions that has not finished is continued with `befair resume` against a fresh
+server (outside the proxy: a resumed session has no twin to share replies with), and the rows are
+read from all of them. A session's seconds per step then include the cut.
 """
 from __future__ import annotations
 
@@ -121,6 +125,40 @@ def run_session(base_url: str, seed: int, arm: str, work: Path, steps: int = STE
     return {**summarise(db, sid), "seed": seed, "arm": arm, "exit_code": code, "wall_s": round(wall, 1),
             "load_before": load_before, "load_after": loadavg(), "steered": steer or None, "db": str(db),
             "log": str(log)}
+
+
+def resume_session(base_url: str, seed: int, arm: str, work: Path) -> dict[str, Any]:
+    """Continue a cut session to its budget (`befair resume`), as a person resumes a killed one."""
+    sid = f"{arm}-s{seed}"
+    load_before, t0 = loadavg(), time.monotonic()
+    with open(work / f"{sid}.resume.log", "w") as fh:
+        code = subprocess.run([sys.executable, "-m", "befair_tui.cli", "resume", sid, "--db", str(work / f"{sid}.db"),
+                               "--base-url", base_url, "--force"], stdout=fh, stderr=subprocess.STDOUT).returncode
+    return {"exit_code": code, "wall_s": round(time.monotonic() - t0, 1), "load_before": load_before,
+            "load_after": loadavg(), "resumed": True}
+
+
+def resume(work: Path, seeds: list[int], arms: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The sessions of a cut run in `work`, each unfinished one continued first (all at once)."""
+    from engine.coders.llm import local_model
+
+    plan = [(arm, seed) for arm in arms for seed in seeds]
+    todo = [(arm, seed) for arm, seed in plan if summarise(work / f"{arm}-s{seed}.db", f"{arm}-s{seed}")["status"]
+            not in ("finished", "failed")]
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    if todo:
+        with local_model.LocalServer(local_model.find(), log=work / "llama-server-resume.log", parallel=len(todo),
+                                     threads=int(os.environ.get("BEFAIR_BENCH_LOCAL_THREADS", "0")) or None,
+                                     context=local_model.CONTEXT if len(todo) == 1 else 12_288) as server:
+            threads = [threading.Thread(target=lambda a, s: runs.__setitem__((a, s), resume_session(
+                server.base_url, s, a, work)), args=job) for job in todo]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    return [{**summarise(work / f"{arm}-s{seed}.db", f"{arm}-s{seed}"), "seed": seed, "arm": arm,
+             "exit_code": None, "wall_s": None, "load_before": "?", "load_after": "?", "steered": None,
+             **runs.get((arm, seed), {})} for arm, seed in plan]
 
 
 def summarise(db: Path, sid: str) -> dict[str, Any]:
@@ -343,6 +381,13 @@ if __name__ == "__main__":
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--parallel", type=int, default=PARALLEL)
+    ap.add_argument("--resume", type=Path, default=None, help="the work folder of a cut run: continue it")
     a = ap.parse_args()
-    result = run([int(x) for x in a.seeds.split(",")], tuple(a.arms.split(",")), a.out, a.parallel, force=True)
+    seeds, arms = [int(x) for x in a.seeds.split(",")], tuple(a.arms.split(","))
+    if a.resume is not None:
+        sessions = resume(a.resume, seeds, arms)
+        result = [row for arm in arms for row in arm_rows(sessions, arm)]
+        result += three_arm_rows(sessions, seeds) if set(arms) == set(ARMS) else []
+    else:
+        result = run(seeds, arms, a.out, a.parallel, force=True)
     print(json.dumps(result, indent=2))
