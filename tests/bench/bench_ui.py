@@ -54,6 +54,11 @@ def _tree_events(sid: str, n: int) -> list[ev.Event]:
     return out
 
 
+def _feed(replay: Any, events: list[ev.Event]) -> None:
+    """Events into a replay screen as its timeline would move them: folded by its controller, drawn."""
+    replay.apply(replay.ctl.ingest(events))
+
+
 async def _new_node_ms(db: Path, session_id: str, tree: str, n_nodes: int = N_NODES,
                        ) -> tuple[dict[str, list[float]], list[dict]]:
     """Per new node on an n-node tree: the wall time from its events to the frame drawn, the CPU
@@ -62,7 +67,7 @@ async def _new_node_ms(db: Path, session_id: str, tree: str, n_nodes: int = N_NO
     SearchTree), "previous" (the tree before it drew its own lines: reference_search_tree.py) or
     "textual" (that one with its caches off: Textual's Tree as it is), put in the console's place."""
     from befair_tui.app import create_app
-    from befair_tui.screens import console
+    from befair_tui.screens import console_view as console   # where the consoles compose their tree
     from befair_tui.widgets.search_tree import SearchTree
     from tests.bench import reference_search_tree
 
@@ -82,7 +87,7 @@ async def _new_node_ms(db: Path, session_id: str, tree: str, n_nodes: int = N_NO
             screen = app.screen
             await pilot.pause()
             t0 = time.perf_counter()
-            screen.ingest(events[1:])
+            _feed(screen, events[1:])
             t1 = time.perf_counter()
             await pilot.pause()
             app.screen._compositor.render_update(full=True)
@@ -114,7 +119,7 @@ async def _frame_cost(app, pilot, batch: list[ev.Event]) -> tuple[float, float, 
     whatever it redraws is drawn. CPU time covers all of it (the app's work, plus the pilot's
     small share: see the empty update)."""
     c0, t0 = time.process_time(), time.perf_counter()
-    app.screen.ingest(batch)
+    _feed(app.screen, batch)
     await pilot._wait_for_screen()
     app.screen._on_timer_update()
     frame = time.perf_counter()
