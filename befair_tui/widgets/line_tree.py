@@ -117,29 +117,23 @@ class LineTree(Generic[T], ScrollView, can_focus=True):
         "double": ("  ", "║ ", "╚═", "╠═"),
     }
 
-    class NodeHighlighted(Message):
+    class _ItemMessage(Message):
+        """A message about one item of the tree."""
+
+        def __init__(self, tree: LineTree[Any], node: TreeItem[Any]) -> None:
+            self.tree = tree
+            self.node = node
+            super().__init__()
+
+        @property
+        def control(self) -> LineTree[Any]:
+            return self.tree
+
+    class NodeHighlighted(_ItemMessage):
         """The cursor moved to another item."""
 
-        def __init__(self, tree: LineTree[Any], node: TreeItem[Any]) -> None:
-            self.tree = tree
-            self.node = node
-            super().__init__()
-
-        @property
-        def control(self) -> LineTree[Any]:
-            return self.tree
-
-    class NodeSelected(Message):
+    class NodeSelected(_ItemMessage):
         """An item chosen: Enter on it, or a click."""
-
-        def __init__(self, tree: LineTree[Any], node: TreeItem[Any]) -> None:
-            self.tree = tree
-            self.node = node
-            super().__init__()
-
-        @property
-        def control(self) -> LineTree[Any]:
-            return self.tree
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None,
                  disabled: bool = False) -> None:
